@@ -1,0 +1,49 @@
+# memgrid: `make run` starts the whole stack, `make test` runs the tests.
+# Both install everything they need into .venv first.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+PROTOS := $(wildcard protos/memgrid/v1/*.proto)
+GEN    := gen/memgrid/v1/.generated
+
+.PHONY: install proto run test test-unit lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] >= (3, 11) else "memgrid needs Python 3.11+")'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt -c constraints.txt
+	# Make the repository and the generated code importable from the venv.
+	$(PY) -c 'import site, pathlib; pathlib.Path(site.getsitepackages()[0], "memgrid-local.pth").write_text(f"{pathlib.Path.cwd()}\n{pathlib.Path.cwd()}/gen\n")'
+	touch $@
+
+proto: $(GEN)
+
+$(GEN): $(PROTOS) $(STAMP)
+	rm -rf gen && mkdir -p gen
+	$(PY) -m grpc_tools.protoc -Iprotos -I$$($(PY) -c 'import grpc_tools, os; print(os.path.join(os.path.dirname(grpc_tools.__file__), "_proto"))') \
+		--python_out=gen --pyi_out=gen --grpc_python_out=gen $(PROTOS)
+	touch $@
+
+run: install proto
+	exec $(PY) -m devstack
+
+test: install proto
+	$(PY) -m pytest
+
+test-unit: install proto
+	$(PY) -m pytest tests/unit
+
+lint: install proto
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+
+bench: install proto
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) gen .pytest_cache .ruff_cache

@@ -1,0 +1,124 @@
+"""`make run`: the whole stack on one machine, with embedded defaults.
+
+Starts FalkorDB and NATS (data under $MEMGRID_DATA_DIR), the four services
+each in its own process, and the gateway; stops them all, in reverse order,
+on SIGINT or SIGTERM, or when any of them dies.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+from devstack.servers import ServerProcess, start_falkordb, start_nats
+from services.core.settings import SERVICE_NAMES, Settings
+
+HEALTH_WAIT_SECONDS = 120
+
+
+def say(message: str) -> None:
+    print(f"[memgrid] {message}", flush=True)
+
+
+def spawn(module: str, env: dict[str, str]) -> subprocess.Popen:
+    """A service process; its own session, so only we decide when it stops."""
+    return subprocess.Popen([sys.executable, "-m", module], env=env, start_new_session=True)
+
+
+def stop_process(name: str, process: subprocess.Popen, grace: float) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        say(f"{name} did not stop in {grace}s; killing it")
+        process.kill()
+        process.wait()
+
+
+def wait_healthy(port: int, children: dict[str, subprocess.Popen], stopping) -> bool:
+    deadline = time.monotonic() + HEALTH_WAIT_SECONDS
+    url = f"http://127.0.0.1:{port}/health"
+    while time.monotonic() < deadline and not stopping():
+        if any(p.poll() is not None for p in children.values()):
+            return False
+        try:
+            with urllib.request.urlopen(url, timeout=2) as reply:
+                if reply.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.5)
+    return False
+
+
+def main() -> int:
+    settings = Settings()
+    data_dir = settings.memgrid_data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "MEMGRID_DATA_DIR": str(data_dir)}
+    stop_requested = False
+
+    def request_stop(signum, frame):
+        nonlocal stop_requested
+        stop_requested = True
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+    servers: list[ServerProcess] = []
+    children: dict[str, subprocess.Popen] = {}
+    code = 0
+    try:
+        say(f"data in {data_dir}")
+        servers.append(start_falkordb(settings.falkordb_port, data_dir / "falkordb"))
+        say(f"FalkorDB on 127.0.0.1:{settings.falkordb_port}")
+        servers.append(start_nats(_port_of(settings.nats_url), data_dir / "nats"))
+        say(f"NATS JetStream on {settings.nats_url}")
+        for name in SERVICE_NAMES:
+            children[name] = spawn(f"services.{name}.main", env)
+            say(f"{name} service on :{settings.grpc_port(name)} (metrics :{settings.metrics_port(name)})")
+        children["gateway"] = spawn("gateway.main", env)
+        if wait_healthy(settings.port, children, lambda: stop_requested):
+            say(f"ready: http://127.0.0.1:{settings.port}/health  (Ctrl-C stops everything)")
+        elif not stop_requested:
+            say("the stack did not become healthy; see the logs above")
+        while not stop_requested:
+            dead = [n for n, p in children.items() if p.poll() is not None]
+            if dead:
+                say(f"{', '.join(dead)} exited; stopping the stack")
+                code = 1
+                break
+            time.sleep(0.2)
+    except Exception as exc:
+        say(f"start-up failed: {exc}")
+        code = 1
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        say("stopping")
+        grace = settings.shutdown_grace_seconds + 5
+        if "gateway" in children:
+            stop_process("gateway", children.pop("gateway"), grace)
+        for process in children.values():  # all at once, then wait for each
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for name, process in children.items():
+            stop_process(name, process, grace)
+        for server in reversed(servers):
+            server.stop()
+        say("stopped")
+    return code
+
+
+def _port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1].split("/")[0])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

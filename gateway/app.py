@@ -1,0 +1,36 @@
+"""The HTTP gateway: the public REST surface over the gRPC services."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from prometheus_client import make_asgi_app
+
+from gateway import envelope
+from gateway.auth import TokenAuth
+from gateway.clients import ServiceClients
+from gateway.routes import router
+from services.core.settings import Settings
+
+
+def create_app(settings: Settings, api_token: str, clients: ServiceClients | None = None) -> FastAPI:
+    """The ASGI app; `clients` defaults to channels built from settings."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        app.state.clients = clients or ServiceClients.from_settings(settings)
+        try:
+            yield
+        finally:
+            await app.state.clients.close()
+
+    app = FastAPI(title="memgrid", version="0.1.0", lifespan=lifespan)
+    app.state.settings = settings
+    app.state.auth = TokenAuth(api_token, settings.default_tenant)
+    envelope.install(app)
+    app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"])
+    app.include_router(router)
+    app.mount("/metrics", make_asgi_app())
+    return app

@@ -1,0 +1,46 @@
+"""gRPC channels and stubs to the four services."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health_pb2_grpc
+
+from memgrid.v1 import (
+    consolidate_service_pb2_grpc,
+    enrich_service_pb2_grpc,
+    ingest_service_pb2_grpc,
+    recall_service_pb2_grpc,
+)
+from services.core.settings import SERVICE_NAMES, Settings
+
+
+@dataclass
+class ServiceClients:
+    channels: dict[str, grpc.aio.Channel]
+    ingest: ingest_service_pb2_grpc.IngestServiceStub
+    recall: recall_service_pb2_grpc.RecallServiceStub
+    enrich: enrich_service_pb2_grpc.EnrichServiceStub
+    consolidate: consolidate_service_pb2_grpc.ConsolidateServiceStub
+    health: dict[str, health_pb2_grpc.HealthStub]
+
+    @classmethod
+    def connect(cls, targets: dict[str, str]) -> ServiceClients:
+        channels = {name: grpc.aio.insecure_channel(targets[name]) for name in SERVICE_NAMES}
+        return cls(
+            channels=channels,
+            ingest=ingest_service_pb2_grpc.IngestServiceStub(channels["ingest"]),
+            recall=recall_service_pb2_grpc.RecallServiceStub(channels["recall"]),
+            enrich=enrich_service_pb2_grpc.EnrichServiceStub(channels["enrich"]),
+            consolidate=consolidate_service_pb2_grpc.ConsolidateServiceStub(channels["consolidate"]),
+            health={name: health_pb2_grpc.HealthStub(ch) for name, ch in channels.items()},
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ServiceClients:
+        return cls.connect({name: settings.grpc_target(name) for name in SERVICE_NAMES})
+
+    async def close(self) -> None:
+        for channel in self.channels.values():
+            await channel.close()

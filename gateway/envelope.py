@@ -1,0 +1,81 @@
+"""The error envelope {"status": "error", "code": N, "message": "..."}, and
+the mapping from gRPC status codes to HTTP, in one place."""
+
+from __future__ import annotations
+
+import grpc
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from services.core.grpc.errors import error_info
+
+GRPC_TO_HTTP = {
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.FAILED_PRECONDITION: 400,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.ABORTED: 409,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.UNIMPLEMENTED: 501,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+}
+
+
+class ApiError(Exception):
+    """An error the gateway itself answers (auth, malformed body)."""
+
+    def __init__(self, code: int, message: str, reason: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason
+
+
+def envelope(code: int, message: str, reason: str | None = None, details: dict | None = None) -> JSONResponse:
+    body: dict = {"status": "error", "code": code, "message": message}
+    if reason:
+        body["reason"] = reason
+    if details:
+        body["details"] = details
+    return JSONResponse(body, status_code=code)
+
+
+async def api_error_handler(request: Request, exc: ApiError) -> JSONResponse:
+    return envelope(exc.code, exc.message, exc.reason)
+
+
+async def grpc_error_handler(request: Request, exc: grpc.aio.AioRpcError) -> JSONResponse:
+    code = GRPC_TO_HTTP.get(exc.code(), 500)
+    info = error_info(exc)
+    message = exc.details() or exc.code().name
+    if exc.code() == grpc.StatusCode.UNAVAILABLE and info is None:
+        message = "a backing service is unavailable"
+    return envelope(code, message, info.reason if info else None, dict(info.metadata) if info else None)
+
+
+async def http_error_handler(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    messages = {
+        404: f"no route for {request.url.path}",
+        405: f"method {request.method} not allowed on {request.url.path}",
+    }
+    return envelope(exc.status_code, messages.get(exc.status_code, str(exc.detail)))
+
+
+async def validation_error_handler(request: Request, exc: RequestValidationError) -> JSONResponse:
+    first = exc.errors()[0] if exc.errors() else {}
+    where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path"))
+    return envelope(400, f"invalid parameter '{where}': {first.get('msg', 'invalid')}", "INVALID_ARGUMENT")
+
+
+def install(app) -> None:
+    """Register every handler so no framework error shape leaks out."""
+    app.add_exception_handler(ApiError, api_error_handler)
+    app.add_exception_handler(grpc.aio.AioRpcError, grpc_error_handler)
+    app.add_exception_handler(StarletteHTTPException, http_error_handler)
+    app.add_exception_handler(RequestValidationError, validation_error_handler)

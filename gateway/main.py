@@ -1,0 +1,37 @@
+"""python -m gateway.main: serve the REST surface on $PORT (default 8001)."""
+
+from __future__ import annotations
+
+import structlog
+import uvicorn
+
+from gateway.app import create_app
+from gateway.auth import load_or_create_token
+from services.core.observability import configure_logging
+from services.core.settings import Settings
+
+
+def main() -> None:
+    settings = Settings()
+    configure_logging("gateway", level=settings.log_level, json_logs=settings.log_json)
+    log = structlog.get_logger()
+    token = settings.automem_api_token
+    host = settings.gateway_host
+    if not token:
+        token, created = load_or_create_token(settings.memgrid_data_dir)
+        host = host or "127.0.0.1"  # a generated token: local access only
+        where = settings.memgrid_data_dir / "api_token"
+        print(f"memgrid API token ({'generated' if created else 'loaded'}, saved in {where}): {token}", flush=True)
+    host = host or "0.0.0.0"
+    log.info("gateway listening", host=host, port=settings.port)
+    uvicorn.run(
+        create_app(settings, token),
+        host=host,
+        port=settings.port,
+        log_level="warning",
+        timeout_graceful_shutdown=int(settings.shutdown_grace_seconds),
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""REST JSON <-> protobuf. Shape only: every rule is the services' to apply."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from google.protobuf import json_format
+
+from gateway.envelope import ApiError
+from memgrid.v1 import memory_pb2
+
+#: Fields of a memory draft the REST surface accepts; others are ignored
+#: (clients send id, format, offset... which the reference ignores too).
+DRAFT_FIELDS = (
+    "content",
+    "type",
+    "confidence",
+    "importance",
+    "tags",
+    "timestamp",
+    "t_valid",
+    "t_invalid",
+    "updated_at",
+    "last_accessed",
+    "embedding",
+)
+_TIME_FIELDS = ("timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed", "enriched_at", "recorded_at")
+
+
+def require_object(body: Any, what: str = "request body") -> dict:
+    if not isinstance(body, dict):
+        raise ApiError(400, f"{what} must be a JSON object", "INVALID_ARGUMENT")
+    return body
+
+
+def draft_from_json(body: dict, *, where: str = "") -> memory_pb2.MemoryDraft:
+    """A MemoryDraft from a JSON object; a wrong JSON type is a 400 naming the field."""
+    shaped = {k: body[k] for k in DRAFT_FIELDS if k in body and body[k] is not None}
+    if body.get("metadata") is not None:
+        shaped["metadata_json"] = json.dumps(body["metadata"])
+    for name in ("content", "type", *(_TIME_FIELDS[:5])):
+        if name in shaped and not isinstance(shaped[name], str):
+            raise ApiError(400, f"{where}'{name}' must be a string", "INVALID_ARGUMENT")
+    for name in ("importance", "confidence"):
+        value = shaped.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ApiError(400, f"{where}'{name}' must be a number between 0 and 1", "NOT_A_NUMBER")
+    try:
+        return json_format.ParseDict(shaped, memory_pb2.MemoryDraft())
+    except json_format.ParseError as exc:
+        raise ApiError(400, f"{where}invalid field: {exc}", "INVALID_ARGUMENT") from None
+
+
+def iso(message, field: str) -> str | None:
+    """A Timestamp field as ISO 8601 with +00:00, or None when unset."""
+    if not message.HasField(field):
+        return None
+    return getattr(message, field).ToDatetime(tzinfo=UTC).isoformat()
+
+
+def float32_list(values) -> list[float]:
+    """Stored float32 values in their shortest decimal form (0.1 stays 0.1)."""
+    return [float(s) for s in np.asarray(values, dtype=np.float32).astype(str)]
+
+
+def memory_to_json(memory: memory_pb2.Memory, *, with_embedding: bool = True) -> dict:
+    """Every stored field, named as the REST surface names them."""
+    out: dict[str, Any] = {
+        "id": memory.id,
+        "content": memory.content,
+        "type": memory.type,
+        "confidence": memory.confidence,
+        "importance": memory.importance,
+        "tags": list(memory.tags),
+        "tag_prefixes": list(memory.tag_prefixes),
+        "metadata": json.loads(memory.metadata_json or "{}"),
+        "summary": memory.summary or None,
+        "archived": memory.archived,
+        "relevance_score": memory.relevance_score if memory.HasField("relevance_score") else None,
+        "tenant": memory.tenant,
+        "version": memory.version,
+    }
+    for name in _TIME_FIELDS:
+        out[name] = iso(memory, name)
+    if with_embedding:
+        out["embedding"] = float32_list(memory.embedding) if memory.embedding else None
+    return out
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()

@@ -1,0 +1,22 @@
+"""The consolidate service's composition root: settings -> adapters -> servicer."""
+
+from __future__ import annotations
+
+from memgrid.v1 import consolidate_service_pb2, consolidate_service_pb2_grpc
+from services.consolidate.servicer import ConsolidateServicer
+from services.core.grpc.app import ServiceApp, full_service_name
+from services.core.settings import Settings
+from services.core.wiring import event_bus, graph_store
+
+
+def build_app(settings: Settings, **overrides) -> ServiceApp:
+    """Adapters from settings; tests may pass `graph=` or `events=` instead."""
+    graph = overrides.get("graph") or graph_store(settings)
+    events = overrides.get("events") or event_bus(settings)
+    return ServiceApp(
+        service_name=full_service_name(consolidate_service_pb2, "ConsolidateService"),
+        add_servicer=consolidate_service_pb2_grpc.add_ConsolidateServiceServicer_to_server,
+        servicer=ConsolidateServicer(),
+        startups=[graph.ensure_schema, events.connect],
+        shutdowns=[events.close, graph.close],
+    )

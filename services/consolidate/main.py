@@ -1,0 +1,7 @@
+"""python -m services.consolidate.main"""
+
+from services.consolidate.bootstrap import build_app
+from services.core.grpc.server import main
+
+if __name__ == "__main__":
+    main("consolidate", build_app)

@@ -1,0 +1,137 @@
+"""NatsEventBus: memory events on NATS JetStream.
+
+Subjects are <prefix>.<tenant>.<kind>; the stream captures <prefix>.>, is
+file-backed and de-duplicates on Nats-Msg-Id (the event id), so a
+re-published event is stored once.
+"""
+
+from __future__ import annotations
+
+import nats
+import structlog
+from nats.errors import ConnectionClosedError, NoServersError
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.api import StorageType, StreamConfig
+from nats.js.errors import NotFoundError
+
+from services.core.adapters.retry import with_backoff
+from services.core.codec import event_to_pb
+from services.core.domain.errors import Unavailable
+from services.core.domain.model import ComponentStatus, MemoryEvent
+
+log = structlog.get_logger()
+
+
+def event_subject(prefix: str, tenant: str, kind: str) -> str:
+    """memory.events.<tenant>.<kind>; NATS tokens may not hold '.', '*', '>' or spaces."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in tenant) or "_"
+    return f"{prefix}.{safe}.{kind}"
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, (NoServersError, OSError, NatsTimeout, ConnectionClosedError, TimeoutError))
+
+
+class NatsEventBus:
+    """EventPublisher on JetStream."""
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        stream: str,
+        subject_prefix: str,
+        wait_seconds: float = 120.0,
+        retry_initial_seconds: float = 0.1,
+        retry_max_seconds: float = 2.0,
+        publish_timeout_seconds: float = 2.0,
+    ):
+        self._url = url
+        self._stream = stream
+        self._prefix = subject_prefix
+        self._wait = wait_seconds
+        self._initial = retry_initial_seconds
+        self._max = retry_max_seconds
+        self._publish_timeout = publish_timeout_seconds
+        self._nc: nats.NATS | None = None
+        self._js = None
+
+    @property
+    def stream(self) -> str:
+        return self._stream
+
+    @property
+    def subjects(self) -> str:
+        return f"{self._prefix}.>"
+
+    async def connect(self) -> None:
+        """Connect (retrying while the server comes up) and ensure the stream."""
+        if self._nc is not None:
+            return
+
+        async def attempt():
+            nc = await nats.connect(
+                self._url,
+                connect_timeout=2,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=1,
+                allow_reconnect=True,
+            )
+            return nc
+
+        self._nc = await with_backoff(
+            "nats",
+            attempt,
+            retryable=_retryable,
+            deadline_seconds=self._wait,
+            initial_seconds=self._initial,
+            max_seconds=self._max,
+        )
+        self._js = self._nc.jetstream()
+        await self.ensure_stream()
+
+    async def ensure_stream(self) -> None:
+        config = StreamConfig(
+            name=self._stream, subjects=[self.subjects], storage=StorageType.FILE, duplicate_window=120.0
+        )
+        try:
+            await self._js.stream_info(self._stream)
+            await self._js.update_stream(config)
+        except NotFoundError:
+            await self._js.add_stream(config)
+
+    @property
+    def jetstream(self):
+        """The JetStream context, for consumers built on this connection."""
+        return self._js
+
+    async def publish(self, event: MemoryEvent) -> None:
+        if self._js is None or self._nc is None or not self._nc.is_connected:
+            raise Unavailable("NATS_UNAVAILABLE", "NATS is not connected")
+        subject = event_subject(self._prefix, event.tenant, event.kind.value)
+        data = event_to_pb(event).SerializeToString()
+        try:
+            await self._js.publish(
+                subject, data, timeout=self._publish_timeout, headers={"Nats-Msg-Id": event.event_id}
+            )
+        except Exception as exc:
+            raise Unavailable("NATS_UNAVAILABLE", f"publish to {subject} failed: {exc}") from exc
+
+    async def status(self) -> ComponentStatus:
+        if self._nc is None or not self._nc.is_connected:
+            return ComponentStatus("nats", "unavailable", "not connected")
+        try:
+            info = await self._js.stream_info(self._stream)
+        except Exception as exc:
+            return ComponentStatus("nats", "unavailable", str(exc))
+        return ComponentStatus(
+            "nats", "connected", f"{self._url} stream {self._stream}", {"messages": float(info.state.messages)}
+        )
+
+    async def close(self) -> None:
+        if self._nc is not None and not self._nc.is_closed:
+            try:
+                await self._nc.drain()
+            except Exception as exc:  # closing must not mask the shutdown
+                log.warning("nats drain failed", error=str(exc))
+        self._nc = self._js = None

@@ -1,0 +1,146 @@
+"""Protobuf <-> domain conversion, used by servicers and the event adapter.
+
+Protobuf types stop here: handlers and the domain see dataclasses only.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from google.protobuf import json_format, timestamp_pb2
+
+from memgrid.v1 import events_pb2, memory_pb2
+from services.core.domain.drafts import Draft
+from services.core.domain.model import ComponentStatus, EventKind, Memory, MemoryEvent
+
+_KIND_TO_PB = {kind: getattr(events_pb2, f"MEMORY_EVENT_KIND_{kind.name}") for kind in EventKind}
+_PB_TO_KIND = {v: k for k, v in _KIND_TO_PB.items()}
+
+
+def ts_to_pb(value: datetime | None) -> timestamp_pb2.Timestamp | None:
+    if value is None:
+        return None
+    pb = timestamp_pb2.Timestamp()
+    pb.FromDatetime(value.astimezone(UTC))
+    return pb
+
+
+def ts_from_pb(message, field: str) -> datetime | None:
+    """The datetime in `message.field`, or None when the field is unset."""
+    if not message.HasField(field):
+        return None
+    return getattr(message, field).ToDatetime(tzinfo=UTC)
+
+
+_TIME_FIELDS = ("timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed", "enriched_at", "recorded_at")
+
+
+def memory_to_pb(memory: Memory, *, with_embedding: bool = True) -> memory_pb2.Memory:
+    pb = memory_pb2.Memory(
+        id=memory.id,
+        tenant=memory.tenant,
+        content=memory.content,
+        type=memory.type,
+        confidence=memory.confidence,
+        importance=memory.importance,
+        tags=memory.tags,
+        tag_prefixes=memory.tag_prefixes,
+        metadata_json=json.dumps(memory.metadata, ensure_ascii=False),
+        summary=memory.summary,
+        archived=memory.archived,
+        version=memory.version,
+    )
+    if with_embedding and memory.embedding is not None:
+        pb.embedding.extend(memory.embedding)
+    if memory.relevance_score is not None:
+        pb.relevance_score = memory.relevance_score
+    for name in _TIME_FIELDS:
+        value = getattr(memory, name)
+        if value is not None:
+            getattr(pb, name).CopyFrom(ts_to_pb(value))
+    return pb
+
+
+def memory_from_pb(pb: memory_pb2.Memory) -> Memory:
+    times = {name: ts_from_pb(pb, name) for name in _TIME_FIELDS}
+    return Memory(
+        id=pb.id,
+        tenant=pb.tenant,
+        content=pb.content,
+        type=pb.type,
+        confidence=pb.confidence,
+        importance=pb.importance,
+        tags=list(pb.tags),
+        tag_prefixes=list(pb.tag_prefixes),
+        metadata=json.loads(pb.metadata_json or "{}"),
+        embedding=list(pb.embedding) or None,
+        summary=pb.summary,
+        archived=pb.archived,
+        relevance_score=pb.relevance_score if pb.HasField("relevance_score") else None,
+        version=pb.version,
+        **times,
+    )
+
+
+def _value_or_none(message, field: str):
+    if not message.HasField(field):
+        return None
+    value = json_format.MessageToDict(getattr(message, field))
+    return value
+
+
+def draft_from_pb(pb: memory_pb2.MemoryDraft) -> Draft:
+    """What the client sent; optional fields not sent stay None."""
+
+    def opt(name: str):
+        return getattr(pb, name) if pb.HasField(name) else None
+
+    return Draft(
+        content=pb.content,
+        type=opt("type"),
+        confidence=opt("confidence"),
+        importance=opt("importance"),
+        tags=_value_or_none(pb, "tags"),
+        metadata_json=opt("metadata_json"),
+        timestamp=opt("timestamp"),
+        t_valid=opt("t_valid"),
+        t_invalid=opt("t_invalid"),
+        updated_at=opt("updated_at"),
+        last_accessed=opt("last_accessed"),
+        embedding=_value_or_none(pb, "embedding"),
+    )
+
+
+def event_to_pb(event: MemoryEvent) -> events_pb2.MemoryEvent:
+    pb = events_pb2.MemoryEvent(
+        event_id=event.event_id,
+        tenant=event.tenant,
+        kind=_KIND_TO_PB[event.kind],
+        memory_id=event.memory_id,
+        version=event.version,
+        content_changed=event.content_changed,
+    )
+    pb.occurred_at.CopyFrom(ts_to_pb(event.occurred_at))
+    if event.memory is not None:
+        pb.memory.CopyFrom(memory_to_pb(event.memory))
+    return pb
+
+
+def event_from_pb(pb: events_pb2.MemoryEvent) -> MemoryEvent:
+    return MemoryEvent(
+        event_id=pb.event_id,
+        tenant=pb.tenant,
+        kind=_PB_TO_KIND[pb.kind],
+        memory_id=pb.memory_id,
+        version=pb.version,
+        occurred_at=pb.occurred_at.ToDatetime(tzinfo=UTC),
+        memory=memory_from_pb(pb.memory) if pb.HasField("memory") else None,
+        content_changed=pb.content_changed,
+    )
+
+
+def status_to_pb(status: ComponentStatus) -> memory_pb2.ComponentStatus:
+    return memory_pb2.ComponentStatus(
+        name=status.name, status=status.status, detail=status.detail, figures=status.figures
+    )

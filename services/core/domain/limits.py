@@ -1,0 +1,17 @@
+"""Limits and defaults the domain rules use, injected from settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The numbers behind the validation rules of spec 000."""
+
+    content_soft_limit: int = 500
+    content_hard_limit: int = 2000
+    default_importance: float = 0.5
+    explicit_type_confidence: float = 0.9
+    vector_size: int = 384
+    batch_max_items: int = 500

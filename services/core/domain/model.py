@@ -1,0 +1,115 @@
+"""The memory record and its vocabulary (spec 000). Pure data, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+#: The seven semantic types of the classifier (spec 000).
+MEMORY_TYPES = ("Decision", "Pattern", "Preference", "Style", "Habit", "Insight", "Context")
+#: The classifier's fallback type.
+FALLBACK_TYPE = "Memory"
+
+#: Relation types a client may author through /associate.
+AUTHORABLE_RELATIONS = (
+    "RELATES_TO",
+    "LEADS_TO",
+    "OCCURRED_BEFORE",
+    "PREFERS_OVER",
+    "EXEMPLIFIES",
+    "CONTRADICTS",
+    "REINFORCES",
+    "INVALIDATED_BY",
+    "EVOLVED_INTO",
+    "DERIVED_FROM",
+    "PART_OF",
+)
+#: Relation types only the system writes.
+SYSTEM_RELATIONS = ("SIMILAR_TO", "PRECEDED_BY", "DISCOVERED")
+#: Relations the current-state pass follows to the head of a chain.
+SUPERSESSION_RELATIONS = ("INVALIDATED_BY", "EVOLVED_INTO")
+
+
+class EventKind(StrEnum):
+    """What happened to a memory; the value is the subject suffix."""
+
+    CREATED = "created"
+    UPDATED = "updated"
+    DELETED = "deleted"
+    ASSOCIATED = "associated"
+    EMBEDDED = "embedded"
+    ENRICHED = "enriched"
+    ARCHIVED = "archived"
+    SUPERSEDED = "superseded"
+
+
+@dataclass(slots=True)
+class Memory:
+    """A memory as stored. Times are timezone-aware UTC datetimes."""
+
+    id: str
+    tenant: str
+    content: str
+    type: str
+    confidence: float
+    importance: float
+    timestamp: datetime
+    t_valid: datetime
+    updated_at: datetime
+    last_accessed: datetime
+    recorded_at: datetime
+    tags: list[str] = field(default_factory=list)
+    tag_prefixes: list[str] = field(default_factory=list)
+    metadata: dict = field(default_factory=dict)
+    embedding: list[float] | None = None
+    t_invalid: datetime | None = None
+    enriched_at: datetime | None = None
+    summary: str = ""
+    archived: bool = False
+    relevance_score: float | None = None
+    version: int = 1
+
+
+@dataclass(slots=True)
+class MemoryEvent:
+    """A change to one memory, published on memory.events.<tenant>.<kind>."""
+
+    event_id: str
+    tenant: str
+    kind: EventKind
+    memory_id: str
+    version: int
+    occurred_at: datetime
+    memory: Memory | None = None
+    content_changed: bool = False
+
+    @staticmethod
+    def for_memory(
+        kind: EventKind, memory: Memory, occurred_at: datetime, *, content_changed: bool = False
+    ) -> MemoryEvent:
+        """The event for a change to `memory`; its id is stable per (memory, kind, version)."""
+        return MemoryEvent(
+            event_id=f"{memory.id}:{kind.value}:{memory.version}",
+            tenant=memory.tenant,
+            kind=kind,
+            memory_id=memory.id,
+            version=memory.version,
+            occurred_at=occurred_at,
+            memory=memory,
+            content_changed=content_changed,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentStatus:
+    """The state of a dependency, as reported in /health."""
+
+    name: str
+    status: str
+    detail: str = ""
+    figures: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("connected", "serving", "ok")

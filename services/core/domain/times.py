@@ -1,0 +1,51 @@
+"""ISO 8601 parsing and formatting in UTC (spec 000: stored with +00:00)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from services.core.domain.errors import InvalidArgument
+
+
+def parse_iso(value: str, field: str) -> datetime:
+    """Parse an ISO 8601 date-time; 'Z' is accepted and naive times are UTC.
+
+    Raises InvalidArgument (reason INVALID_TIMESTAMP) naming the field.
+    """
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument("INVALID_TIMESTAMP", f"{field} must be an ISO 8601 date-time", field=field)
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidArgument(
+            "INVALID_TIMESTAMP", f"{field} is not a valid ISO 8601 date-time: {value!r}", field=field
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def format_iso(value: datetime | None) -> str | None:
+    """UTC ISO 8601 with a +00:00 offset, as the reference stores it."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat()
+
+
+def to_micros(value: datetime | None) -> int | None:
+    """Epoch microseconds (exact; how the graph stores times)."""
+    if value is None:
+        return None
+    delta = value - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(value: int | None) -> datetime | None:
+    """The inverse of to_micros."""
+    if value is None:
+        return None
+    seconds, micros = divmod(int(value), 1_000_000)
+    return datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=micros)

@@ -1,0 +1,47 @@
+"""A service application: one servicer plus the resources it opens and closes."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import grpc
+
+
+@dataclass
+class ServiceApp:
+    """Implements services.core.grpc.server.Application.
+
+    `startups` run in order at start (each may wait for its dependency);
+    `shutdowns` run in order at stop.
+    """
+
+    service_name: str
+    add_servicer: Callable[[object, grpc.aio.Server], None]
+    servicer: object
+    startups: list[Callable[[], Awaitable[None] | None]] = field(default_factory=list)
+    shutdowns: list[Callable[[], Awaitable[None] | None]] = field(default_factory=list)
+
+    @property
+    def service_names(self) -> list[str]:
+        return [self.service_name]
+
+    def register(self, server: grpc.aio.Server) -> None:
+        self.add_servicer(self.servicer, server)
+
+    async def start(self) -> None:
+        for step in self.startups:
+            result = step()
+            if result is not None:
+                await result
+
+    async def stop(self) -> None:
+        for step in self.shutdowns:
+            result = step()
+            if result is not None:
+                await result
+
+
+def full_service_name(module, name: str) -> str:
+    """The fully-qualified name of a service in a generated *_pb2 module."""
+    return module.DESCRIPTOR.services_by_name[name].full_name

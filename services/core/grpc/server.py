@@ -1,0 +1,166 @@
+"""Serving a memgrid gRPC service: health, reflection, metrics, error mapping,
+graceful shutdown. Each service's main.py calls run(); tests call start()."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from services.core.domain.errors import DomainError
+from services.core.grpc.errors import to_grpc_status
+from services.core.observability import GRPC_LATENCY, GRPC_REQUESTS
+
+log = structlog.get_logger()
+
+
+class Application(Protocol):
+    """What a service's bootstrap builds: its servicers and their lifecycle."""
+
+    #: Fully-qualified gRPC service names, for health and reflection.
+    service_names: list[str]
+
+    def register(self, server: grpc.aio.Server) -> None: ...
+
+    async def start(self) -> None:
+        """Connect to dependencies (retrying while they come up)."""
+
+    async def stop(self) -> None: ...
+
+
+class ErrorAndMetricsInterceptor(grpc.aio.ServerInterceptor):
+    """Maps domain errors to rich statuses and counts every unary call."""
+
+    def __init__(self, service: str):
+        self._service = service
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        method = handler_call_details.method.rsplit("/", 1)[-1]
+        inner = handler.unary_unary
+        service = self._service
+
+        async def wrapper(request, context):
+            started = time.perf_counter()
+            code = "OK"
+            try:
+                return await inner(request, context)
+            except DomainError as exc:
+                code = exc.status
+                status = to_grpc_status(exc)
+                await context.abort(status.code, status.details, status.trailing_metadata)
+            except NotImplementedError:
+                code = "UNIMPLEMENTED"
+                await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not implemented yet")
+            except asyncio.CancelledError:
+                code = "CANCELLED"
+                raise
+            except Exception as exc:
+                if isinstance(exc, grpc.aio.AbortError):
+                    code = (context.code() or grpc.StatusCode.UNKNOWN).name
+                    raise
+                code = "INTERNAL"
+                log.exception("unhandled error", method=method)
+                await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}")
+            finally:
+                GRPC_REQUESTS.labels(service, method, code).inc()
+                GRPC_LATENCY.labels(service, method).observe(time.perf_counter() - started)
+
+        return grpc.unary_unary_rpc_method_handler(
+            wrapper,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+@dataclass
+class RunningService:
+    """A started service: its bound port, and how to stop it gracefully."""
+
+    name: str
+    port: int
+    server: grpc.aio.Server
+    health: health.aio.HealthServicer
+    app: Application
+    grace_seconds: float
+    _stopped: bool = field(default=False, repr=False)
+
+    async def stop(self) -> None:
+        """NOT_SERVING first (so balancers drain us), then finish in-flight calls."""
+        if self._stopped:
+            return
+        self._stopped = True
+        log.info("shutting down", grace_seconds=self.grace_seconds)
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(self.grace_seconds)
+        await self.app.stop()
+        log.info("stopped")
+
+
+async def start(name: str, app: Application, *, host: str, port: int, grace_seconds: float) -> RunningService:
+    """Bind, answer health as NOT_SERVING, start the app, then mark SERVING."""
+    server = grpc.aio.server(interceptors=[ErrorAndMetricsInterceptor(name)])
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    app.register(server)
+    names = [*app.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME]
+    reflection.enable_server_reflection(names, server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    for service_name in ("", *app.service_names):
+        await health_servicer.set(service_name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    await server.start()
+    log.info("grpc listening", host=host, port=bound)
+    try:
+        await app.start()
+    except BaseException:
+        await server.stop(0)
+        raise
+    for service_name in ("", *app.service_names):
+        await health_servicer.set(service_name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("serving", services=app.service_names)
+    return RunningService(name, bound, server, health_servicer, app, grace_seconds)
+
+
+async def run_until_signalled(running: RunningService) -> None:
+    """Serve until SIGTERM or SIGINT, then shut down gracefully."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await running.stop()
+
+
+def main(name: str, build_app) -> None:
+    """The entrypoint of every service: settings -> bootstrap -> serve.
+
+    `build_app(settings)` is the service's composition root.
+    """
+    from services.core.observability import configure_logging, start_metrics_server
+    from services.core.settings import Settings
+
+    settings = Settings()
+    configure_logging(name, level=settings.log_level, json_logs=settings.log_json)
+    start_metrics_server(settings.metrics_port(name), host=settings.grpc_host)
+
+    async def serve() -> None:
+        app = build_app(settings)
+        running = await start(
+            name,
+            app,
+            host=settings.grpc_host,
+            port=settings.grpc_port(name),
+            grace_seconds=settings.shutdown_grace_seconds,
+        )
+        await run_until_signalled(running)
+
+    asyncio.run(serve())

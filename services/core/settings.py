@@ -1,0 +1,100 @@
+"""The one typed place where configuration is read.
+
+Every limit, weight, name and address lives here. Settings are built once, at
+start-up, by each service's composition root (never at import time).
+Environment variable names are the field names in upper case; a `.env` file
+in the working directory is read too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.core.domain.limits import Limits
+
+#: gRPC ports of the four services and their metrics ports, in one table so
+#: the launcher, the gateway and the services agree.
+DEFAULT_GRPC_PORTS = {"ingest": 50051, "recall": 50052, "enrich": 50053, "consolidate": 50054}
+DEFAULT_METRICS_PORTS = {"ingest": 9101, "recall": 9102, "enrich": 9103, "consolidate": 9104}
+SERVICE_NAMES = tuple(DEFAULT_GRPC_PORTS)
+
+
+class Settings(BaseSettings):
+    """Configuration shared by every memgrid process."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
+
+    # Storage and messaging.
+    memgrid_data_dir: Path = Path("data")
+    falkordb_host: str = "127.0.0.1"
+    falkordb_port: int = 6379
+    falkordb_password: str | None = None
+    falkordb_graph: str = "memories"
+    nats_url: str = "nats://127.0.0.1:4222"
+    nats_stream: str = "MEMORY_EVENTS"
+    nats_subject_prefix: str = "memory.events"
+    qdrant_url: str | None = None
+    qdrant_collection: str = "memories"
+    vector_size: int = 384
+
+    # Service addresses: each service binds its own port; the gateway dials them.
+    grpc_host: str = "127.0.0.1"
+    ingest_grpc_port: int = DEFAULT_GRPC_PORTS["ingest"]
+    recall_grpc_port: int = DEFAULT_GRPC_PORTS["recall"]
+    enrich_grpc_port: int = DEFAULT_GRPC_PORTS["enrich"]
+    consolidate_grpc_port: int = DEFAULT_GRPC_PORTS["consolidate"]
+    ingest_metrics_port: int = DEFAULT_METRICS_PORTS["ingest"]
+    recall_metrics_port: int = DEFAULT_METRICS_PORTS["recall"]
+    enrich_metrics_port: int = DEFAULT_METRICS_PORTS["enrich"]
+    consolidate_metrics_port: int = DEFAULT_METRICS_PORTS["consolidate"]
+
+    # Gateway.
+    port: int = 8001
+    gateway_host: str | None = None  # None: 0.0.0.0 with a configured token, else 127.0.0.1
+    automem_api_token: str | None = None
+    admin_api_token: str | None = None
+    default_tenant: str = "default"
+    grpc_timeout_seconds: float = 10.0
+
+    # Resilience.
+    dependency_wait_seconds: float = 120.0
+    retry_initial_seconds: float = 0.1
+    retry_max_seconds: float = 2.0
+    shutdown_grace_seconds: float = 5.0
+
+    # Memory model limits and defaults (spec 000).
+    memory_content_soft_limit: int = 500
+    memory_content_hard_limit: int = 2000
+    default_importance: float = 0.5
+    explicit_type_confidence: float = 0.9
+    batch_max_items: int = Field(default=500, ge=1)
+
+    log_level: str = "INFO"
+    log_json: bool = True
+
+    def grpc_port(self, service: str) -> int:
+        """The gRPC port of a service by name."""
+        return getattr(self, f"{service}_grpc_port")
+
+    def metrics_port(self, service: str) -> int:
+        """The Prometheus port of a service by name."""
+        return getattr(self, f"{service}_metrics_port")
+
+    def grpc_target(self, service: str) -> str:
+        """The address the gateway dials for a service."""
+        return f"{self.grpc_host}:{self.grpc_port(service)}"
+
+    @property
+    def limits(self) -> Limits:
+        """The validation limits the domain applies."""
+        return Limits(
+            content_soft_limit=self.memory_content_soft_limit,
+            content_hard_limit=self.memory_content_hard_limit,
+            default_importance=self.default_importance,
+            explicit_type_confidence=self.explicit_type_confidence,
+            vector_size=self.vector_size,
+            batch_max_items=self.batch_max_items,
+        )

@@ -1,0 +1,25 @@
+"""The recall service's composition root: settings -> adapters -> servicer."""
+
+from __future__ import annotations
+
+from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
+from services.core.grpc.app import ServiceApp, full_service_name
+from services.core.settings import Settings
+from services.core.wiring import event_bus, graph_store, vector_index
+from services.recall.handlers import RecallHandlers
+from services.recall.servicer import RecallServicer
+
+
+def build_app(settings: Settings, **overrides) -> ServiceApp:
+    """Adapters from settings; tests may pass `graph=`, `events=` or `vectors=`."""
+    graph = overrides.get("graph") or graph_store(settings)
+    events = overrides.get("events") or event_bus(settings)
+    vectors = overrides.get("vectors") or vector_index(settings)
+    handlers = RecallHandlers(graph=graph, vectors=vectors, events=events)
+    return ServiceApp(
+        service_name=full_service_name(recall_service_pb2, "RecallService"),
+        add_servicer=recall_service_pb2_grpc.add_RecallServiceServicer_to_server,
+        servicer=RecallServicer(handlers),
+        startups=[vectors.open, graph.ensure_schema, events.connect],
+        shutdowns=[events.close, vectors.close, graph.close],
+    )
