@@ -34,7 +34,7 @@ async def with_backoff(
 
     async for trying in AsyncRetrying(
         retry=retry_if_exception(retryable),
-        wait=wait_exponential_jitter(initial=initial_seconds, max=max_seconds),
+        wait=wait_exponential_jitter(multiplier=initial_seconds, max=max_seconds, jitter=initial_seconds),
         stop=stop_after_delay(deadline_seconds),
         before_sleep=_log,
         reraise=True,

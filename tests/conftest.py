@@ -1,0 +1,52 @@
+"""Shared fixtures: real FalkorDB and NATS servers on free ports, per session.
+
+Each test gets its own graph, stream and subject prefix, so tests sharing the
+servers never see each other's data.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from devstack.servers import ServerProcess, free_port, start_falkordb, start_nats
+from services.core.settings import Settings
+
+
+@pytest.fixture(scope="session")
+def falkordb_server(tmp_path_factory) -> Iterator[ServerProcess]:
+    server = start_falkordb(free_port(), tmp_path_factory.mktemp("falkordb"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory) -> Iterator[ServerProcess]:
+    server = start_nats(free_port(), tmp_path_factory.mktemp("nats"))
+    yield server
+    server.stop()
+
+
+def make_settings(falkordb_port: int, nats_port: int, data_dir, **overrides) -> Settings:
+    """Settings isolated to one test: its own graph, stream, subjects and ports."""
+    unique = uuid.uuid4().hex[:10]
+    values = dict(
+        memgrid_data_dir=data_dir,
+        falkordb_port=falkordb_port,
+        falkordb_graph=f"test_{unique}",
+        nats_url=f"nats://127.0.0.1:{nats_port}",
+        nats_stream=f"EVENTS_{unique}",
+        nats_subject_prefix=f"t{unique}.events",
+        dependency_wait_seconds=20.0,
+        shutdown_grace_seconds=1.0,
+        log_json=False,
+    )
+    values.update(overrides)
+    return Settings(_env_file=None, **values)
+
+
+@pytest.fixture
+def settings(falkordb_server, nats_server, tmp_path) -> Settings:
+    return make_settings(falkordb_server.port, nats_server.port, tmp_path / "data")

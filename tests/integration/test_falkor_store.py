@@ -1,0 +1,104 @@
+"""FalkorGraphStore against a real FalkorDB server."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from devstack.servers import free_port, start_falkordb
+from services.core.adapters.falkor import FalkorGraphStore
+from services.core.domain.errors import Unavailable
+from services.core.domain.model import Memory
+from services.core.wiring import graph_store
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2025, 1, 15, 10, 30, 0, 123456, tzinfo=UTC)
+
+
+def memory(memory_id: str, tenant: str = "default", **fields) -> Memory:
+    values = dict(
+        id=memory_id, tenant=tenant, content=f"content of {memory_id}", type="Decision", confidence=0.9,
+        importance=0.7, timestamp=T0, t_valid=T0, updated_at=T0, last_accessed=T0, recorded_at=T0,
+        tags=["Project:Alpha", "db"], tag_prefixes=["project", "project:alpha", "db"],
+        metadata={"n": 3, "nested": {"x": [1, 2.5, "s"]}, "quote": "it's \"quoted\""},
+    )
+    values.update(fields)
+    return Memory(**values)
+
+
+@pytest.fixture
+async def store(settings):
+    store = graph_store(settings)
+    await store.ensure_schema()
+    yield store
+    await store.close()
+
+
+async def test_create_and_get_round_trips_every_field(store):
+    full = memory(
+        "m1", embedding=[0.5, -0.25, 0.125], t_invalid=T0 + timedelta(days=7), enriched_at=T0,
+        summary="First sentence.", archived=True, relevance_score=0.42, version=3,
+    )
+    await store.create_memories([full, memory("m2")], event_pending=True)
+    assert await store.get_memory("default", "m1") == full
+    assert (await store.get_memory("default", "m2")).t_invalid is None
+
+
+async def test_every_read_is_scoped_to_the_tenant(store):
+    await store.create_memories([memory("a1", tenant="a"), memory("b1", tenant="b")], event_pending=False)
+    assert await store.get_memory("a", "b1") is None
+    assert (await store.get_memory("b", "b1")).tenant == "b"
+    assert await store.count_memories("a") == 1
+    assert await store.count_memories() == 2
+    await store.touch_memory("a", "b1", 0)  # another tenant's id: nothing changes
+    assert (await store.get_memory("b", "b1")).last_accessed == T0
+
+
+async def test_touch_and_clear_pending(store):
+    await store.create_memories([memory("m1")], event_pending=True)
+    later = T0 + timedelta(hours=1)
+    await store.touch_memory("default", "m1", int(later.timestamp() * 1_000_000))
+    assert (await store.get_memory("default", "m1")).last_accessed == later
+    pending = await store._query("MATCH (m:Memory {id: 'm1'}) RETURN m.event_pending")
+    assert pending.result_set[0][0] is True
+    await store.clear_event_pending("default", ["m1"])
+    cleared = await store._query("MATCH (m:Memory {id: 'm1'}) RETURN m.event_pending")
+    assert cleared.result_set[0][0] is False
+
+
+async def test_schema_creation_is_idempotent(store):
+    await store.ensure_schema()
+    indexes = await store._query("CALL db.indexes() YIELD label, properties RETURN label, properties")
+    indexed = {p for label, props in indexes.result_set if label == "Memory" for p in props}
+    assert {"id", "tenant"} <= indexed
+
+
+async def test_status_reports_count_and_unavailability(store, settings):
+    await store.create_memories([memory("m1")], event_pending=False)
+    status = await store.status()
+    assert status.ok and status.figures["memories"] == 1.0
+    dead = FalkorGraphStore(host="127.0.0.1", port=free_port(), graph="g", request_retry_seconds=0.3)
+    assert (await dead.status()).status == "unavailable"
+    with pytest.raises(Unavailable):
+        await dead.get_memory("default", "x")
+
+
+async def test_data_survives_a_restart_and_the_store_waits_for_it(tmp_path):
+    data = tmp_path / "falkordb"
+    server = start_falkordb(free_port(), data)
+    store = FalkorGraphStore(host="127.0.0.1", port=server.port, graph="persist", wait_seconds=20)
+    try:
+        await store.ensure_schema()
+        await store.create_memories([memory("kept")], event_pending=False)
+        server.stop()
+        with pytest.raises(Unavailable):
+            await FalkorGraphStore(
+                host="127.0.0.1", port=server.port, graph="persist", request_retry_seconds=0.3
+            ).get_memory("default", "kept")
+        server = start_falkordb(server.port, data)
+        assert (await store.get_memory("default", "kept")).content == "content of kept"
+    finally:
+        await store.close()
+        server.stop()

@@ -1,0 +1,181 @@
+"""The services in-process on free ports, against real FalkorDB and NATS."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from google.protobuf import struct_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from memgrid.v1 import (
+    enrich_service_pb2,
+    enrich_service_pb2_grpc,
+    ingest_service_pb2,
+    ingest_service_pb2_grpc,
+    memory_pb2,
+    recall_service_pb2,
+    recall_service_pb2_grpc,
+)
+from prometheus_client import REGISTRY
+
+from devstack.servers import free_port, start_nats
+from services.consolidate.bootstrap import build_app as build_consolidate
+from services.core.grpc.errors import error_info
+from services.core.grpc.server import start
+from services.core.grpc.tenant import tenant_metadata
+from services.core.wiring import graph_store
+from services.enrich.bootstrap import build_app as build_enrich
+from services.ingest.bootstrap import build_app as build_ingest
+from services.recall.bootstrap import build_app as build_recall
+from tests.conftest import make_settings
+from tests.integration.test_nats_bus import read_all
+
+pytestmark = pytest.mark.integration
+
+BUILDERS = {"ingest": build_ingest, "recall": build_recall, "enrich": build_enrich, "consolidate": build_consolidate}
+TENANT = tenant_metadata("acme")
+
+
+@pytest.fixture
+async def stack(settings):
+    """All four services; yields {name: (RunningService, channel)}."""
+    running = {}
+    try:
+        for name, build in BUILDERS.items():
+            service = await start(name, build(settings), host="127.0.0.1", port=0, grace_seconds=1.0)
+            running[name] = (service, grpc.aio.insecure_channel(f"127.0.0.1:{service.port}"))
+        yield running
+    finally:
+        for service, channel in running.values():
+            await channel.close()
+            await service.stop()
+
+
+def draft(**fields) -> memory_pb2.MemoryDraft:
+    return memory_pb2.MemoryDraft(**fields)
+
+
+async def test_every_service_answers_health_and_reflection(stack):
+    for name, (service, channel) in stack.items():
+        health = health_pb2_grpc.HealthStub(channel)
+        overall = await health.Check(health_pb2.HealthCheckRequest(service=""))
+        assert overall.status == health_pb2.HealthCheckResponse.SERVING, name
+        named = await health.Check(health_pb2.HealthCheckRequest(service=service.app.service_names[0]))
+        assert named.status == health_pb2.HealthCheckResponse.SERVING, name
+        reflect = reflection_pb2_grpc.ServerReflectionStub(channel)
+        replies = [r async for r in reflect.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))]
+        listed = {s.name for s in replies[0].list_services_response.service}
+        assert service.app.service_names[0] in listed
+        assert "grpc.health.v1.Health" in listed
+
+
+async def test_create_writes_the_graph_and_publishes_an_event(stack, settings):
+    ingest = ingest_service_pb2_grpc.IngestServiceStub(stack["ingest"][1])
+    reply = await ingest.CreateMemory(
+        ingest_service_pb2.CreateMemoryRequest(
+            memory=draft(content="Decided to use FalkorDB", tags=struct_pb2.Value(string_value="db"))
+        ),
+        metadata=TENANT,
+    )
+    memory = reply.memory
+    assert memory.tenant == "acme" and memory.type == "Decision" and memory.confidence == pytest.approx(0.6)
+    assert list(memory.tags) == ["db"] and reply.enrichment == "queued"
+
+    store = graph_store(settings)
+    try:
+        stored = await store.get_memory("acme", memory.id)
+        assert stored is not None and stored.content == "Decided to use FalkorDB"
+        pending = await store._query("MATCH (m:Memory {id: $id}) RETURN m.event_pending", {"id": memory.id})
+        assert pending.result_set[0][0] is False
+    finally:
+        await store.close()
+    events = await read_all(settings, f"{settings.nats_subject_prefix}.acme.created")
+    assert [e.memory_id for e in events] == [memory.id]
+    assert events[0].memory.content == "Decided to use FalkorDB"
+
+    recall = recall_service_pb2_grpc.RecallServiceStub(stack["recall"][1])
+    got = await recall.GetMemory(recall_service_pb2.GetMemoryRequest(id=memory.id), metadata=TENANT)
+    assert got.memory.content == memory.content and got.memory.id == memory.id
+    with pytest.raises(grpc.aio.AioRpcError) as other_tenant:
+        await recall.GetMemory(recall_service_pb2.GetMemoryRequest(id=memory.id), metadata=tenant_metadata("other"))
+    assert other_tenant.value.code() == grpc.StatusCode.NOT_FOUND
+    status = await recall.GetSystemStatus(recall_service_pb2.GetSystemStatusRequest())
+    assert status.memory_count == 1
+    assert {c.name: c.status for c in status.components} == {
+        "falkordb": "connected", "nats": "connected", "vector_index": "connected"
+    }
+    sample = REGISTRY.get_sample_value(
+        "memgrid_grpc_requests_total", {"service": "ingest", "method": "CreateMemory", "code": "OK"}
+    )
+    assert sample is not None and sample >= 1
+
+
+async def test_validation_errors_carry_reason_and_numbers(stack):
+    ingest = ingest_service_pb2_grpc.IngestServiceStub(stack["ingest"][1])
+    with pytest.raises(grpc.aio.AioRpcError) as too_long:
+        await ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(memory=draft(content="x" * 2001)), metadata=TENANT)
+    assert too_long.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    info = error_info(too_long.value)
+    assert info.reason == "CONTENT_TOO_LONG"
+    assert dict(info.metadata) == {"field": "content", "length": "2001", "limit": "2000"}
+
+
+async def test_calls_without_a_tenant_are_refused(stack):
+    ingest = ingest_service_pb2_grpc.IngestServiceStub(stack["ingest"][1])
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(memory=draft(content="hi")))
+    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_unbuilt_rpcs_answer_unimplemented(stack):
+    ingest = ingest_service_pb2_grpc.IngestServiceStub(stack["ingest"][1])
+    enrich = enrich_service_pb2_grpc.EnrichServiceStub(stack["enrich"][1])
+    for call in (
+        ingest.DeleteMemory(ingest_service_pb2.DeleteMemoryRequest(id="x"), metadata=TENANT),
+        enrich.GetEnrichmentStatus(enrich_service_pb2.GetEnrichmentStatusRequest(), metadata=TENANT),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as unimplemented:
+            await call
+        assert unimplemented.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+async def test_graceful_shutdown_reports_not_serving_first(settings):
+    service = await start("consolidate", build_consolidate(settings), host="127.0.0.1", port=0, grace_seconds=1.0)
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
+    try:
+        health = health_pb2_grpc.HealthStub(channel)
+        await service.health.enter_graceful_shutdown()
+        reply = await health.Check(health_pb2.HealthCheckRequest(service=""))
+        assert reply.status == health_pb2.HealthCheckResponse.NOT_SERVING
+    finally:
+        await service.stop()
+        await channel.close()
+    probe = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
+    with pytest.raises(grpc.aio.AioRpcError):
+        await health_pb2_grpc.HealthStub(probe).Check(health_pb2.HealthCheckRequest(), timeout=1)
+    await probe.close()
+
+
+async def test_a_write_is_kept_when_nats_is_down(falkordb_server, tmp_path):
+    nats_dir = tmp_path / "nats"
+    nats_server = start_nats(free_port(), nats_dir)
+    settings = make_settings(falkordb_server.port, nats_server.port, tmp_path / "data")
+    service = await start("ingest", build_ingest(settings), host="127.0.0.1", port=0, grace_seconds=1.0)
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
+    store = graph_store(settings)
+    try:
+        nats_server.stop()
+        ingest = ingest_service_pb2_grpc.IngestServiceStub(channel)
+        reply = await ingest.CreateMemory(
+            ingest_service_pb2.CreateMemoryRequest(memory=draft(content="stored while NATS is down")), metadata=TENANT
+        )
+        assert reply.enrichment == "pending"
+        stored = await store.get_memory("acme", reply.memory.id)
+        assert stored is not None and stored.content == "stored while NATS is down"
+        pending = await store._query("MATCH (m:Memory {id: $id}) RETURN m.event_pending", {"id": reply.memory.id})
+        assert pending.result_set[0][0] is True
+    finally:
+        await store.close()
+        await channel.close()
+        await service.stop()
+        nats_server.stop()
