@@ -43,7 +43,9 @@ async def gateway_url(settings, stack_services):
     try:
         clients = ServiceClients.connect({name: f"127.0.0.1:{s.port}" for name, s in services.items()})
         port = free_port()
-        config = uvicorn.Config(create_app(settings, API_TOKEN, clients), host="127.0.0.1", port=port, log_level="warning")
+        config = uvicorn.Config(
+            create_app(settings, API_TOKEN, clients), host="127.0.0.1", port=port, log_level="warning"
+        )
         server = uvicorn.Server(config)
         task = asyncio.create_task(server.serve())
         while not server.started:

@@ -41,7 +41,15 @@ async def test_every_field_sent_comes_back(client, settings):
     assert body["type"] == "Decision" and body["confidence"] == 0.85
     assert body["metadata"] == sent["metadata"]
     assert body["timestamp"] == "2025-01-15T10:30:00+00:00"
-    for key in ("stored_at", "qdrant", "embedding_status", "enrichment", "updated_at", "last_accessed", "query_time_ms"):
+    for key in (
+        "stored_at",
+        "qdrant",
+        "embedding_status",
+        "enrichment",
+        "updated_at",
+        "last_accessed",
+        "query_time_ms",
+    ):
         assert key in body
 
     fetched = await client.get(f"/memory/{body['memory_id']}")
@@ -115,7 +123,11 @@ async def test_malformed_bodies_and_unknown_routes_use_the_envelope(client):
         assert reply.status_code == 400 and reply.json()["status"] == "error"
     missing = await client.get("/memory/00000000-0000-0000-0000-000000000000")
     assert missing.status_code == 404 and missing.json()["code"] == 404
-    assert (await client.get("/no/such/route")).json() == {"status": "error", "code": 404, "message": "no route for /no/such/route"}
+    assert (await client.get("/no/such/route")).json() == {
+        "status": "error",
+        "code": 404,
+        "message": "no route for /no/such/route",
+    }
     assert (await client.put("/memory")).status_code == 405
 
 
@@ -134,7 +146,6 @@ async def test_health_needs_no_auth_and_lists_everything(anonymous, client):
 async def test_metrics_are_exposed(anonymous):
     reply = await anonymous.get("/metrics/")
     assert reply.status_code == 200 and "memgrid_grpc_requests_total" in reply.text
-
 
 
 async def test_health_is_503_and_names_the_service_that_is_down(anonymous, stack_services):

@@ -19,10 +19,20 @@ T0 = datetime(2025, 1, 15, 10, 30, 0, 123456, tzinfo=UTC)
 
 def memory(memory_id: str, tenant: str = "default", **fields) -> Memory:
     values = dict(
-        id=memory_id, tenant=tenant, content=f"content of {memory_id}", type="Decision", confidence=0.9,
-        importance=0.7, timestamp=T0, t_valid=T0, updated_at=T0, last_accessed=T0, recorded_at=T0,
-        tags=["Project:Alpha", "db"], tag_prefixes=["project", "project:alpha", "db"],
-        metadata={"n": 3, "nested": {"x": [1, 2.5, "s"]}, "quote": "it's \"quoted\""},
+        id=memory_id,
+        tenant=tenant,
+        content=f"content of {memory_id}",
+        type="Decision",
+        confidence=0.9,
+        importance=0.7,
+        timestamp=T0,
+        t_valid=T0,
+        updated_at=T0,
+        last_accessed=T0,
+        recorded_at=T0,
+        tags=["Project:Alpha", "db"],
+        tag_prefixes=["project", "project:alpha", "db"],
+        metadata={"n": 3, "nested": {"x": [1, 2.5, "s"]}, "quote": 'it\'s "quoted"'},
     )
     values.update(fields)
     return Memory(**values)
@@ -38,8 +48,14 @@ async def store(settings):
 
 async def test_create_and_get_round_trips_every_field(store):
     full = memory(
-        "m1", embedding=[0.5, -0.25, 0.125], t_invalid=T0 + timedelta(days=7), enriched_at=T0,
-        summary="First sentence.", archived=True, relevance_score=0.42, version=3,
+        "m1",
+        embedding=[0.5, -0.25, 0.125],
+        t_invalid=T0 + timedelta(days=7),
+        enriched_at=T0,
+        summary="First sentence.",
+        archived=True,
+        relevance_score=0.42,
+        version=3,
     )
     await store.create_memories([full, memory("m2")], event_pending=True)
     assert await store.get_memory("default", "m1") == full

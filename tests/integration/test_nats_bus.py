@@ -5,14 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import nats
-from nats.js.api import StorageType
 import pytest
+from nats.js.api import StorageType
 
+from memgrid.v1 import events_pb2
 from services.core.codec import event_from_pb
 from services.core.domain.errors import Unavailable
 from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.wiring import event_bus
-from memgrid.v1 import events_pb2
 
 pytestmark = pytest.mark.integration
 
@@ -21,8 +21,17 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 def sample_event(memory_id: str = "m1", tenant: str = "acme") -> MemoryEvent:
     m = Memory(
-        id=memory_id, tenant=tenant, content="hello", type="Context", confidence=0.5, importance=0.5,
-        timestamp=NOW, t_valid=NOW, updated_at=NOW, last_accessed=NOW, recorded_at=NOW,
+        id=memory_id,
+        tenant=tenant,
+        content="hello",
+        type="Context",
+        confidence=0.5,
+        importance=0.5,
+        timestamp=NOW,
+        t_valid=NOW,
+        updated_at=NOW,
+        last_accessed=NOW,
+        recorded_at=NOW,
     )
     return MemoryEvent.for_memory(EventKind.CREATED, m, NOW)
 

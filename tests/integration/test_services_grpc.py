@@ -7,6 +7,9 @@ import pytest
 from google.protobuf import struct_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from prometheus_client import REGISTRY
+
+from devstack.servers import free_port, start_nats
 from memgrid.v1 import (
     enrich_service_pb2,
     enrich_service_pb2_grpc,
@@ -16,9 +19,6 @@ from memgrid.v1 import (
     recall_service_pb2,
     recall_service_pb2_grpc,
 )
-from prometheus_client import REGISTRY
-
-from devstack.servers import free_port, start_nats
 from services.consolidate.bootstrap import build_app as build_consolidate
 from services.core.grpc.errors import error_info
 from services.core.grpc.server import start
@@ -63,7 +63,12 @@ async def test_every_service_answers_health_and_reflection(stack):
         named = await health.Check(health_pb2.HealthCheckRequest(service=service.app.service_names[0]))
         assert named.status == health_pb2.HealthCheckResponse.SERVING, name
         reflect = reflection_pb2_grpc.ServerReflectionStub(channel)
-        replies = [r async for r in reflect.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))]
+        replies = [
+            r
+            async for r in reflect.ServerReflectionInfo(
+                iter([reflection_pb2.ServerReflectionRequest(list_services="")])
+            )
+        ]
         listed = {s.name for s in replies[0].list_services_response.service}
         assert service.app.service_names[0] in listed
         assert "grpc.health.v1.Health" in listed
@@ -102,7 +107,9 @@ async def test_create_writes_the_graph_and_publishes_an_event(stack, settings):
     status = await recall.GetSystemStatus(recall_service_pb2.GetSystemStatusRequest())
     assert status.memory_count == 1
     assert {c.name: c.status for c in status.components} == {
-        "falkordb": "connected", "nats": "connected", "vector_index": "connected"
+        "falkordb": "connected",
+        "nats": "connected",
+        "vector_index": "connected",
     }
     sample = REGISTRY.get_sample_value(
         "memgrid_grpc_requests_total", {"service": "ingest", "method": "CreateMemory", "code": "OK"}
@@ -113,7 +120,9 @@ async def test_create_writes_the_graph_and_publishes_an_event(stack, settings):
 async def test_validation_errors_carry_reason_and_numbers(stack):
     ingest = ingest_service_pb2_grpc.IngestServiceStub(stack["ingest"][1])
     with pytest.raises(grpc.aio.AioRpcError) as too_long:
-        await ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(memory=draft(content="x" * 2001)), metadata=TENANT)
+        await ingest.CreateMemory(
+            ingest_service_pb2.CreateMemoryRequest(memory=draft(content="x" * 2001)), metadata=TENANT
+        )
     assert too_long.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     info = error_info(too_long.value)
     assert info.reason == "CONTENT_TOO_LONG"

@@ -1,0 +1,88 @@
+"""The pure row mapping of the FalkorDB adapter: Memory <-> node properties."""
+
+from __future__ import annotations
+
+import base64
+import calendar
+import json
+import struct
+
+import pytest
+
+from services.core.adapters.falkor import decode_embedding, encode_embedding, memory_to_row, row_to_memory
+
+TIME_FIELDS = ("timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed", "recorded_at", "enriched_at")
+
+
+def test_full_memory_round_trips(full_memory):
+    assert row_to_memory(memory_to_row(full_memory)) == full_memory
+
+
+def test_round_trip_keeps_types(full_memory):
+    back = row_to_memory(memory_to_row(full_memory))
+    assert isinstance(back.metadata["count"], int)
+    assert back.metadata["big"] == 9007199254740993
+    assert back.metadata["nested"]["deep"]["items"] == [1, "two", {"three": 3}]
+    assert back.embedding == full_memory.embedding
+    assert back.relevance_score == pytest.approx(0.42)
+    for name in TIME_FIELDS:
+        assert getattr(back, name) == getattr(full_memory, name), name
+        assert getattr(back, name).microsecond == getattr(full_memory, name).microsecond
+
+
+def test_row_holds_graph_friendly_values(full_memory):
+    row = memory_to_row(full_memory, event_pending=True)
+    # Times are epoch microseconds.
+    expected = calendar.timegm((2024, 1, 15, 10, 30, 0)) * 1_000_000 + 123456
+    assert row["timestamp"] == expected
+    assert all(isinstance(row[name], int) for name in TIME_FIELDS)
+    # Metadata is JSON text (FalkorDB has no map properties).
+    assert isinstance(row["metadata"], str)
+    assert json.loads(row["metadata"]) == full_memory.metadata
+    # The embedding is base64 float32.
+    assert isinstance(row["embedding"], str)
+    assert len(base64.b64decode(row["embedding"])) == 4 * len(full_memory.embedding)
+    assert row["event_pending"] is True
+    assert row["tags"] == full_memory.tags
+    assert row["archived"] is True
+    assert row["version"] == 7
+
+
+def test_event_pending_defaults_to_false(full_memory):
+    assert memory_to_row(full_memory)["event_pending"] is False
+
+
+def test_none_fields_are_left_out(minimal_memory):
+    row = memory_to_row(minimal_memory)
+    for name in ("embedding", "t_invalid", "enriched_at", "relevance_score"):
+        assert name not in row, name
+    assert all(value is not None for value in row.values())
+    assert row_to_memory(row) == minimal_memory
+
+
+def test_row_does_not_share_lists_with_the_memory(full_memory):
+    row = memory_to_row(full_memory)
+    row["tags"].append("extra")
+    assert "extra" not in full_memory.tags
+
+
+def test_encode_embedding_is_little_endian_float32():
+    text = encode_embedding([1.0, -2.5])
+    assert base64.b64decode(text) == struct.pack("<2f", 1.0, -2.5)
+
+
+def test_embedding_round_trip_rounds_to_float32():
+    back = decode_embedding(encode_embedding([0.1, -0.3, 0.5, 1e-8]))
+    expected = list(struct.unpack("<4f", struct.pack("<4f", 0.1, -0.3, 0.5, 1e-8)))
+    assert back == expected
+    assert back == pytest.approx([0.1, -0.3, 0.5, 1e-8], rel=1e-6)
+    assert back[0] != 0.1  # float32, not float64
+
+
+@pytest.mark.parametrize("text", [None, ""])
+def test_decode_of_nothing_is_none(text):
+    assert decode_embedding(text) is None
+
+
+def test_encode_of_none_is_none():
+    assert encode_embedding(None) is None
