@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,9 +50,13 @@ def load_or_create_token(data_dir: Path) -> tuple[str, bool]:
     Returns (token, created)."""
     path = data_dir / TOKEN_FILE_NAME
     if path.exists():
-        return path.read_text().strip(), False
+        saved = path.read_text().strip()
+        if saved:
+            return saved, False
+        path.unlink()  # an empty file would lock every client out
     data_dir.mkdir(parents=True, exist_ok=True)
     token = secrets.token_urlsafe(32)
-    path.write_text(token + "\n")
-    path.chmod(0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never readable by others
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
     return token, True

@@ -114,3 +114,10 @@ def test_tokens_differ_between_data_dirs(tmp_path):
 def test_an_existing_token_file_is_used(tmp_path):
     (tmp_path / TOKEN_FILE_NAME).write_text("  my-token\n")
     assert load_or_create_token(tmp_path) == ("my-token", False)
+
+
+def test_an_empty_token_file_is_replaced_by_a_new_token(tmp_path):
+    (tmp_path / "api_token").write_text("\n")
+    token, created = load_or_create_token(tmp_path)
+    assert created and len(token) >= 32
+    assert (tmp_path / "api_token").stat().st_mode & 0o777 == 0o600

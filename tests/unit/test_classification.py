@@ -88,10 +88,6 @@ def test_always_and_daily_count_as_two_habit_matches():
     assert (found.type, found.confidence) == ("Habit", pytest.approx(0.8))
 
 
-@pytest.mark.xfail(
-    reason="spec 000: 'always use is a Preference pattern'; PATTERNS['Preference'] has no 'always use'",
-    strict=True,
-)
 def test_always_use_is_a_preference():
     found = classify_by_patterns("I always use tabs")
     assert found is not None

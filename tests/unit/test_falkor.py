@@ -8,8 +8,9 @@ import json
 import struct
 
 import pytest
+import redis.exceptions as redis_errors
 
-from services.core.adapters.falkor import decode_embedding, encode_embedding, memory_to_row, row_to_memory
+from services.core.adapters.falkor import _retryable, decode_embedding, encode_embedding, memory_to_row, row_to_memory
 
 TIME_FIELDS = ("timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed", "recorded_at", "enriched_at")
 
@@ -86,3 +87,18 @@ def test_decode_of_nothing_is_none(text):
 
 def test_encode_of_none_is_none():
     assert encode_embedding(None) is None
+
+
+@pytest.mark.parametrize(
+    "error, retry",
+    [
+        (redis_errors.BusyLoadingError("Redis is loading the dataset in memory"), True),
+        (redis_errors.ResponseError("LOADING Redis is loading the dataset in memory"), True),
+        (redis_errors.ConnectionError("refused"), True),
+        (redis_errors.TimeoutError("slow"), True),
+        (redis_errors.ResponseError("errMsg: Invalid input"), False),
+        (ValueError("bug"), False),
+    ],
+)
+def test_only_transient_errors_are_retried(error, retry):
+    assert _retryable(error) is retry

@@ -31,7 +31,9 @@ def test_parse_iso_returns_utc(text, expected):
     assert (parsed.hour, parsed.day) == (expected.hour, expected.day)
 
 
-@pytest.mark.parametrize("value", ["", "   ", "yesterday", "2024-02-30T00:00:00Z", "2024-01-15T25:00:00", None, 1705314600])
+@pytest.mark.parametrize(
+    "value", ["", "   ", "yesterday", "2024-02-30T00:00:00Z", "2024-01-15T25:00:00", None, 1705314600]
+)
 def test_parse_iso_rejects_invalid_values_naming_the_field(value):
     with pytest.raises(InvalidArgument) as caught:
         parse_iso(value, "t_invalid")

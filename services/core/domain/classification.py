@@ -12,7 +12,7 @@ from services.core.domain.model import FALLBACK_TYPE
 PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Decision", (r"decided to", r"chose (\w+) over", r"going with", r"opted for")),
     ("Pattern", (r"usually", r"typically", r"tend to", r"often", r"consistently")),
-    ("Preference", (r"prefer", r"like.*better", r"favorite", r"rather than")),
+    ("Preference", (r"prefer", r"like.*better", r"favorite", r"rather than", r"\balways use\b")),
     ("Style", (r"wrote.in.style", r"communicated", r"formatted as")),
     ("Habit", (r"\balways\b(?!\s+use\b)", r"every time", r"daily", r"weekly", r"routine")),
     ("Insight", (r"realized", r"discovered", r"learned that", r"figured out")),
