@@ -10,7 +10,7 @@ import numpy as np
 from google.protobuf import json_format
 
 from gateway.envelope import ApiError
-from memgrid.v1 import memory_pb2
+from memgrid.v1 import ingest_service_pb2, memory_pb2
 
 #: Fields of a memory draft the REST surface accepts; others are ignored
 #: (clients send id, format, offset... which the reference ignores too).
@@ -27,7 +27,16 @@ DRAFT_FIELDS = (
     "last_accessed",
     "embedding",
 )
-_TIME_FIELDS = ("timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed", "enriched_at", "recorded_at")
+_TIME_FIELDS = (
+    "timestamp",
+    "t_valid",
+    "t_invalid",
+    "updated_at",
+    "last_accessed",
+    "enriched_at",
+    "recorded_at",
+    "superseded_at",
+)
 
 
 def require_object(body: Any, what: str = "request body") -> dict:
@@ -41,7 +50,7 @@ def draft_from_json(body: dict, *, where: str = "") -> memory_pb2.MemoryDraft:
     shaped = {k: body[k] for k in DRAFT_FIELDS if k in body and body[k] is not None}
     if body.get("metadata") is not None:
         shaped["metadata_json"] = json.dumps(body["metadata"])
-    for name in ("content", "type", *(_TIME_FIELDS[:5])):
+    for name in ("content", "type", "timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed"):
         if name in shaped and not isinstance(shaped[name], str):
             raise ApiError(400, f"{where}'{name}' must be a string", "INVALID_ARGUMENT")
     for name in ("importance", "confidence"):
@@ -92,3 +101,46 @@ def memory_to_json(memory: memory_pb2.Memory, *, with_embedding: bool = True) ->
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
+
+
+#: Fields of an association the REST surface names; the rest are per-type properties.
+ASSOCIATION_FIELDS = ("memory1_id", "memory2_id", "type", "strength")
+#: Fields a PATCH may name (ingest decides which it accepts).
+UPDATE_FIELDS = (*DRAFT_FIELDS, "metadata")
+
+
+def update_from_json(body: dict) -> tuple[memory_pb2.MemoryDraft, list[str]]:
+    """A PATCH body: the draft, and the mask of fields it names (null included)."""
+    mask = [("metadata_json" if k == "metadata" else k) for k in UPDATE_FIELDS if k in body]
+    return draft_from_json(body), mask
+
+
+def association_from_json(item: Any, where: str = ""):
+    """An Association message from a JSON object (shape only)."""
+    item = require_object(item, f"{where}association".strip())
+    for name in ("memory1_id", "memory2_id", "type"):
+        if item.get(name) is not None and not isinstance(item[name], str):
+            raise ApiError(400, f"{where}'{name}' must be a string", "INVALID_ARGUMENT")
+    strength = item.get("strength")
+    if strength is not None and (isinstance(strength, bool) or not isinstance(strength, (int, float))):
+        raise ApiError(400, f"{where}'strength' must be a number between 0 and 1", "NOT_A_NUMBER")
+    properties = {k: v for k, v in item.items() if k not in ASSOCIATION_FIELDS}
+    association = ingest_service_pb2.Association(
+        memory1_id=item.get("memory1_id") or "",
+        memory2_id=item.get("memory2_id") or "",
+        type=item.get("type") or "",
+        properties_json=json.dumps(properties),
+    )
+    if strength is not None:
+        association.strength = float(strength)
+    return association
+
+
+def association_to_json(association) -> dict:
+    return {
+        "memory1_id": association.memory1_id,
+        "memory2_id": association.memory2_id,
+        "relation_type": association.type,
+        "strength": association.strength,
+        "properties": json.loads(association.properties_json or "{}"),
+    }

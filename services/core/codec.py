@@ -12,7 +12,7 @@ from google.protobuf import json_format, timestamp_pb2
 
 from memgrid.v1 import events_pb2, memory_pb2
 from services.core.domain.drafts import Draft
-from services.core.domain.model import ComponentStatus, EventKind, Memory, MemoryEvent
+from services.core.domain.model import ComponentStatus, EventKind, Memory, MemoryEvent, Relation
 
 _KIND_TO_PB = {kind: getattr(events_pb2, f"MEMORY_EVENT_KIND_{kind.name}") for kind in EventKind}
 _PB_TO_KIND = {v: k for k, v in _KIND_TO_PB.items()}
@@ -33,7 +33,16 @@ def ts_from_pb(message, field: str) -> datetime | None:
     return getattr(message, field).ToDatetime(tzinfo=UTC)
 
 
-_TIME_FIELDS = ("timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed", "enriched_at", "recorded_at")
+_TIME_FIELDS = (
+    "timestamp",
+    "t_valid",
+    "t_invalid",
+    "updated_at",
+    "last_accessed",
+    "enriched_at",
+    "recorded_at",
+    "superseded_at",
+)
 
 
 def memory_to_pb(memory: Memory, *, with_embedding: bool = True) -> memory_pb2.Memory:
@@ -124,6 +133,8 @@ def event_to_pb(event: MemoryEvent) -> events_pb2.MemoryEvent:
     pb.occurred_at.CopyFrom(ts_to_pb(event.occurred_at))
     if event.memory is not None:
         pb.memory.CopyFrom(memory_to_pb(event.memory))
+    if event.relation is not None:
+        pb.relation.CopyFrom(relation_to_pb(event.relation))
     return pb
 
 
@@ -137,6 +148,31 @@ def event_from_pb(pb: events_pb2.MemoryEvent) -> MemoryEvent:
         occurred_at=pb.occurred_at.ToDatetime(tzinfo=UTC),
         memory=memory_from_pb(pb.memory) if pb.HasField("memory") else None,
         content_changed=pb.content_changed,
+        relation=relation_from_pb(pb.memory_id, pb.relation) if pb.HasField("relation") else None,
+    )
+
+
+def relation_to_pb(relation: Relation) -> memory_pb2.Relation:
+    """The edge as seen from its source: memory_id is the target."""
+    pb = memory_pb2.Relation(
+        memory_id=relation.target_id,
+        type=relation.type,
+        direction=memory_pb2.RELATION_DIRECTION_OUTGOING,
+        strength=relation.strength,
+        properties_json=json.dumps(relation.properties, ensure_ascii=False),
+    )
+    pb.created_at.CopyFrom(ts_to_pb(relation.created_at))
+    return pb
+
+
+def relation_from_pb(source_id: str, pb: memory_pb2.Relation) -> Relation:
+    return Relation(
+        source_id=source_id,
+        target_id=pb.memory_id,
+        type=pb.type,
+        strength=pb.strength,
+        created_at=pb.created_at.ToDatetime(tzinfo=UTC),
+        properties=json.loads(pb.properties_json or "{}"),
     )
 
 

@@ -6,26 +6,79 @@ inject the same adapters against real servers, or fakes proved equal to them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
-from services.core.domain.model import ComponentStatus, Memory, MemoryEvent
+from services.core.domain.classification import Classification
+from services.core.domain.model import ComponentStatus, Memory, MemoryEvent, Relation
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyClaim:
+    """A request's claim on an idempotency key: the write happens only if
+    this request (owner) holds the key, which expires at expires_us."""
+
+    tenant: str
+    key: str
+    owner: str
+    request_hash: str
+    expires_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    """An event recorded with its write and not yet acknowledged by the bus."""
+
+    event_id: str
+    event: MemoryEvent
 
 
 class GraphStore(Protocol):
-    """The source of truth. Every method is scoped to one tenant."""
+    """The source of truth. Every method is scoped to one tenant; every
+    write records its events in the same query (the outbox)."""
 
     async def ensure_schema(self) -> None: ...
 
-    async def create_memories(self, memories: list[Memory], *, event_pending: bool) -> None:
-        """Write new Memory nodes in one batched query."""
+    async def create_memories(
+        self, memories: list[Memory], events: list[MemoryEvent], *, now_us: int, claim: IdempotencyClaim | None = None
+    ) -> bool:
+        """Write new Memory nodes in one query; False when another request
+        holds the idempotency key."""
+
+    async def get_idempotency(self, tenant: str, key: str, now_us: int) -> tuple[str, list[str]] | None: ...
+
+    async def update_memory(self, memory: Memory, expected_version: int, event: MemoryEvent, *, now_us: int) -> bool:
+        """Compare-and-set on the version."""
+
+    async def delete_memories(self, tenant: str, events: list[MemoryEvent], *, now_us: int) -> list[str]: ...
+
+    async def find_ids_by_tags(self, tenant: str, tags_lower: list[str], limit: int) -> list[str]: ...
+
+    async def create_relations(
+        self, tenant: str, relations: list[Relation], events: list[MemoryEvent], *, now_us: int
+    ) -> list[int]: ...
+
+    async def supersede(
+        self,
+        old: Memory,
+        expected_version: int,
+        replacement: Memory,
+        relation: Relation,
+        events: list[MemoryEvent],
+        *,
+        now_us: int,
+    ) -> bool: ...
+
+    async def pending_outbox(self, older_than_us: int, limit: int) -> list[OutboxEntry]: ...
+
+    async def delete_outbox(self, event_ids: list[str]) -> None: ...
 
     async def get_memory(self, tenant: str, memory_id: str) -> Memory | None: ...
 
+    async def get_memories(self, tenant: str, memory_ids: list[str]) -> dict[str, Memory]: ...
+
     async def touch_memory(self, tenant: str, memory_id: str, last_accessed_us: int) -> None:
         """Record an access (last_accessed), without bumping the version."""
-
-    async def clear_event_pending(self, tenant: str, memory_ids: list[str]) -> None:
-        """Mark the events of these memories as published."""
 
     async def count_memories(self, tenant: str | None = None) -> int: ...
 
@@ -53,3 +106,15 @@ class VectorIndex(Protocol):
     async def status(self) -> ComponentStatus: ...
 
     async def close(self) -> None: ...
+
+
+class LanguageModel(Protocol):
+    """The LLM steps of the write path (spec 000): classification and summaries."""
+
+    async def classify(self, content: str) -> Classification:
+        """A type and confidence for content no regex matched; never raises:
+        an empty, invalid or failed answer is the fallback (Memory, 0.3)."""
+
+    async def summarize(self, content: str, target_length: int) -> str | None:
+        """About `target_length` characters of summary, or None when the
+        model is unavailable or its answer is unusable."""

@@ -71,6 +71,27 @@ class Settings(BaseSettings):
     default_importance: float = 0.5
     explicit_type_confidence: float = 0.9
     batch_max_items: int = Field(default=500, ge=1)
+    delete_by_tag_page_size: int = 200
+    idempotency_ttl_seconds: float = 86_400.0
+    write_conflict_retries: int = 3
+
+    # The outbox relay: events recorded with each write, published, then cleared.
+    outbox_sweep_seconds: float = 5.0
+    outbox_grace_seconds: float = 10.0
+    outbox_batch_size: int = 500
+    publish_concurrency: int = 64
+
+    # Language model (classification, summaries). No key: the LLM steps are skipped.
+    openai_api_key: str | None = None
+    openai_base_url: str | None = None
+    classification_model: str = "gpt-4o-mini"
+    summarization_model: str | None = None  # None: the classification model
+    llm_timeout_seconds: float = 20.0
+    classification_input_chars: int = 1000
+    enrichment_circuit_cooldown_seconds: float = 300.0
+    memory_auto_summarize: bool = True
+    memory_summary_target_length: int = 300
+    llm_max_concurrency: int = 8
 
     log_level: str = "INFO"
     log_json: bool = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 from services.core.adapters.edge_index import EdgeVectorIndex
 from services.core.adapters.falkor import FalkorGraphStore
 from services.core.adapters.nats_bus import NatsEventBus
+from services.core.adapters.openai_llm import OpenAILanguageModel, language_model_from
 from services.core.settings import Settings
 
 
@@ -37,3 +38,8 @@ def vector_index(settings: Settings) -> EdgeVectorIndex:
         collection=settings.qdrant_collection,
         vector_size=settings.vector_size,
     )
+
+
+def language_model(settings: Settings) -> OpenAILanguageModel | None:
+    """The LLM for classification and summaries, or None without a key."""
+    return language_model_from(settings)

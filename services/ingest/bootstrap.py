@@ -5,20 +5,37 @@ from __future__ import annotations
 from memgrid.v1 import ingest_service_pb2, ingest_service_pb2_grpc
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.settings import Settings
-from services.core.wiring import event_bus, graph_store
-from services.ingest.handlers import IngestHandlers
+from services.core.wiring import event_bus, graph_store, language_model
+from services.ingest.handlers import IngestHandlers, WritePolicy
+from services.ingest.relay import OutboxRelay
 from services.ingest.servicer import IngestServicer
 
 
 def build_app(settings: Settings, **overrides) -> ServiceApp:
-    """Adapters from settings; tests may pass `graph=` or `events=` instead."""
+    """Adapters from settings; tests may pass `graph=`, `events=` or `llm=` instead."""
     graph = overrides.get("graph") or graph_store(settings)
     events = overrides.get("events") or event_bus(settings)
-    handlers = IngestHandlers(graph=graph, events=events, limits=settings.limits)
+    llm = overrides["llm"] if "llm" in overrides else language_model(settings)
+    relay = OutboxRelay(
+        graph=graph,
+        events=events,
+        sweep_seconds=settings.outbox_sweep_seconds,
+        grace_seconds=settings.outbox_grace_seconds,
+        batch_size=settings.outbox_batch_size,
+        concurrency=settings.publish_concurrency,
+    )
+    policy = WritePolicy(
+        auto_summarize=settings.memory_auto_summarize,
+        summary_target_length=settings.memory_summary_target_length,
+        idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
+        delete_page_size=settings.delete_by_tag_page_size,
+        conflict_retries=settings.write_conflict_retries,
+    )
+    handlers = IngestHandlers(graph=graph, relay=relay, limits=settings.limits, llm=llm, policy=policy)
     return ServiceApp(
         service_name=full_service_name(ingest_service_pb2, "IngestService"),
         add_servicer=ingest_service_pb2_grpc.add_IngestServiceServicer_to_server,
         servicer=IngestServicer(handlers),
-        startups=[graph.ensure_schema, events.connect],
-        shutdowns=[events.close, graph.close],
+        startups=[graph.ensure_schema, events.connect, relay.start],
+        shutdowns=[relay.stop, events.close, graph.close],
     )

@@ -2,25 +2,143 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from memgrid.v1 import ingest_service_pb2 as pb
 from memgrid.v1 import ingest_service_pb2_grpc as pb_grpc
-from services.core.codec import draft_from_pb, memory_to_pb
+from services.core.codec import draft_from_pb, memory_to_pb, ts_to_pb
 from services.core.grpc.tenant import tenant_of
-from services.ingest.handlers import IngestHandlers
+from services.ingest.handlers import AssociationDraft, Created, IngestHandlers
+
+QUEUED = "queued"
+
+
+def request_hash(request) -> str:
+    """A fingerprint of what was asked (the idempotency key aside)."""
+    copy = type(request)()
+    copy.CopyFrom(request)
+    copy.ClearField("idempotency_key")
+    return hashlib.sha256(copy.SerializeToString(deterministic=True)).hexdigest()
+
+
+def _statuses(created_memory, published: bool) -> dict:
+    """What the REST surface reports as queued: the vector comes through the
+    projection, enrichment through the event (pending until the bus has it)."""
+    return {
+        "qdrant": QUEUED,
+        "embedding_status": "stored" if created_memory.embedding is not None else QUEUED,
+        "enrichment": QUEUED if published else "pending",
+    }
+
+
+def _association_draft(a: pb.Association) -> AssociationDraft:
+    return AssociationDraft(
+        memory1_id=a.memory1_id,
+        memory2_id=a.memory2_id,
+        type=a.type,
+        strength=a.strength if a.HasField("strength") else None,
+        properties=json.loads(a.properties_json or "{}"),
+    )
+
+
+def _association_pb(relation) -> pb.Association:
+    return pb.Association(
+        memory1_id=relation.source_id,
+        memory2_id=relation.target_id,
+        type=relation.type,
+        strength=relation.strength,
+        properties_json=json.dumps(relation.properties, ensure_ascii=False),
+    )
 
 
 class IngestServicer(pb_grpc.IngestServiceServicer):
-    """RPCs not overridden here answer UNIMPLEMENTED."""
-
     def __init__(self, handlers: IngestHandlers):
         self._handlers = handlers
 
-    async def CreateMemory(self, request: pb.CreateMemoryRequest, context) -> pb.CreateMemoryResponse:
-        created = await self._handlers.create_memory(tenant_of(context), draft_from_pb(request.memory))
+    @staticmethod
+    def _create_response(created: Created) -> pb.CreateMemoryResponse:
         memory = created.memory
+        summary = created.summaries[0] if created.summaries else None
         return pb.CreateMemoryResponse(
             memory=memory_to_pb(memory),
-            qdrant="queued",
-            embedding_status="stored" if memory.embedding is not None else "queued",
-            enrichment="queued" if created.event_published else "pending",
+            replayed=created.replayed,
+            summarized=summary is not None,
+            original_length=summary.original_length if summary else 0,
+            summarized_length=summary.summarized_length if summary else 0,
+            **_statuses(memory, created.published),
+        )
+
+    async def CreateMemory(self, request: pb.CreateMemoryRequest, context) -> pb.CreateMemoryResponse:
+        created = await self._handlers.create_memory(
+            tenant_of(context),
+            draft_from_pb(request.memory),
+            idempotency_key=request.idempotency_key,
+            request_hash=request_hash(request),
+        )
+        return self._create_response(created)
+
+    async def BatchCreateMemories(self, request: pb.BatchCreateMemoriesRequest, context):
+        created = await self._handlers.batch_create(
+            tenant_of(context),
+            [draft_from_pb(d) for d in request.memories],
+            idempotency_key=request.idempotency_key,
+            request_hash=request_hash(request),
+        )
+        return pb.BatchCreateMemoriesResponse(
+            memory_ids=[m.id for m in created.memories],
+            replayed=created.replayed,
+            qdrant=f"{QUEUED} ({len(created.memories)})",
+            enrichment=QUEUED if created.published else "pending",
+        )
+
+    async def UpdateMemory(self, request: pb.UpdateMemoryRequest, context) -> pb.UpdateMemoryResponse:
+        fields = {"metadata" if p == "metadata_json" else p for p in request.update_mask.paths}
+        memory, changed = await self._handlers.update_memory(
+            tenant_of(context), request.id, draft_from_pb(request.memory), fields
+        )
+        return pb.UpdateMemoryResponse(memory=memory_to_pb(memory), content_changed=changed)
+
+    async def DeleteMemory(self, request: pb.DeleteMemoryRequest, context) -> pb.DeleteMemoryResponse:
+        return pb.DeleteMemoryResponse(id=await self._handlers.delete_memory(tenant_of(context), request.id))
+
+    async def DeleteMemoriesByTag(self, request: pb.DeleteMemoriesByTagRequest, context):
+        count = await self._handlers.delete_by_tags(tenant_of(context), list(request.tags))
+        return pb.DeleteMemoriesByTagResponse(tags=request.tags, deleted_count=count)
+
+    async def CreateAssociation(self, request: pb.CreateAssociationRequest, context):
+        outcome = await self._handlers.associate(
+            tenant_of(context), [_association_draft(request.association)], single=True
+        )
+        relation = outcome.created[0][1]
+        return pb.CreateAssociationResponse(
+            association=_association_pb(relation), created_at=ts_to_pb(relation.created_at)
+        )
+
+    async def BatchCreateAssociations(self, request: pb.BatchCreateAssociationsRequest, context):
+        outcome = await self._handlers.associate(
+            tenant_of(context), [_association_draft(a) for a in request.associations], single=False
+        )
+        return pb.BatchCreateAssociationsResponse(
+            succeeded=[_association_pb(r) for _, r in outcome.created],
+            failed=[pb.AssociationFailure(index=i, reason=reason) for i, reason in outcome.failed],
+        )
+
+    async def SupersedeMemory(self, request: pb.SupersedeMemoryRequest, context) -> pb.SupersedeMemoryResponse:
+        done = await self._handlers.supersede(
+            tenant_of(context),
+            request.old_memory_id,
+            draft_from_pb(request.replacement),
+            relation=request.relation or None,
+            reason=request.reason,
+        )
+        summary = done.summary
+        return pb.SupersedeMemoryResponse(
+            replacement=memory_to_pb(done.replacement),
+            superseded=memory_to_pb(done.superseded),
+            relation=done.relation,
+            summarized=summary is not None,
+            original_length=summary.original_length if summary else 0,
+            summarized_length=summary.summarized_length if summary else 0,
+            **_statuses(done.replacement, done.published),
         )

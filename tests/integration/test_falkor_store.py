@@ -9,7 +9,7 @@ import pytest
 from devstack.servers import free_port, start_falkordb
 from services.core.adapters.falkor import FalkorGraphStore
 from services.core.domain.errors import Unavailable
-from services.core.domain.model import Memory
+from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.wiring import graph_store
 
 pytestmark = pytest.mark.integration
@@ -38,6 +38,12 @@ def memory(memory_id: str, tenant: str = "default", **fields) -> Memory:
     return Memory(**values)
 
 
+async def put(store, memories: list[Memory]) -> None:
+    """Create memories with their CREATED events, as ingest does."""
+    events = [MemoryEvent.for_memory(EventKind.CREATED, m, T0) for m in memories]
+    await store.create_memories(memories, events, now_us=1)
+
+
 @pytest.fixture
 async def store(settings):
     store = graph_store(settings)
@@ -57,13 +63,13 @@ async def test_create_and_get_round_trips_every_field(store):
         relevance_score=0.42,
         version=3,
     )
-    await store.create_memories([full, memory("m2")], event_pending=True)
+    await put(store, [full, memory("m2")])
     assert await store.get_memory("default", "m1") == full
     assert (await store.get_memory("default", "m2")).t_invalid is None
 
 
 async def test_every_read_is_scoped_to_the_tenant(store):
-    await store.create_memories([memory("a1", tenant="a"), memory("b1", tenant="b")], event_pending=False)
+    await put(store, [memory("a1", tenant="a"), memory("b1", tenant="b")])
     assert await store.get_memory("a", "b1") is None
     assert (await store.get_memory("b", "b1")).tenant == "b"
     assert await store.count_memories("a") == 1
@@ -72,16 +78,12 @@ async def test_every_read_is_scoped_to_the_tenant(store):
     assert (await store.get_memory("b", "b1")).last_accessed == T0
 
 
-async def test_touch_and_clear_pending(store):
-    await store.create_memories([memory("m1")], event_pending=True)
+async def test_touch_moves_last_accessed_only(store):
+    await put(store, [memory("m1")])
     later = T0 + timedelta(hours=1)
     await store.touch_memory("default", "m1", int(later.timestamp() * 1_000_000))
-    assert (await store.get_memory("default", "m1")).last_accessed == later
-    pending = await store._query("MATCH (m:Memory {id: 'm1'}) RETURN m.event_pending")
-    assert pending.result_set[0][0] is True
-    await store.clear_event_pending("default", ["m1"])
-    cleared = await store._query("MATCH (m:Memory {id: 'm1'}) RETURN m.event_pending")
-    assert cleared.result_set[0][0] is False
+    touched = await store.get_memory("default", "m1")
+    assert touched.last_accessed == later and touched.version == 1
 
 
 async def test_schema_creation_is_idempotent(store):
@@ -92,7 +94,7 @@ async def test_schema_creation_is_idempotent(store):
 
 
 async def test_status_reports_count_and_unavailability(store, settings):
-    await store.create_memories([memory("m1")], event_pending=False)
+    await put(store, [memory("m1")])
     status = await store.status()
     assert status.ok and status.figures["memories"] == 1.0
     dead = FalkorGraphStore(host="127.0.0.1", port=free_port(), graph="g", request_retry_seconds=0.3)
@@ -107,7 +109,7 @@ async def test_data_survives_a_restart_and_the_store_waits_for_it(tmp_path):
     store = FalkorGraphStore(host="127.0.0.1", port=server.port, graph="persist", wait_seconds=20)
     try:
         await store.ensure_schema()
-        await store.create_memories([memory("kept")], event_pending=False)
+        await put(store, [memory("kept")])
         server.stop()
         with pytest.raises(Unavailable):
             await FalkorGraphStore(

@@ -32,7 +32,7 @@ def test_round_trip_keeps_types(full_memory):
 
 
 def test_row_holds_graph_friendly_values(full_memory):
-    row = memory_to_row(full_memory, event_pending=True)
+    row = memory_to_row(full_memory)
     # Times are epoch microseconds.
     expected = calendar.timegm((2024, 1, 15, 10, 30, 0)) * 1_000_000 + 123456
     assert row["timestamp"] == expected
@@ -43,14 +43,16 @@ def test_row_holds_graph_friendly_values(full_memory):
     # The embedding is base64 float32.
     assert isinstance(row["embedding"], str)
     assert len(base64.b64decode(row["embedding"])) == 4 * len(full_memory.embedding)
-    assert row["event_pending"] is True
     assert row["tags"] == full_memory.tags
     assert row["archived"] is True
     assert row["version"] == 7
 
 
-def test_event_pending_defaults_to_false(full_memory):
-    assert memory_to_row(full_memory)["event_pending"] is False
+def test_keep_nulls_lets_an_update_remove_cleared_fields(minimal_memory):
+    row = memory_to_row(minimal_memory, keep_nulls=True)
+    for name in ("embedding", "t_invalid", "enriched_at", "relevance_score", "superseded_at"):
+        assert name in row and row[name] is None, name
+    assert row["content"] == minimal_memory.content
 
 
 def test_none_fields_are_left_out(minimal_memory):

@@ -16,13 +16,27 @@ from typing import Any
 import redis.exceptions as redis_errors
 from falkordb.asyncio import FalkorDB
 
+from memgrid.v1 import events_pb2
 from services.core.adapters.retry import with_backoff
+from services.core.codec import event_from_pb, event_to_pb
 from services.core.domain.errors import Unavailable
-from services.core.domain.model import ComponentStatus, Memory
+from services.core.domain.model import ComponentStatus, Memory, MemoryEvent, Relation
 from services.core.domain.times import from_micros, to_micros
+from services.core.ports import IdempotencyClaim, OutboxEntry
 
-_TIME_FIELDS = ("timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed", "recorded_at", "enriched_at")
-_INDEXED_PROPERTIES = ("id", "tenant")
+_TIME_FIELDS = (
+    "timestamp",
+    "t_valid",
+    "t_invalid",
+    "updated_at",
+    "last_accessed",
+    "recorded_at",
+    "enriched_at",
+    "superseded_at",
+)
+#: Nullable properties: an update that clears them must remove them.
+_NULLABLE = ("embedding", "relevance_score", "t_invalid", "enriched_at", "superseded_at")
+_INDEXES = (("Memory", "id"), ("Memory", "tenant"), ("Outbox", "created_at"), ("IdempotencyKey", "key"))
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -49,8 +63,10 @@ def decode_embedding(text: str | None) -> list[float] | None:
     return packed.tolist()
 
 
-def memory_to_row(memory: Memory, *, event_pending: bool = False) -> dict[str, Any]:
-    """The node's properties; None values are left out (FalkorDB drops them)."""
+def memory_to_row(memory: Memory, *, keep_nulls: bool = False) -> dict[str, Any]:
+    """The node's properties. None values are left out (FalkorDB drops them),
+    or, with keep_nulls, kept for the nullable fields so `SET m += row`
+    removes what an update cleared."""
     row: dict[str, Any] = {
         "id": memory.id,
         "tenant": memory.tenant,
@@ -66,11 +82,10 @@ def memory_to_row(memory: Memory, *, event_pending: bool = False) -> dict[str, A
         "archived": bool(memory.archived),
         "relevance_score": memory.relevance_score,
         "version": int(memory.version),
-        "event_pending": event_pending,
     }
     for name in _TIME_FIELDS:
         row[name] = to_micros(getattr(memory, name))
-    return {k: v for k, v in row.items() if v is not None}
+    return {k: v for k, v in row.items() if v is not None or (keep_nulls and k in _NULLABLE)}
 
 
 def row_to_memory(row: dict[str, Any]) -> Memory:
@@ -95,8 +110,23 @@ def row_to_memory(row: dict[str, Any]) -> Memory:
     )
 
 
+def outbox_row(event: MemoryEvent, created_us: int) -> dict[str, Any]:
+    """An event waiting in the graph until the bus acknowledges it."""
+    payload = base64.b64encode(event_to_pb(event).SerializeToString()).decode("ascii")
+    return {"id": event.event_id, "tenant": event.tenant, "payload": payload, "created_at": created_us}
+
+
+def relation_row(relation: Relation) -> dict[str, Any]:
+    return {"strength": relation.strength, "created_at": to_micros(relation.created_at), **relation.properties}
+
+
 class FalkorGraphStore:
-    """GraphStore on FalkorDB; every query filters on the tenant."""
+    """GraphStore on FalkorDB; every query filters on the tenant.
+
+    Each write and the events it causes are one query (a transactional
+    outbox): an acknowledged write always has its events recorded, whether
+    or not the bus was reachable.
+    """
 
     def __init__(
         self,
@@ -145,36 +175,220 @@ class FalkorGraphStore:
     async def ensure_schema(self) -> None:
         """Wait for FalkorDB (it answers LOADING after a restart), then create indexes."""
         await self._query("RETURN 1", deadline=self._wait)
-        for prop in _INDEXED_PROPERTIES:
+        for label, prop in _INDEXES:
             try:
-                await self._query(f"CREATE INDEX FOR (m:Memory) ON (m.{prop})")
+                await self._query(f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
             except redis_errors.ResponseError as exc:
                 if "already indexed" not in str(exc):
                     raise
 
-    async def create_memories(self, memories: list[Memory], *, event_pending: bool) -> None:
-        rows = [memory_to_row(m, event_pending=event_pending) for m in memories]
-        await self._query("UNWIND $rows AS r CREATE (m:Memory) SET m = r", {"rows": rows})
+    # Writes -------------------------------------------------------------------------------------------
 
-    async def get_memory(self, tenant: str, memory_id: str) -> Memory | None:
+    async def create_memories(
+        self, memories: list[Memory], events: list[MemoryEvent], *, now_us: int, claim: IdempotencyClaim | None = None
+    ) -> bool:
+        """Create the nodes and their events in one query. With a claim, the
+        write happens only if this request owns the idempotency key; returns
+        whether it wrote."""
+        rows = [
+            {"node": memory_to_row(m), "outbox": outbox_row(e, now_us)} for m, e in zip(memories, events, strict=True)
+        ]
+        create = "UNWIND $rows AS r CREATE (m:Memory) SET m = r.node CREATE (x:Outbox) SET x = r.outbox"
+        if claim is None:
+            await self._query(create, {"rows": rows})
+            return True
         result = await self._query(
-            "MATCH (m:Memory {id: $id}) WHERE m.tenant = $tenant RETURN properties(m)",
-            {"id": memory_id, "tenant": tenant},
+            """
+            MERGE (k:IdempotencyKey {tenant: $tenant, key: $key})
+            ON CREATE SET k.owner = $owner, k.request_hash = $hash, k.memory_ids = $ids, k.expires_at = $expires
+            ON MATCH SET
+                k.owner = CASE WHEN k.expires_at < $now THEN $owner ELSE k.owner END,
+                k.request_hash = CASE WHEN k.expires_at < $now THEN $hash ELSE k.request_hash END,
+                k.memory_ids = CASE WHEN k.expires_at < $now THEN $ids ELSE k.memory_ids END,
+                k.expires_at = CASE WHEN k.expires_at < $now THEN $expires ELSE k.expires_at END
+            WITH k WHERE k.owner = $owner
+            """
+            + create
+            + " RETURN count(m)",
+            {
+                "tenant": claim.tenant,
+                "key": claim.key,
+                "owner": claim.owner,
+                "hash": claim.request_hash,
+                "ids": [m.id for m in memories],
+                "expires": claim.expires_us,
+                "now": now_us,
+                "rows": rows,
+            },
+        )
+        return bool(result.result_set and result.result_set[0][0])
+
+    async def get_idempotency(self, tenant: str, key: str, now_us: int) -> tuple[str, list[str]] | None:
+        """(request hash, memory ids) recorded under a key that has not expired."""
+        result = await self._query(
+            """
+            MATCH (k:IdempotencyKey {key: $key}) WHERE k.tenant = $tenant AND k.expires_at >= $now
+            RETURN k.request_hash, k.memory_ids
+            """,
+            {"tenant": tenant, "key": key, "now": now_us},
         )
         if not result.result_set:
             return None
-        return row_to_memory(dict(result.result_set[0][0]))
+        request_hash, ids = result.result_set[0]
+        return request_hash, list(ids)
+
+    async def update_memory(self, memory: Memory, expected_version: int, event: MemoryEvent, *, now_us: int) -> bool:
+        """Compare-and-set on the version: False when someone wrote in between."""
+        result = await self._query(
+            """
+            MATCH (m:Memory {id: $id}) WHERE m.tenant = $tenant AND m.version = $version
+            SET m += $row
+            CREATE (x:Outbox) SET x = $outbox
+            RETURN count(m)
+            """,
+            {
+                "id": memory.id,
+                "tenant": memory.tenant,
+                "version": expected_version,
+                "row": memory_to_row(memory, keep_nulls=True),
+                "outbox": outbox_row(event, now_us),
+            },
+        )
+        return bool(result.result_set and result.result_set[0][0])
+
+    async def delete_memories(self, tenant: str, events: list[MemoryEvent], *, now_us: int) -> list[str]:
+        """Delete nodes and their edges (one DELETED event each); returns the ids deleted."""
+        result = await self._query(
+            """
+            UNWIND $items AS it
+            MATCH (m:Memory {id: it.id}) WHERE m.tenant = $tenant
+            DETACH DELETE m
+            CREATE (x:Outbox) SET x = it.outbox
+            RETURN it.id
+            """,
+            {"tenant": tenant, "items": [{"id": e.memory_id, "outbox": outbox_row(e, now_us)} for e in events]},
+        )
+        return [row[0] for row in result.result_set]
+
+    async def find_ids_by_tags(self, tenant: str, tags_lower: list[str], limit: int) -> list[str]:
+        """Ids of memories with any of the tags (exact, case-insensitive)."""
+        result = await self._query(
+            """
+            MATCH (m:Memory) WHERE m.tenant = $tenant AND any(t IN m.tags WHERE toLower(t) IN $tags)
+            RETURN m.id LIMIT $limit
+            """,
+            {"tenant": tenant, "tags": tags_lower, "limit": limit},
+        )
+        return [row[0] for row in result.result_set]
+
+    async def create_relations(
+        self, tenant: str, relations: list[Relation], events: list[MemoryEvent], *, now_us: int
+    ) -> list[int]:
+        """MERGE the edges whose two ends exist in the tenant (strength and
+        properties are refreshed on a repeat); returns the indexes written."""
+        by_type: dict[str, list[dict[str, Any]]] = {}
+        for index, (relation, event) in enumerate(zip(relations, events, strict=True)):
+            by_type.setdefault(relation.type, []).append(
+                {
+                    "i": index,
+                    "src": relation.source_id,
+                    "dst": relation.target_id,
+                    "props": relation_row(relation),
+                    "outbox": outbox_row(event, now_us),
+                }
+            )
+        written: list[int] = []
+        for rel_type, items in by_type.items():
+            # Relation types cannot be parameters; rel_type comes from the validated vocabulary.
+            result = await self._query(
+                f"""
+                UNWIND $items AS it
+                MATCH (a:Memory {{id: it.src}}) WHERE a.tenant = $tenant
+                MATCH (b:Memory {{id: it.dst}}) WHERE b.tenant = $tenant
+                MERGE (a)-[e:{rel_type}]->(b)
+                SET e += it.props
+                CREATE (x:Outbox) SET x = it.outbox
+                RETURN it.i
+                """,
+                {"tenant": tenant, "items": items},
+            )
+            written.extend(row[0] for row in result.result_set)
+        return sorted(written)
+
+    async def supersede(
+        self,
+        old: Memory,
+        expected_version: int,
+        replacement: Memory,
+        relation: Relation,
+        events: list[MemoryEvent],
+        *,
+        now_us: int,
+    ) -> bool:
+        """Store the replacement, close the old memory and link them, in one
+        query: all of it or none. False when the old memory changed or vanished."""
+        result = await self._query(
+            f"""
+            MATCH (old:Memory {{id: $old_id}}) WHERE old.tenant = $tenant AND old.version = $version
+            SET old += $old_row
+            CREATE (new:Memory) SET new = $new_row
+            CREATE (old)-[e:{relation.type}]->(new) SET e = $edge
+            WITH old
+            UNWIND $outbox AS o CREATE (x:Outbox) SET x = o
+            RETURN count(x)
+            """,
+            {
+                "old_id": old.id,
+                "tenant": old.tenant,
+                "version": expected_version,
+                "old_row": memory_to_row(old, keep_nulls=True),
+                "new_row": memory_to_row(replacement),
+                "edge": relation_row(relation),
+                "outbox": [outbox_row(e, now_us) for e in events],
+            },
+        )
+        return bool(result.result_set and result.result_set[0][0])
+
+    # Outbox -------------------------------------------------------------------------------------------
+
+    async def pending_outbox(self, older_than_us: int, limit: int) -> list[OutboxEntry]:
+        """Events recorded before `older_than_us` that the bus never acknowledged."""
+        result = await self._query(
+            "MATCH (x:Outbox) WHERE x.created_at < $before RETURN x.id, x.payload ORDER BY x.created_at LIMIT $limit",
+            {"before": older_than_us, "limit": limit},
+        )
+        entries = []
+        for event_id, payload in result.result_set:
+            pb = events_pb2.MemoryEvent()
+            pb.ParseFromString(base64.b64decode(payload))
+            entries.append(OutboxEntry(event_id, event_from_pb(pb)))
+        return entries
+
+    async def delete_outbox(self, event_ids: list[str]) -> None:
+        await self._query("UNWIND $ids AS id MATCH (x:Outbox {id: id}) DELETE x", {"ids": event_ids})
+
+    async def count_outbox(self) -> int:
+        result = await self._query("MATCH (x:Outbox) RETURN count(x)")
+        return int(result.result_set[0][0])
+
+    # Reads --------------------------------------------------------------------------------------------
+
+    async def get_memory(self, tenant: str, memory_id: str) -> Memory | None:
+        found = await self.get_memories(tenant, [memory_id])
+        return found.get(memory_id)
+
+    async def get_memories(self, tenant: str, memory_ids: list[str]) -> dict[str, Memory]:
+        result = await self._query(
+            "UNWIND $ids AS id MATCH (m:Memory {id: id}) WHERE m.tenant = $tenant RETURN properties(m)",
+            {"ids": memory_ids, "tenant": tenant},
+        )
+        memories = [row_to_memory(dict(row[0])) for row in result.result_set]
+        return {m.id: m for m in memories}
 
     async def touch_memory(self, tenant: str, memory_id: str, last_accessed_us: int) -> None:
         await self._query(
             "MATCH (m:Memory {id: $id}) WHERE m.tenant = $tenant SET m.last_accessed = $at",
             {"id": memory_id, "tenant": tenant, "at": last_accessed_us},
-        )
-
-    async def clear_event_pending(self, tenant: str, memory_ids: list[str]) -> None:
-        await self._query(
-            "UNWIND $ids AS id MATCH (m:Memory {id: id}) WHERE m.tenant = $tenant SET m.event_pending = false",
-            {"ids": memory_ids, "tenant": tenant},
         )
 
     async def count_memories(self, tenant: str | None = None) -> int:

@@ -189,3 +189,17 @@ def build_memory(
         metadata=metadata,
         embedding=embedding,
     )
+
+
+def validate_batch_size(count: int, limits: Limits, field: str = "memories") -> None:
+    """1..batch_max_items items."""
+    if count < 1:
+        raise InvalidArgument("BATCH_EMPTY", f"'{field}' must hold at least one item", field=field, count=count)
+    if count > limits.batch_max_items:
+        raise InvalidArgument(
+            "BATCH_TOO_LARGE",
+            f"'{field}' holds {count} items; the limit is {limits.batch_max_items}",
+            field=field,
+            count=count,
+            limit=limits.batch_max_items,
+        )

@@ -49,3 +49,9 @@ class Unavailable(DomainError):
 
 class Unauthenticated(DomainError):
     status = "UNAUTHENTICATED"
+
+
+class Aborted(DomainError):
+    """A concurrent write won; the caller may retry."""
+
+    status = "ABORTED"

@@ -29,6 +29,20 @@ AUTHORABLE_RELATIONS = (
 SYSTEM_RELATIONS = ("SIMILAR_TO", "PRECEDED_BY", "DISCOVERED")
 #: Relations the current-state pass follows to the head of a chain.
 SUPERSESSION_RELATIONS = ("INVALIDATED_BY", "EVOLVED_INTO")
+#: Properties each authorable relation carries besides strength.
+RELATION_PROPERTIES: dict[str, tuple[str, ...]] = {
+    "RELATES_TO": (),
+    "LEADS_TO": (),
+    "OCCURRED_BEFORE": (),
+    "PREFERS_OVER": ("context", "reason"),
+    "EXEMPLIFIES": ("pattern_type", "confidence"),
+    "CONTRADICTS": ("resolution", "reason"),
+    "REINFORCES": ("observations",),
+    "INVALIDATED_BY": ("reason", "timestamp"),
+    "EVOLVED_INTO": ("confidence", "reason"),
+    "DERIVED_FROM": ("transformation", "confidence"),
+    "PART_OF": ("role", "context"),
+}
 
 
 class EventKind(StrEnum):
@@ -68,7 +82,20 @@ class Memory:
     summary: str = ""
     archived: bool = False
     relevance_score: float | None = None
+    superseded_at: datetime | None = None
     version: int = 1
+
+
+@dataclass(slots=True)
+class Relation:
+    """A directed, typed edge between two memories of one tenant."""
+
+    source_id: str
+    target_id: str
+    type: str
+    strength: float
+    created_at: datetime
+    properties: dict = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -83,6 +110,7 @@ class MemoryEvent:
     occurred_at: datetime
     memory: Memory | None = None
     content_changed: bool = False
+    relation: Relation | None = None
 
     @staticmethod
     def for_memory(
@@ -98,6 +126,32 @@ class MemoryEvent:
             occurred_at=occurred_at,
             memory=memory,
             content_changed=content_changed,
+        )
+
+    @staticmethod
+    def deleted(tenant: str, memory_id: str, occurred_at: datetime) -> MemoryEvent:
+        """The event for a deletion; there is no snapshot to carry."""
+        return MemoryEvent(
+            event_id=f"{memory_id}:deleted",
+            tenant=tenant,
+            kind=EventKind.DELETED,
+            memory_id=memory_id,
+            version=0,
+            occurred_at=occurred_at,
+        )
+
+    @staticmethod
+    def associated(tenant: str, relation: Relation) -> MemoryEvent:
+        """The event for a new or updated edge, keyed on the edge and its time."""
+        stamp = int(relation.created_at.timestamp() * 1_000_000)
+        return MemoryEvent(
+            event_id=f"{relation.source_id}:{relation.type}:{relation.target_id}:{stamp}",
+            tenant=tenant,
+            kind=EventKind.ASSOCIATED,
+            memory_id=relation.source_id,
+            version=0,
+            occurred_at=relation.created_at,
+            relation=relation,
         )
 
 

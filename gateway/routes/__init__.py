@@ -1,0 +1,10 @@
+"""The REST routes, one module per resource."""
+
+from fastapi import APIRouter
+
+from gateway.routes import associations, health, memories
+
+router = APIRouter()
+router.include_router(health.router)
+router.include_router(memories.router)
+router.include_router(associations.router)

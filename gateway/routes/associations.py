@@ -1,0 +1,49 @@
+"""POST /associate: one association, or a batch of up to 500."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from gateway.auth import Caller
+from gateway.envelope import ApiError
+from gateway.routes.common import call_options, caller, clients, json_body
+from gateway.translate import association_from_json, association_to_json, iso, require_object
+from memgrid.v1 import ingest_service_pb2 as ingest
+
+router = APIRouter()
+
+
+@router.post("/associate", status_code=201)
+async def associate(request: Request, who: Caller = Depends(caller)):
+    body = require_object(await json_body(request))
+    if "associations" not in body:
+        reply = await clients(request).ingest.CreateAssociation(
+            ingest.CreateAssociationRequest(association=association_from_json(body)), **call_options(request, who)
+        )
+        result = {
+            "status": "success",
+            "message": f"Association {reply.association.type} created",
+            **association_to_json(reply.association),
+            "created_at": iso(reply, "created_at"),
+        }
+        return JSONResponse(result, status_code=201)
+    items = body["associations"]
+    if not isinstance(items, list):
+        raise ApiError(400, "'associations' must be a list", "INVALID_ARGUMENT")
+    associations = [association_from_json(item, where=f"association at index {i}: ") for i, item in enumerate(items)]
+    reply = await clients(request).ingest.BatchCreateAssociations(
+        ingest.BatchCreateAssociationsRequest(associations=associations), **call_options(request, who)
+    )
+    result = {
+        "created_count": len(reply.succeeded),
+        "failed_count": len(reply.failed),
+        "succeeded": [association_to_json(a) for a in reply.succeeded],
+        "failed": [{"index": f.index, "reason": f.reason} for f in reply.failed],
+    }
+    if not reply.failed:
+        return JSONResponse({"status": "success", **result}, status_code=201)
+    if reply.succeeded:
+        return JSONResponse({"status": "partial_success", **result}, status_code=207)
+    message = "no association was created"
+    return JSONResponse({"status": "error", "code": 400, "message": message, **result}, status_code=400)

@@ -1,0 +1,44 @@
+"""What every route needs: the caller, the service stubs, the JSON body."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from fastapi import Request
+
+from gateway.auth import Caller
+from gateway.envelope import ApiError
+from services.core.grpc.tenant import tenant_metadata
+
+
+def caller(request: Request) -> Caller:
+    return request.app.state.auth.authenticate(request)
+
+
+def clients(request: Request):
+    return request.app.state.clients
+
+
+def call_options(request: Request, who: Caller) -> dict:
+    """Metadata (the tenant) and deadline for a call on the caller's behalf."""
+    return {"metadata": tenant_metadata(who.tenant), "timeout": request.app.state.settings.grpc_timeout_seconds}
+
+
+async def json_body(request: Request) -> object:
+    raw = await request.body()
+    if not raw:
+        raise ApiError(400, "request body must be a JSON object", "INVALID_ARGUMENT")
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise ApiError(400, f"malformed JSON: {exc}", "INVALID_ARGUMENT") from None
+
+
+def elapsed_ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)
+
+
+def query_list(request: Request, name: str) -> list[str]:
+    """A repeatable query parameter; comma-separated values are split too."""
+    return [part.strip() for value in request.query_params.getlist(name) for part in value.split(",") if part.strip()]

@@ -1,0 +1,160 @@
+"""The memory routes of spec 003: create, batch, get, update, delete, by-tag."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from gateway.auth import Caller
+from gateway.envelope import ApiError
+from gateway.routes.common import call_options, caller, clients, elapsed_ms, json_body, query_list
+from gateway.translate import draft_from_json, iso, memory_to_json, require_object, update_from_json
+from memgrid.v1 import ingest_service_pb2 as ingest
+from memgrid.v1 import recall_service_pb2 as recall
+
+router = APIRouter()
+
+IDEMPOTENCY_HEADER = "idempotency-key"
+SUPERSEDE_FIELDS = ("supersedes_memory_id", "supersede_relation", "supersede_reason")
+
+
+def _created_body(reply, memory, started: float) -> dict:
+    body = {
+        "status": "success",
+        "memory_id": memory.id,
+        "stored_at": iso(memory, "recorded_at"),
+        "type": memory.type,
+        "confidence": memory.confidence,
+        "qdrant": reply.qdrant,
+        "embedding_status": reply.embedding_status,
+        "enrichment": reply.enrichment,
+        "metadata": json.loads(memory.metadata_json or "{}"),
+        "timestamp": iso(memory, "timestamp"),
+        "updated_at": iso(memory, "updated_at"),
+        "last_accessed": iso(memory, "last_accessed"),
+        "query_time_ms": elapsed_ms(started),
+    }
+    if reply.summarized:
+        body.update(summarized=True, original_length=reply.original_length, summarized_length=reply.summarized_length)
+    return body
+
+
+def _replay_headers(replayed: bool) -> dict[str, str]:
+    return {"Idempotent-Replayed": "true"} if replayed else {}
+
+
+@router.post("/memory", status_code=201)
+async def create_memory(request: Request, who: Caller = Depends(caller)):
+    """Store a memory; with supersedes_memory_id, replace an old one in one step."""
+    started = time.perf_counter()
+    body = require_object(await json_body(request))
+    draft = draft_from_json(body)
+    for name in SUPERSEDE_FIELDS:
+        if body.get(name) is not None and not isinstance(body[name], str):
+            raise ApiError(400, f"'{name}' must be a string", "INVALID_ARGUMENT")
+    if body.get("supersedes_memory_id") is not None:
+        reply = await clients(request).ingest.SupersedeMemory(
+            ingest.SupersedeMemoryRequest(
+                old_memory_id=body["supersedes_memory_id"],
+                replacement=draft,
+                relation=body.get("supersede_relation") or "",
+                reason=body.get("supersede_reason") or "",
+            ),
+            **call_options(request, who),
+        )
+        result = _created_body(reply, reply.replacement, started)
+        result.update(supersedes_memory_id=reply.superseded.id, supersede_relation=reply.relation)
+        return JSONResponse(result, status_code=201)
+    reply = await clients(request).ingest.CreateMemory(
+        ingest.CreateMemoryRequest(memory=draft, idempotency_key=request.headers.get(IDEMPOTENCY_HEADER, "")),
+        **call_options(request, who),
+    )
+    return JSONResponse(_created_body(reply, reply.memory, started), 201, headers=_replay_headers(reply.replayed))
+
+
+@router.post("/memory/batch", status_code=201)
+async def batch_create(request: Request, who: Caller = Depends(caller)):
+    """Store 1..500 memories in one request: all of them or none."""
+    started = time.perf_counter()
+    body = await json_body(request)
+    if not isinstance(body, dict) or not isinstance(body.get("memories"), list):
+        raise ApiError(400, "request body must be a JSON object with a 'memories' list", "INVALID_ARGUMENT")
+    drafts = []
+    for index, item in enumerate(body["memories"]):
+        where = f"Memory at index {index}: "
+        if not isinstance(item, dict):
+            raise ApiError(400, f"{where}must be a JSON object", "INVALID_ARGUMENT")
+        if item.get("content") is None:
+            raise ApiError(400, f"Memory at index {index} missing 'content'", "CONTENT_REQUIRED")
+        drafts.append(draft_from_json(item, where=where))
+    reply = await clients(request).ingest.BatchCreateMemories(
+        ingest.BatchCreateMemoriesRequest(memories=drafts, idempotency_key=request.headers.get(IDEMPOTENCY_HEADER, "")),
+        **call_options(request, who),
+    )
+    result = {
+        "status": "success",
+        "stored": len(reply.memory_ids),
+        "memory_ids": list(reply.memory_ids),
+        "qdrant": reply.qdrant,
+        "enrichment": reply.enrichment,
+        "query_time_ms": elapsed_ms(started),
+    }
+    return JSONResponse(result, 201, headers=_replay_headers(reply.replayed))
+
+
+@router.get("/memory/by-tag")
+async def list_by_tag(request: Request, who: Caller = Depends(caller)):
+    """Memories with any of the tags, paged (served by recall)."""
+    reply = await clients(request).recall.ListMemoriesByTag(
+        recall.ListMemoriesByTagRequest(tags=query_list(request, "tags")), **call_options(request, who)
+    )
+    return {"status": "success", "memories": [memory_to_json(m, with_embedding=False) for m in reply.memories]}
+
+
+@router.delete("/memory/by-tag")
+async def delete_by_tag(request: Request, who: Caller = Depends(caller)):
+    """Delete every memory with any of the tags (exact, case-insensitive)."""
+    tags = query_list(request, "tags")
+    reply = await clients(request).ingest.DeleteMemoriesByTag(
+        ingest.DeleteMemoriesByTagRequest(tags=tags), **call_options(request, who)
+    )
+    return {"status": "success", "tags": tags, "deleted_count": reply.deleted_count}
+
+
+@router.get("/memory/{memory_id}")
+async def get_memory(memory_id: str, request: Request, who: Caller = Depends(caller)):
+    """One memory with every stored field."""
+    reply = await clients(request).recall.GetMemory(recall.GetMemoryRequest(id=memory_id), **call_options(request, who))
+    memory = memory_to_json(reply.memory)
+    memory["relations"] = [{"memory_id": r.memory_id, "type": r.type, "strength": r.strength} for r in reply.relations]
+    memory["state"] = reply.state or "current"
+    if reply.replaced_by:
+        memory["replaced_by"] = reply.replaced_by
+    return {"status": "success", "memory": memory}
+
+
+@router.patch("/memory/{memory_id}")
+async def update_memory(memory_id: str, request: Request, who: Caller = Depends(caller)):
+    """A partial update: only the fields sent change; metadata is replaced."""
+    draft, mask = update_from_json(require_object(await json_body(request)))
+    request_pb = ingest.UpdateMemoryRequest(id=memory_id, memory=draft)
+    request_pb.update_mask.paths.extend(mask)
+    reply = await clients(request).ingest.UpdateMemory(request_pb, **call_options(request, who))
+    return {
+        "status": "success",
+        "memory_id": reply.memory.id,
+        "content_changed": reply.content_changed,
+        "memory": memory_to_json(reply.memory, with_embedding=False),
+    }
+
+
+@router.delete("/memory/{memory_id}")
+async def delete_memory(memory_id: str, request: Request, who: Caller = Depends(caller)):
+    """Delete a memory, its edges and its vector."""
+    reply = await clients(request).ingest.DeleteMemory(
+        ingest.DeleteMemoryRequest(id=memory_id), **call_options(request, who)
+    )
+    return {"status": "success", "memory_id": reply.id}

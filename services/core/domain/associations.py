@@ -1,0 +1,68 @@
+"""POST /associate: which edges a client may author, and their properties."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+from services.core.domain.errors import InvalidArgument
+from services.core.domain.ids import validate_memory_id
+from services.core.domain.model import AUTHORABLE_RELATIONS, RELATION_PROPERTIES, SYSTEM_RELATIONS, Relation
+
+#: Strength of an association when the request sends none.
+DEFAULT_STRENGTH = 0.5
+
+
+def validate_relation_type(value: object, field: str = "type") -> str:
+    """One of the authorable types, case-insensitive; system types refused."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument("RELATION_TYPE_REQUIRED", f"'{field}' is required", field=field)
+    name = value.strip().upper()
+    if name in SYSTEM_RELATIONS:
+        raise InvalidArgument(
+            "SYSTEM_RELATION", f"'{field}' {name} is created by the system and cannot be authored", field=field
+        )
+    if name not in AUTHORABLE_RELATIONS:
+        raise InvalidArgument(
+            "UNKNOWN_RELATION",
+            f"'{field}' {value!r} is not a relation type; use one of {', '.join(AUTHORABLE_RELATIONS)}",
+            field=field,
+        )
+    return name
+
+
+def build_relation(
+    memory1_id: object,
+    memory2_id: object,
+    relation_type: object,
+    strength: object,
+    properties: dict,
+    *,
+    now: datetime,
+) -> Relation:
+    """A validated edge memory1 -> memory2. Only the type's own properties
+    are kept; each must be a string, number or boolean."""
+    source = validate_memory_id(memory1_id, "memory1_id")
+    target = validate_memory_id(memory2_id, "memory2_id")
+    if source == target:
+        raise InvalidArgument("SAME_MEMORY", "'memory2_id' must differ from 'memory1_id'", field="memory2_id")
+    name = validate_relation_type(relation_type)
+    value = DEFAULT_STRENGTH if strength is None else strength
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 <= value <= 1
+    ):
+        raise InvalidArgument(
+            "OUT_OF_RANGE", f"'strength' must be a number between 0 and 1, got {strength!r}", field="strength"
+        )
+    kept = {}
+    for key in RELATION_PROPERTIES[name]:
+        if properties.get(key) is None:
+            continue
+        item = properties[key]
+        if not isinstance(item, (str, int, float, bool)):
+            raise InvalidArgument("INVALID_PROPERTY", f"'{key}' must be a string, number or boolean", field=key)
+        kept[key] = item
+    return Relation(source, target, name, float(value), now, kept)
