@@ -1,0 +1,148 @@
+"""Pure rules of the write path: PATCH, associations, supersession, ids, batches."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from services.core.domain.associations import DEFAULT_STRENGTH, build_relation, validate_relation_type
+from services.core.domain.drafts import Draft, validate_batch_size
+from services.core.domain.errors import InvalidArgument
+from services.core.domain.ids import validate_memory_id
+from services.core.domain.limits import Limits
+from services.core.domain.model import AUTHORABLE_RELATIONS, Memory
+from services.core.domain.supersede import close_superseded, supersession_edge, validate_supersede_relation
+from services.core.domain.updates import apply_update
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+NOW = datetime(2026, 6, 1, 12, tzinfo=UTC)
+A = "11111111-1111-4111-8111-111111111111"
+B = "22222222-2222-4222-8222-222222222222"
+LIMITS = Limits(vector_size=3)
+
+
+def stored(**fields) -> Memory:
+    values = dict(
+        id=A, tenant="default", content="old text", type="Decision", confidence=0.9, importance=0.5,
+        timestamp=T0, t_valid=T0, updated_at=T0, last_accessed=T0, recorded_at=T0,
+        tags=["a"], tag_prefixes=["a"], metadata={"keep": 1}, embedding=[1.0, 0.0, 0.0], version=4,
+    )  # fmt: skip
+    values.update(fields)
+    return Memory(**values)
+
+
+def reason_of(call) -> str:
+    with pytest.raises(InvalidArgument) as caught:
+        call()
+    return caught.value.reason
+
+
+class TestApplyUpdate:
+    def test_only_sent_fields_change_and_updated_at_moves_to_now(self):
+        updated, changed = apply_update(stored(), Draft(importance=0.8), {"importance"}, now=NOW, limits=LIMITS)
+        assert updated.importance == 0.8 and updated.content == "old text" and updated.metadata == {"keep": 1}
+        assert updated.updated_at == NOW and updated.version == 5 and not changed
+
+    def test_a_sent_updated_at_wins(self):
+        updated, _ = apply_update(
+            stored(), Draft(updated_at="2025-02-01T00:00:00Z"), {"updated_at"}, now=NOW, limits=LIMITS
+        )
+        assert updated.updated_at == datetime(2025, 2, 1, tzinfo=UTC)
+
+    def test_metadata_is_replaced_wholesale(self):
+        updated, _ = apply_update(stored(), Draft(metadata_json='{"new": 2}'), {"metadata"}, now=NOW, limits=LIMITS)
+        assert updated.metadata == {"new": 2}
+
+    def test_tags_are_normalised_and_prefixes_recomputed(self):
+        updated, _ = apply_update(stored(), Draft(tags=["x, Y:z ", "", "x"]), {"tags"}, now=NOW, limits=LIMITS)
+        assert updated.tags == ["x", "Y:z"] and updated.tag_prefixes == ["x", "y", "y:z"]
+
+    def test_a_content_change_is_reported_and_drops_the_stale_vector(self):
+        updated, changed = apply_update(stored(), Draft(content="new text"), {"content"}, now=NOW, limits=LIMITS)
+        assert changed and updated.embedding is None
+        same, unchanged = apply_update(stored(), Draft(content="old text"), {"content"}, now=NOW, limits=LIMITS)
+        assert not unchanged and same.embedding == [1.0, 0.0, 0.0]
+
+    def test_null_clears_t_invalid_but_not_content(self):
+        updated, _ = apply_update(stored(t_invalid=NOW), Draft(), {"t_invalid"}, now=NOW, limits=LIMITS)
+        assert updated.t_invalid is None
+        assert reason_of(lambda: apply_update(stored(), Draft(), {"content"}, now=NOW, limits=LIMITS)) == (
+            "NULL_NOT_ALLOWED"
+        )
+
+    @pytest.mark.parametrize(
+        "draft, fields, reason",
+        [
+            (Draft(importance=2.0), {"importance"}, "OUT_OF_RANGE"),
+            (Draft(content="x" * 2001), {"content"}, "CONTENT_TOO_LONG"),
+            (Draft(timestamp="nope"), {"timestamp"}, "INVALID_TIMESTAMP"),
+            (Draft(tags=5), {"tags"}, "INVALID_TAGS"),
+            (Draft(metadata_json="[1]"), {"metadata"}, "INVALID_METADATA"),
+            (Draft(), set(), "EMPTY_UPDATE"),
+            (Draft(), {"tenant"}, "FIELD_NOT_UPDATABLE"),
+        ],
+    )
+    def test_bad_updates_are_refused(self, draft, fields, reason):
+        assert reason_of(lambda: apply_update(stored(), draft, fields, now=NOW, limits=LIMITS)) == reason
+
+
+class TestAssociations:
+    def test_types_are_case_insensitive_and_system_types_refused(self):
+        assert validate_relation_type("relates_to") == "RELATES_TO"
+        assert len(AUTHORABLE_RELATIONS) == 11
+        for system in ("SIMILAR_TO", "PRECEDED_BY", "DISCOVERED"):
+            assert reason_of(lambda s=system: validate_relation_type(s)) == "SYSTEM_RELATION"
+        assert reason_of(lambda: validate_relation_type("LIKES")) == "UNKNOWN_RELATION"
+
+    def test_defaults_and_per_type_properties(self):
+        relation = build_relation(A, B, "prefers_over", None, {"reason": "r", "context": "c", "junk": 1}, now=NOW)
+        assert relation.strength == DEFAULT_STRENGTH
+        assert relation.properties == {"reason": "r", "context": "c"}
+        assert relation.source_id == A and relation.target_id == B and relation.created_at == NOW
+
+    @pytest.mark.parametrize(
+        "args, reason",
+        [
+            ((A, A, "RELATES_TO", None, {}), "SAME_MEMORY"),
+            ((A, "nope", "RELATES_TO", None, {}), "INVALID_ID"),
+            ((A, B, "RELATES_TO", 1.5, {}), "OUT_OF_RANGE"),
+            ((A, B, "RELATES_TO", True, {}), "OUT_OF_RANGE"),
+            ((A, B, "PREFERS_OVER", None, {"reason": ["a list"]}), "INVALID_PROPERTY"),
+        ],
+    )
+    def test_bad_associations(self, args, reason):
+        assert reason_of(lambda: build_relation(*args, now=NOW)) == reason
+
+
+class TestSupersede:
+    def test_relation_defaults_and_validation(self):
+        assert validate_supersede_relation(None) == "INVALIDATED_BY"
+        assert validate_supersede_relation("evolved_into") == "EVOLVED_INTO"
+        assert reason_of(lambda: validate_supersede_relation("RELATES_TO")) == "INVALID_SUPERSEDE_RELATION"
+
+    def test_the_old_memory_closes_now_and_points_at_its_replacement(self):
+        old, new = stored(), stored(id=B, content="new")
+        closed = close_superseded(old, new, reason="wrong", now=NOW)
+        assert closed.t_invalid == NOW and closed.superseded_at == NOW and closed.version == old.version + 1
+        assert closed.metadata == {"keep": 1, "superseded_by": B, "supersede_reason": "wrong"}
+        edge = supersession_edge(old, new, "INVALIDATED_BY", reason="wrong", now=NOW)
+        assert (edge.source_id, edge.target_id, edge.properties) == (A, B, {"reason": "wrong"})
+
+    def test_an_earlier_expiry_is_kept(self):
+        earlier = NOW - timedelta(days=3)
+        closed = close_superseded(stored(t_invalid=earlier), stored(id=B), reason="", now=NOW)
+        assert closed.t_invalid == earlier and "supersede_reason" not in closed.metadata
+
+
+def test_memory_ids_are_uuids():
+    assert validate_memory_id(A.upper()) == A
+    for bad in ("abc", "", None, 5):
+        assert reason_of(lambda b=bad: validate_memory_id(b)) == "INVALID_ID"
+
+
+def test_batch_size_bounds():
+    validate_batch_size(1, LIMITS)
+    validate_batch_size(500, LIMITS)
+    assert reason_of(lambda: validate_batch_size(0, LIMITS)) == "BATCH_EMPTY"
+    assert reason_of(lambda: validate_batch_size(501, LIMITS)) == "BATCH_TOO_LARGE"
