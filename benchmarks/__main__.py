@@ -66,6 +66,29 @@ async def timed_async(label: str, n: int, call) -> list:
     return results
 
 
+async def batch_bench(label: str, ingest, meta, batches: int = 20, size: int = 500) -> None:
+    """Throughput of 500-item batches, one batch in flight at a time."""
+    started = time.perf_counter()
+    for b in range(batches):
+        drafts = [memory_pb2.MemoryDraft(content=f"batch {b} memory {i}") for i in range(size)]
+        await ingest.BatchCreateMemories(
+            ingest_service_pb2.BatchCreateMemoriesRequest(memories=drafts), metadata=meta, timeout=60
+        )
+    elapsed = time.perf_counter() - started
+    print(f"{label:<28} {batches * size / elapsed:9.0f} memories/s  ({elapsed / batches * 1000:.1f} ms per batch)")
+
+
+def rest_batch_bench(client: httpx.Client, batches: int = 20, size: int = 500) -> None:
+    started = time.perf_counter()
+    for b in range(batches):
+        memories = [{"content": f"rest batch {b} memory {i}", "tags": ["bench"]} for i in range(size)]
+        reply = client.post("/memory/batch", json={"memories": memories}, timeout=60)
+        reply.raise_for_status()
+    elapsed = time.perf_counter() - started
+    label = "REST POST /memory/batch x500"
+    print(f"{label:<28} {batches * size / elapsed:9.0f} memories/s  ({elapsed / batches * 1000:.1f} ms per batch)")
+
+
 async def grpc_bench(env: dict[str, str], n: int) -> None:
     meta = tenant_metadata("default")
     async with (
@@ -79,6 +102,7 @@ async def grpc_bench(env: dict[str, str], n: int) -> None:
             return (await ingest.CreateMemory(request, metadata=meta)).memory.id
 
         ids = await timed_async("gRPC CreateMemory", n, create)
+        await batch_bench("gRPC BatchCreate x500", ingest, meta)
         await timed_async(
             "gRPC GetMemory",
             n,
@@ -130,6 +154,7 @@ def main() -> int:
                 ],
             )
             timed("REST GET /memory/{id}", args.n, lambda i: client.get(f"/memory/{ids[i]}"))
+            rest_batch_bench(client)
         asyncio.run(grpc_bench(env, args.n))
     finally:
         stack.send_signal(signal.SIGTERM)

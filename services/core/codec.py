@@ -131,8 +131,6 @@ def event_to_pb(event: MemoryEvent) -> events_pb2.MemoryEvent:
         content_changed=event.content_changed,
     )
     pb.occurred_at.CopyFrom(ts_to_pb(event.occurred_at))
-    if event.memory is not None:
-        pb.memory.CopyFrom(memory_to_pb(event.memory))
     if event.relation is not None:
         pb.relation.CopyFrom(relation_to_pb(event.relation))
     return pb
@@ -146,7 +144,6 @@ def event_from_pb(pb: events_pb2.MemoryEvent) -> MemoryEvent:
         memory_id=pb.memory_id,
         version=pb.version,
         occurred_at=pb.occurred_at.ToDatetime(tzinfo=UTC),
-        memory=memory_from_pb(pb.memory) if pb.HasField("memory") else None,
         content_changed=pb.content_changed,
         relation=relation_from_pb(pb.memory_id, pb.relation) if pb.HasField("relation") else None,
     )

@@ -93,6 +93,13 @@ class EventPublisher(Protocol):
     async def publish(self, event: MemoryEvent) -> None:
         """Publish one event; raises when the bus did not acknowledge it."""
 
+    @property
+    def connected(self) -> bool:
+        """Whether publishing can succeed right now."""
+
+    async def publish_many(self, events: list[MemoryEvent]) -> list[bool]:
+        """Publish a batch; per event, whether the bus acknowledged it. Never raises."""
+
     async def status(self) -> ComponentStatus: ...
 
     async def close(self) -> None: ...

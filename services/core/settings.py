@@ -79,7 +79,7 @@ class Settings(BaseSettings):
     outbox_sweep_seconds: float = 5.0
     outbox_grace_seconds: float = 10.0
     outbox_batch_size: int = 500
-    publish_concurrency: int = 64
+    publish_concurrency: int = 64  # publish batches in flight at once
 
     # Language model (classification, summaries). No key: the LLM steps are skipped.
     openai_api_key: str | None = None

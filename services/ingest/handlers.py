@@ -188,7 +188,7 @@ class IngestHandlers:
             if replay is None:
                 raise Aborted("IDEMPOTENCY_CONFLICT", "a request with this Idempotency-Key is in progress")
             return replay
-        published = await self._relay.publish(events)
+        published = await self._relay.submit(events)
         return Created(memories, published, summaries=summaries)
 
     # Use cases ----------------------------------------------------------------------------------------
@@ -233,7 +233,7 @@ class IngestHandlers:
             updated, content_changed = apply_update(current, draft, fields, now=now, limits=self._limits)
             event = MemoryEvent.for_memory(EventKind.UPDATED, updated, now, content_changed=content_changed)
             if await self._graph.update_memory(updated, current.version, event, now_us=to_micros(now)):
-                await self._relay.publish([event])
+                await self._relay.submit([event])
                 return updated, content_changed
         raise Aborted("CONCURRENT_UPDATE", f"memory {memory_id} kept changing; retry the update", field="id")
 
@@ -244,7 +244,7 @@ class IngestHandlers:
         events = [MemoryEvent.deleted(tenant, memory_id, now)]
         if not await self._graph.delete_memories(tenant, events, now_us=to_micros(now)):
             raise NotFound("MEMORY_NOT_FOUND", f"memory {memory_id} not found", field="id", id=memory_id)
-        await self._relay.publish(events)
+        await self._relay.submit(events)
         return memory_id
 
     async def delete_by_tags(self, tenant: str, tags: list[str]) -> int:
@@ -257,7 +257,7 @@ class IngestHandlers:
             now = self._clock()
             events = [MemoryEvent.deleted(tenant, i, now) for i in ids]
             deleted = set(await self._graph.delete_memories(tenant, events, now_us=to_micros(now)))
-            await self._relay.publish([e for e in events if e.memory_id in deleted])
+            await self._relay.submit([e for e in events if e.memory_id in deleted])
             total += len(deleted)
         return total
 
@@ -294,7 +294,7 @@ class IngestHandlers:
                 if single:
                     raise NotFound("MEMORY_NOT_FOUND", f"'{name}' {gone} not found", field=name, id=gone)
                 failed.append((index, f"'{name}' {gone} not found"))
-        await self._relay.publish([e for k, e in enumerate(events) if k in written])
+        await self._relay.submit([e for k, e in enumerate(events) if k in written])
         return AssociationOutcome(created, sorted(failed))
 
     async def supersede(
@@ -316,7 +316,7 @@ class IngestHandlers:
                 MemoryEvent.associated(tenant, edge),
             ]
             if await self._graph.supersede(closed, old.version, replacement, edge, events, now_us=to_micros(now)):
-                published = await self._relay.publish(events)
+                published = await self._relay.submit(events)
                 return Superseded(replacement, closed, relation_type, published, summarized)
         raise Aborted("CONCURRENT_UPDATE", f"memory {old_id} kept changing; retry", field="supersedes_memory_id")
 

@@ -36,32 +36,45 @@ class OutboxRelay:
         self._sweep_seconds = sweep_seconds
         self._grace_us = int(grace_seconds * 1_000_000)
         self._batch = batch_size
-        self._limit = asyncio.Semaphore(concurrency)
+        self._limit = asyncio.Semaphore(concurrency)  # publish batches in flight at once
         self._clock = clock
         self._acked: list[str] = []
         self._acked_ready = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
+        self._inflight: set[asyncio.Task] = set()
+
+    async def submit(self, events: list[MemoryEvent]) -> bool:
+        """Publish in the background (the events are already durable in the
+        outbox, so the write need not wait for the bus); returns whether the
+        bus is connected, i.e. whether the events are on their way now.
+
+        Waits only when too many batches are already in flight (backpressure).
+        """
+        await self._limit.acquire()
+        task = asyncio.create_task(self._publish_batch(events))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+        return self._events.connected
 
     async def publish(self, events: list[MemoryEvent]) -> bool:
-        """Publish now; True when the bus acknowledged every event. Events it
-        did not acknowledge stay in the outbox for the next sweep."""
-        outcomes = await asyncio.gather(*(self._publish_one(e) for e in events))
+        """Publish now and wait; True when the bus acknowledged every event."""
+        await self._limit.acquire()
+        return await self._publish_batch(events)
+
+    async def _publish_batch(self, events: list[MemoryEvent]) -> bool:
+        try:
+            outcomes = await self._events.publish_many(events)
+        finally:
+            self._limit.release()
+        for event, ok in zip(events, outcomes, strict=True):
+            EVENTS_PUBLISHED.labels(event.kind.value, "published" if ok else "deferred").inc()
+        if not all(outcomes):  # the events are safe in the outbox
+            log.warning("events deferred", count=outcomes.count(False))
         acked = [e.event_id for e, ok in zip(events, outcomes, strict=True) if ok]
         if acked:
             self._acked.extend(acked)
             self._acked_ready.set()
         return all(outcomes)
-
-    async def _publish_one(self, event: MemoryEvent) -> bool:
-        async with self._limit:
-            try:
-                await self._events.publish(event)
-            except Exception as exc:  # the event is safe in the outbox
-                EVENTS_PUBLISHED.labels(event.kind.value, "deferred").inc()
-                log.warning("event deferred", event_id=event.event_id, error=str(exc))
-                return False
-        EVENTS_PUBLISHED.labels(event.kind.value, "published").inc()
-        return True
 
     async def sweep(self) -> int:
         """Re-publish events older than the grace period; returns how many went out."""
@@ -71,23 +84,24 @@ class OutboxRelay:
             entries = await self._graph.pending_outbox(before, self._batch)
             if not entries:
                 return published
-            outcomes = await asyncio.gather(*(self._publish_one(e.event) for e in entries))
-            done = [e.event_id for e, ok in zip(entries, outcomes, strict=True) if ok]
-            if done:
-                await self._graph.delete_outbox(done)
-                published += len(done)
-            if len(done) < len(entries):
-                return published  # the bus is still down: try again next sweep
+            complete = await self.publish([e.event for e in entries])
+            cleared = await self.flush()
+            if not (complete and cleared):
+                return published  # the bus or the graph is still down: try again next sweep
+            published += len(entries)
 
-    async def flush(self) -> None:
-        """Clear acknowledged events from the outbox (batched, off the request path)."""
+    async def flush(self) -> bool:
+        """Clear acknowledged events from the outbox (batched, off the request
+        path); False when the graph refused (the entries are re-published later,
+        harmlessly: the stream de-duplicates them)."""
         while self._acked:
             batch, self._acked = self._acked[: self._batch], self._acked[self._batch :]
             try:
                 await self._graph.delete_outbox(batch)
-            except Exception as exc:  # a leftover entry only means a harmless re-publish
+            except Exception as exc:
                 log.warning("outbox clear failed", count=len(batch), error=str(exc))
-                return
+                return False
+        return True
 
     async def _flush_loop(self) -> None:
         while True:
@@ -109,6 +123,9 @@ class OutboxRelay:
         self._tasks = [asyncio.create_task(self._flush_loop()), asyncio.create_task(self._sweep_loop())]
 
     async def stop(self) -> None:
+        """Let in-flight publications finish, then clear what they acknowledged."""
+        if self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=self._sweep_seconds + 5)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -120,3 +120,21 @@ async def test_data_survives_a_restart_and_the_store_waits_for_it(tmp_path):
     finally:
         await store.close()
         server.stop()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "line\nbreak\ttab\rreturn",
+        "quote \" backslash \\ and \\n literal",
+        "ctrl \x01\x1f \b \f",
+        "émoji 🎉 中文 \u2028",
+        'looks like a key": 1, "id":',
+        "\\u0041 is not A",
+    ],
+)
+async def test_any_text_round_trips_exactly(store, text):
+    m = memory("tricky", content=text, tags=[text, "t"], metadata={"k": text, "tiny": 1e-7, "big": 2**53})
+    await put(store, [m])
+    got = await store.get_memory("default", "tricky")
+    assert (got.content, got.tags, got.metadata) == (text, [text, "t"], m.metadata)

@@ -8,9 +8,9 @@ import time
 
 import grpc
 import pytest
-from memgrid.v1 import ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
 
 from devstack.servers import free_port, start_nats
+from memgrid.v1 import ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
 from services.core.grpc.server import start
 from services.core.grpc.tenant import tenant_metadata
 from services.core.wiring import graph_store

@@ -15,6 +15,7 @@ from devstack.servers import free_port, start_nats
 from memgrid.v1 import (
     enrich_service_pb2,
     enrich_service_pb2_grpc,
+    events_pb2,
     ingest_service_pb2,
     ingest_service_pb2_grpc,
     memory_pb2,
@@ -98,7 +99,7 @@ async def test_create_writes_the_graph_and_publishes_an_event(stack, settings):
         await store.close()
     events = await read_all(settings, f"{settings.nats_subject_prefix}.acme.created")
     assert [e.memory_id for e in events] == [memory.id]
-    assert events[0].memory.content == "Decided to use FalkorDB"
+    assert events[0].kind == events_pb2.MEMORY_EVENT_KIND_CREATED and events[0].version == 1
 
     recall = recall_service_pb2_grpc.RecallServiceStub(stack["recall"][1])
     got = await recall.GetMemory(recall_service_pb2.GetMemoryRequest(id=memory.id), metadata=TENANT)

@@ -11,7 +11,7 @@ from google.protobuf import json_format
 from memgrid.v1 import events_pb2, memory_pb2
 from services.core.codec import draft_from_pb, event_from_pb, event_to_pb, memory_from_pb, memory_to_pb
 from services.core.domain.drafts import Draft
-from services.core.domain.model import EventKind, MemoryEvent
+from services.core.domain.model import EventKind, MemoryEvent, Relation
 
 OCCURRED = datetime(2024, 7, 8, 9, 10, 11, 121314, tzinfo=UTC)
 
@@ -73,20 +73,20 @@ def test_event_kinds_map_to_distinct_enum_values(full_memory):
     )
 
 
-def test_event_without_memory_round_trips():
-    event = MemoryEvent(
-        event_id="m1:deleted:3",
-        tenant="acme",
-        kind=EventKind.DELETED,
-        memory_id="m1",
-        version=3,
-        occurred_at=OCCURRED,
-    )
-    pb = event_to_pb(event)
-    assert not pb.HasField("memory")
-    back = event_from_pb(pb)
-    assert back == event
-    assert back.memory is None and back.content_changed is False
+def test_deleted_and_associated_events_round_trip():
+    deleted = MemoryEvent.deleted("acme", "m1", OCCURRED)
+    back = event_from_pb(event_to_pb(deleted))
+    assert back == deleted and back.relation is None and back.content_changed is False
+    relation = Relation("m1", "m2", "PREFERS_OVER", 0.7, OCCURRED, {"reason": "faster"})
+    associated = MemoryEvent.associated("acme", relation)
+    pb = event_to_pb(associated)
+    assert pb.relation.memory_id == "m2" and pb.memory_id == "m1"
+    assert event_from_pb(events_pb2.MemoryEvent.FromString(pb.SerializeToString())) == associated
+
+
+def test_events_are_thin():
+    """Events say what changed; consumers read the record from the graph."""
+    assert "memory" not in events_pb2.MemoryEvent.DESCRIPTOR.fields_by_name
 
 
 def test_draft_with_only_content_keeps_the_rest_unset():

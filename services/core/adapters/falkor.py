@@ -36,7 +36,13 @@ _TIME_FIELDS = (
 )
 #: Nullable properties: an update that clears them must remove them.
 _NULLABLE = ("embedding", "relevance_score", "t_invalid", "enriched_at", "superseded_at")
-_INDEXES = (("Memory", "id"), ("Memory", "tenant"), ("Outbox", "created_at"), ("IdempotencyKey", "key"))
+_INDEXES = (
+    ("Memory", "id"),
+    ("Memory", "tenant"),
+    ("Outbox", "id"),
+    ("Outbox", "created_at"),
+    ("IdempotencyKey", "key"),
+)
 
 
 def _retryable(exc: BaseException) -> bool:

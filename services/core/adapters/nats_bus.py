@@ -7,6 +7,8 @@ re-published event is stored once.
 
 from __future__ import annotations
 
+import asyncio
+
 import nats
 import structlog
 from nats.errors import ConnectionClosedError, NoServersError
@@ -101,6 +103,10 @@ class NatsEventBus:
             await self._js.add_stream(config)
 
     @property
+    def connected(self) -> bool:
+        return self._nc is not None and self._nc.is_connected
+
+    @property
     def jetstream(self):
         """The JetStream context, for consumers built on this connection."""
         return self._js
@@ -116,6 +122,39 @@ class NatsEventBus:
             )
         except Exception as exc:
             raise Unavailable("NATS_UNAVAILABLE", f"publish to {subject} failed: {exc}") from exc
+
+    async def publish_many(self, events: list[MemoryEvent]) -> list[bool]:
+        """Publish a batch without waiting for each ack in turn (JetStream
+        async publish); returns, per event, whether the stream acknowledged it."""
+        if not events:
+            return []
+        if self._js is None or self._nc is None or not self._nc.is_connected:
+            return [False] * len(events)
+        futures: list[asyncio.Future | None] = []
+        for event in events:
+            subject = event_subject(self._prefix, event.tenant, event.kind.value)
+            try:
+                futures.append(
+                    await self._js.publish_async(
+                        subject,
+                        event_to_pb(event).SerializeToString(),
+                        wait_stall=self._publish_timeout,
+                        headers={"Nats-Msg-Id": event.event_id},
+                    )
+                )
+            except Exception as exc:
+                log.warning("publish failed", subject=subject, error=str(exc))
+                futures.append(None)
+        pending = [f for f in futures if f is not None]
+        if pending:
+            await asyncio.wait(pending, timeout=self._publish_timeout)
+        outcomes = []
+        for future in futures:
+            ok = future is not None and future.done() and not future.cancelled() and future.exception() is None
+            if future is not None and not future.done():
+                future.cancel()
+            outcomes.append(ok)
+        return outcomes
 
     async def status(self) -> ComponentStatus:
         if self._nc is None or not self._nc.is_connected:

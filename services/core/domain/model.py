@@ -108,7 +108,6 @@ class MemoryEvent:
     memory_id: str
     version: int
     occurred_at: datetime
-    memory: Memory | None = None
     content_changed: bool = False
     relation: Relation | None = None
 
@@ -124,7 +123,6 @@ class MemoryEvent:
             memory_id=memory.id,
             version=memory.version,
             occurred_at=occurred_at,
-            memory=memory,
             content_changed=content_changed,
         )
 

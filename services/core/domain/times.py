@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from services.core.domain.errors import InvalidArgument
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def parse_iso(value: str, field: str) -> datetime:
@@ -39,8 +42,7 @@ def to_micros(value: datetime | None) -> int | None:
     """Epoch microseconds (exact; how the graph stores times)."""
     if value is None:
         return None
-    delta = value - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return (value - _EPOCH) // _MICROSECOND
 
 
 def from_micros(value: int | None) -> datetime | None:
