@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
 
 from gateway.envelope import ApiError
 from memgrid.v1 import ingest_service_pb2, memory_pb2
@@ -115,24 +115,24 @@ def update_from_json(body: dict) -> tuple[memory_pb2.MemoryDraft, list[str]]:
     return draft_from_json(body), mask
 
 
-def association_from_json(item: Any, where: str = ""):
-    """An Association message from a JSON object (shape only)."""
+def association_from_json(item: Any, where: str = "") -> ingest_service_pb2.Association:
+    """An Association message from a JSON object. Values pass through as
+    sent (a wrong type becomes a per-item failure in ingest, not a 400 for
+    the whole batch); keys besides the four named ones are the properties."""
     item = require_object(item, f"{where}association".strip())
-    for name in ("memory1_id", "memory2_id", "type"):
-        if item.get(name) is not None and not isinstance(item[name], str):
-            raise ApiError(400, f"{where}'{name}' must be a string", "INVALID_ARGUMENT")
-    strength = item.get("strength")
-    if strength is not None and (isinstance(strength, bool) or not isinstance(strength, (int, float))):
-        raise ApiError(400, f"{where}'strength' must be a number between 0 and 1", "NOT_A_NUMBER")
-    properties = {k: v for k, v in item.items() if k not in ASSOCIATION_FIELDS}
+
+    def text(name: str) -> str:
+        value = item.get(name)
+        return "" if value is None else value if isinstance(value, str) else json.dumps(value)
+
     association = ingest_service_pb2.Association(
-        memory1_id=item.get("memory1_id") or "",
-        memory2_id=item.get("memory2_id") or "",
-        type=item.get("type") or "",
-        properties_json=json.dumps(properties),
+        memory1_id=text("memory1_id"),
+        memory2_id=text("memory2_id"),
+        type=text("type"),
+        properties_json=json.dumps({k: v for k, v in item.items() if k not in ASSOCIATION_FIELDS}),
     )
-    if strength is not None:
-        association.strength = float(strength)
+    if item.get("strength") is not None:
+        association.strength.CopyFrom(json_format.ParseDict(item["strength"], struct_pb2.Value()))
     return association
 
 
@@ -141,6 +141,18 @@ def association_to_json(association) -> dict:
         "memory1_id": association.memory1_id,
         "memory2_id": association.memory2_id,
         "relation_type": association.type,
-        "strength": association.strength,
+        "strength": association.strength.number_value,
         "properties": json.loads(association.properties_json or "{}"),
+    }
+
+
+def relation_to_json(relation: memory_pb2.Relation) -> dict:
+    """A relation as listed on a memory: the other end, type, direction, strength."""
+    return {
+        "memory_id": relation.memory_id,
+        "type": relation.type,
+        "direction": "outgoing" if relation.direction == memory_pb2.RELATION_DIRECTION_OUTGOING else "incoming",
+        "strength": relation.strength,
+        "properties": json.loads(relation.properties_json or "{}"),
+        "created_at": iso(relation, "created_at"),
     }

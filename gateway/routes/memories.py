@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from gateway.auth import Caller
 from gateway.envelope import ApiError
 from gateway.routes.common import call_options, caller, clients, elapsed_ms, json_body, query_list
-from gateway.translate import draft_from_json, iso, memory_to_json, require_object, update_from_json
+from gateway.translate import draft_from_json, iso, memory_to_json, relation_to_json, require_object, update_from_json
 from memgrid.v1 import ingest_service_pb2 as ingest
 from memgrid.v1 import recall_service_pb2 as recall
 
@@ -62,12 +62,13 @@ async def create_memory(request: Request, who: Caller = Depends(caller)):
                 replacement=draft,
                 relation=body.get("supersede_relation") or "",
                 reason=body.get("supersede_reason") or "",
+                idempotency_key=request.headers.get(IDEMPOTENCY_HEADER, ""),
             ),
             **call_options(request, who),
         )
         result = _created_body(reply, reply.replacement, started)
         result.update(supersedes_memory_id=reply.superseded.id, supersede_relation=reply.relation)
-        return JSONResponse(result, status_code=201)
+        return JSONResponse(result, 201, headers=_replay_headers(reply.replayed))
     reply = await clients(request).ingest.CreateMemory(
         ingest.CreateMemoryRequest(memory=draft, idempotency_key=request.headers.get(IDEMPOTENCY_HEADER, "")),
         **call_options(request, who),
@@ -129,7 +130,7 @@ async def get_memory(memory_id: str, request: Request, who: Caller = Depends(cal
     """One memory with every stored field."""
     reply = await clients(request).recall.GetMemory(recall.GetMemoryRequest(id=memory_id), **call_options(request, who))
     memory = memory_to_json(reply.memory)
-    memory["relations"] = [{"memory_id": r.memory_id, "type": r.type, "strength": r.strength} for r in reply.relations]
+    memory["relations"] = [relation_to_json(r) for r in reply.relations]
     memory["state"] = reply.state or "current"
     if reply.replaced_by:
         memory["replaced_by"] = reply.replaced_by

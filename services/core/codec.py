@@ -162,6 +162,15 @@ def relation_to_pb(relation: Relation) -> memory_pb2.Relation:
     return pb
 
 
+def relation_seen_from(memory_id: str, relation: Relation) -> memory_pb2.Relation:
+    """The edge as listed on one of its ends: memory_id is the other end."""
+    pb = relation_to_pb(relation)
+    if relation.source_id != memory_id:
+        pb.memory_id = relation.source_id
+        pb.direction = memory_pb2.RELATION_DIRECTION_INCOMING
+    return pb
+
+
 def relation_from_pb(source_id: str, pb: memory_pb2.Relation) -> Relation:
     return Relation(
         source_id=source_id,

@@ -47,6 +47,8 @@ class GraphStore(Protocol):
 
     async def get_idempotency(self, tenant: str, key: str, now_us: int) -> tuple[str, list[str]] | None: ...
 
+    async def purge_idempotency(self, now_us: int) -> int: ...
+
     async def update_memory(self, memory: Memory, expected_version: int, event: MemoryEvent, *, now_us: int) -> bool:
         """Compare-and-set on the version."""
 
@@ -67,6 +69,7 @@ class GraphStore(Protocol):
         events: list[MemoryEvent],
         *,
         now_us: int,
+        claim: IdempotencyClaim | None = None,
     ) -> bool: ...
 
     async def pending_outbox(self, older_than_us: int, limit: int) -> list[OutboxEntry]: ...
@@ -76,6 +79,8 @@ class GraphStore(Protocol):
     async def get_memory(self, tenant: str, memory_id: str) -> Memory | None: ...
 
     async def get_memories(self, tenant: str, memory_ids: list[str]) -> dict[str, Memory]: ...
+
+    async def relations_of(self, tenant: str, memory_id: str, limit: int) -> list[Relation]: ...
 
     async def touch_memory(self, tenant: str, memory_id: str, last_accessed_us: int) -> None:
         """Record an access (last_accessed), without bumping the version."""

@@ -72,6 +72,7 @@ class Settings(BaseSettings):
     explicit_type_confidence: float = 0.9
     batch_max_items: int = Field(default=500, ge=1)
     delete_by_tag_page_size: int = 200
+    recall_relation_limit: int = 5
     idempotency_ttl_seconds: float = 86_400.0
     write_conflict_retries: int = 3
 

@@ -66,6 +66,7 @@ class Superseded:
     relation: str
     published: bool
     summary: Summarized | None
+    replayed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,14 +299,25 @@ class IngestHandlers:
         return AssociationOutcome(created, sorted(failed))
 
     async def supersede(
-        self, tenant: str, old_id: str, draft: Draft, *, relation: str | None, reason: str
+        self,
+        tenant: str,
+        old_id: str,
+        draft: Draft,
+        *,
+        relation: str | None,
+        reason: str,
+        idempotency_key: str = "",
+        request_hash: str = "",
     ) -> Superseded:
         """Store a replacement, close the old memory and link old -> new, in
         one graph query: all of it or none of it."""
         old_id = validate_memory_id(old_id, "supersedes_memory_id")
         relation_type = validate_supersede_relation(relation)
         now = self._clock()
+        if idempotency_key and (replay := await self._replay(tenant, idempotency_key, request_hash, now)):
+            return await self._superseded_replay(tenant, old_id, relation_type, replay)
         replacement, summarized = await self._prepare(tenant, draft, now)
+        claim = self._claim(tenant, idempotency_key, request_hash, now) if idempotency_key else None
         for _ in range(self._policy.conflict_retries):
             old = await self._require(tenant, old_id, field_name="supersedes_memory_id")
             closed = close_superseded(old, replacement, reason=reason, now=now)
@@ -315,10 +327,19 @@ class IngestHandlers:
                 MemoryEvent.for_memory(EventKind.SUPERSEDED, closed, now),
                 MemoryEvent.associated(tenant, edge),
             ]
-            if await self._graph.supersede(closed, old.version, replacement, edge, events, now_us=to_micros(now)):
+            wrote = await self._graph.supersede(
+                closed, old.version, replacement, edge, events, now_us=to_micros(now), claim=claim
+            )
+            if wrote:
                 published = await self._relay.submit(events)
                 return Superseded(replacement, closed, relation_type, published, summarized)
+            if claim and (replay := await self._replay(tenant, idempotency_key, request_hash, now)):
+                return await self._superseded_replay(tenant, old_id, relation_type, replay)
         raise Aborted("CONCURRENT_UPDATE", f"memory {old_id} kept changing; retry", field="supersedes_memory_id")
+
+    async def _superseded_replay(self, tenant: str, old_id: str, relation: str, replay: Created) -> Superseded:
+        old = await self._require(tenant, old_id, field_name="supersedes_memory_id")
+        return Superseded(replay.memory, old, relation, published=True, summary=None, replayed=True)
 
     async def _require(self, tenant: str, memory_id: str, field_name: str = "id") -> Memory:
         memory = await self._graph.get_memory(tenant, memory_id)

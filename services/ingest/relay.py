@@ -116,6 +116,8 @@ class OutboxRelay:
                 count = await self.sweep()
                 if count:
                     log.info("outbox re-driven", published=count)
+                # Expired idempotency keys go with the same housekeeping beat.
+                await self._graph.purge_idempotency(to_micros(self._clock()))
             except Exception as exc:
                 log.warning("outbox sweep failed", error=str(exc))
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from google.protobuf import json_format, struct_pb2
+
 from memgrid.v1 import ingest_service_pb2 as pb
 from memgrid.v1 import ingest_service_pb2_grpc as pb_grpc
 from services.core.codec import draft_from_pb, memory_to_pb, ts_to_pb
@@ -37,7 +39,7 @@ def _association_draft(a: pb.Association) -> AssociationDraft:
         memory1_id=a.memory1_id,
         memory2_id=a.memory2_id,
         type=a.type,
-        strength=a.strength if a.HasField("strength") else None,
+        strength=json_format.MessageToDict(a.strength) if a.HasField("strength") else None,
         properties=json.loads(a.properties_json or "{}"),
     )
 
@@ -47,7 +49,7 @@ def _association_pb(relation) -> pb.Association:
         memory1_id=relation.source_id,
         memory2_id=relation.target_id,
         type=relation.type,
-        strength=relation.strength,
+        strength=struct_pb2.Value(number_value=relation.strength),
         properties_json=json.dumps(relation.properties, ensure_ascii=False),
     )
 
@@ -131,6 +133,8 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             draft_from_pb(request.replacement),
             relation=request.relation or None,
             reason=request.reason,
+            idempotency_key=request.idempotency_key,
+            request_hash=request_hash(request),
         )
         summary = done.summary
         return pb.SupersedeMemoryResponse(
@@ -140,5 +144,6 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             summarized=summary is not None,
             original_length=summary.original_length if summary else 0,
             summarized_length=summary.summarized_length if summary else 0,
+            replayed=done.replayed,
             **_statuses(done.replacement, done.published),
         )

@@ -15,7 +15,9 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     graph = overrides.get("graph") or graph_store(settings)
     events = overrides.get("events") or event_bus(settings)
     vectors = overrides.get("vectors") or vector_index(settings)
-    handlers = RecallHandlers(graph=graph, vectors=vectors, events=events)
+    handlers = RecallHandlers(
+        graph=graph, vectors=vectors, events=events, relation_limit=settings.recall_relation_limit
+    )
     return ServiceApp(
         service_name=full_service_name(recall_service_pb2, "RecallService"),
         add_servicer=recall_service_pb2_grpc.add_RecallServiceServicer_to_server,

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from services.core.domain.errors import NotFound
-from services.core.domain.model import ComponentStatus, Memory
+from services.core.domain.ids import validate_memory_id
+from services.core.domain.model import ComponentStatus, Memory, Relation
 from services.core.domain.times import to_micros
 from services.core.ports import EventPublisher, GraphStore, VectorIndex
 
@@ -18,22 +19,26 @@ class RecallHandlers:
         graph: GraphStore,
         vectors: VectorIndex,
         events: EventPublisher,
+        relation_limit: int = 5,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
         self._graph = graph
         self._vectors = vectors
         self._events = events
+        self._relation_limit = relation_limit
         self._clock = clock
 
-    async def get_memory(self, tenant: str, memory_id: str) -> Memory:
-        """One memory of the caller's tenant; an access bumps last_accessed."""
+    async def get_memory(self, tenant: str, memory_id: str) -> tuple[Memory, list[Relation]]:
+        """One memory of the caller's tenant with its strongest relations;
+        an access bumps last_accessed."""
+        memory_id = validate_memory_id(memory_id)
         memory = await self._graph.get_memory(tenant, memory_id)
         if memory is None:
             raise NotFound("MEMORY_NOT_FOUND", f"memory {memory_id} not found", field="id", id=memory_id)
         now = self._clock()
         await self._graph.touch_memory(tenant, memory_id, to_micros(now))
         memory.last_accessed = now
-        return memory
+        return memory, await self._graph.relations_of(tenant, memory_id, self._relation_limit)
 
     async def system_status(self) -> tuple[int, list[ComponentStatus]]:
         """The memory count (all tenants) and the stores recall depends on."""

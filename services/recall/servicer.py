@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memgrid.v1 import recall_service_pb2 as pb
 from memgrid.v1 import recall_service_pb2_grpc as pb_grpc
-from services.core.codec import memory_to_pb, status_to_pb
+from services.core.codec import memory_to_pb, relation_seen_from, status_to_pb
 from services.core.grpc.tenant import tenant_of
 from services.recall.handlers import RecallHandlers
 
@@ -16,8 +16,12 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         self._handlers = handlers
 
     async def GetMemory(self, request: pb.GetMemoryRequest, context) -> pb.GetMemoryResponse:
-        memory = await self._handlers.get_memory(tenant_of(context), request.id)
-        return pb.GetMemoryResponse(memory=memory_to_pb(memory), state="current")
+        memory, relations = await self._handlers.get_memory(tenant_of(context), request.id)
+        return pb.GetMemoryResponse(
+            memory=memory_to_pb(memory),
+            relations=[relation_seen_from(memory.id, r) for r in relations],
+            state="current",
+        )
 
     async def GetSystemStatus(self, request: pb.GetSystemStatusRequest, context) -> pb.GetSystemStatusResponse:
         count, components = await self._handlers.system_status()

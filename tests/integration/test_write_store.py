@@ -154,3 +154,14 @@ async def test_an_expired_idempotency_key_can_be_claimed_again(store):
         [m2], [MemoryEvent.for_memory(EventKind.CREATED, m2, T0)], now_us=200, claim=second
     )
     assert await store.get_idempotency("default", "k", now_us=200) == ("h2", [b])
+
+
+async def test_expired_idempotency_keys_are_purged(store):
+    a, b = ids(2)
+    for key, memory_id, expires in (("old", a, 100), ("live", b, 10**18)):
+        m = memory(memory_id)
+        claim = IdempotencyClaim("default", key, "o", "h", expires_us=expires)
+        await store.create_memories([m], [MemoryEvent.for_memory(EventKind.CREATED, m, T0)], now_us=50, claim=claim)
+    assert await store.purge_idempotency(now_us=200) == 1
+    assert await store.get_idempotency("default", "live", now_us=200) == ("h", [b])
+    assert await store.count_memories("default") == 2  # the memories themselves stay

@@ -126,6 +126,32 @@ def relation_row(relation: Relation) -> dict[str, Any]:
     return {"strength": relation.strength, "created_at": to_micros(relation.created_at), **relation.properties}
 
 
+#: Claims an idempotency key for this request (or takes over an expired one);
+#: the rest of the query runs only when the claim is ours.
+_CLAIM = """
+MERGE (k:IdempotencyKey {tenant: $tenant, key: $key})
+ON CREATE SET k.owner = $owner, k.request_hash = $hash, k.memory_ids = $ids, k.expires_at = $expires
+ON MATCH SET
+    k.owner = CASE WHEN k.expires_at < $now THEN $owner ELSE k.owner END,
+    k.request_hash = CASE WHEN k.expires_at < $now THEN $hash ELSE k.request_hash END,
+    k.memory_ids = CASE WHEN k.expires_at < $now THEN $ids ELSE k.memory_ids END,
+    k.expires_at = CASE WHEN k.expires_at < $now THEN $expires ELSE k.expires_at END
+WITH k WHERE k.owner = $owner
+"""
+
+
+def _claim_params(claim: IdempotencyClaim, memory_ids: list[str], now_us: int) -> dict[str, Any]:
+    return {
+        "tenant": claim.tenant,
+        "key": claim.key,
+        "owner": claim.owner,
+        "hash": claim.request_hash,
+        "ids": memory_ids,
+        "expires": claim.expires_us,
+        "now": now_us,
+    }
+
+
 class FalkorGraphStore:
     """GraphStore on FalkorDB; every query filters on the tenant.
 
@@ -204,28 +230,8 @@ class FalkorGraphStore:
             await self._query(create, {"rows": rows})
             return True
         result = await self._query(
-            """
-            MERGE (k:IdempotencyKey {tenant: $tenant, key: $key})
-            ON CREATE SET k.owner = $owner, k.request_hash = $hash, k.memory_ids = $ids, k.expires_at = $expires
-            ON MATCH SET
-                k.owner = CASE WHEN k.expires_at < $now THEN $owner ELSE k.owner END,
-                k.request_hash = CASE WHEN k.expires_at < $now THEN $hash ELSE k.request_hash END,
-                k.memory_ids = CASE WHEN k.expires_at < $now THEN $ids ELSE k.memory_ids END,
-                k.expires_at = CASE WHEN k.expires_at < $now THEN $expires ELSE k.expires_at END
-            WITH k WHERE k.owner = $owner
-            """
-            + create
-            + " RETURN count(m)",
-            {
-                "tenant": claim.tenant,
-                "key": claim.key,
-                "owner": claim.owner,
-                "hash": claim.request_hash,
-                "ids": [m.id for m in memories],
-                "expires": claim.expires_us,
-                "now": now_us,
-                "rows": rows,
-            },
+            _CLAIM + create + " RETURN count(m)",
+            {**_claim_params(claim, [m.id for m in memories], now_us), "rows": rows},
         )
         return bool(result.result_set and result.result_set[0][0])
 
@@ -242,6 +248,13 @@ class FalkorGraphStore:
             return None
         request_hash, ids = result.result_set[0]
         return request_hash, list(ids)
+
+    async def purge_idempotency(self, now_us: int) -> int:
+        """Forget expired idempotency keys; returns how many."""
+        result = await self._query(
+            "MATCH (k:IdempotencyKey) WHERE k.expires_at < $now DELETE k RETURN count(k)", {"now": now_us}
+        )
+        return int(result.result_set[0][0]) if result.result_set else 0
 
     async def update_memory(self, memory: Memory, expected_version: int, event: MemoryEvent, *, now_us: int) -> bool:
         """Compare-and-set on the version: False when someone wrote in between."""
@@ -330,11 +343,18 @@ class FalkorGraphStore:
         events: list[MemoryEvent],
         *,
         now_us: int,
+        claim: IdempotencyClaim | None = None,
     ) -> bool:
         """Store the replacement, close the old memory and link them, in one
-        query: all of it or none. False when the old memory changed or vanished."""
+        query: all of it or none. False when the old memory changed or
+        vanished, or another request holds the idempotency key."""
+        claim_part = _CLAIM if claim else ""
+        claim_params = _claim_params(claim, [replacement.id], now_us) if claim else {}
+        if claim:
+            claim_params["tenant"] = old.tenant
         result = await self._query(
-            f"""
+            claim_part
+            + f"""
             MATCH (old:Memory {{id: $old_id}}) WHERE old.tenant = $tenant AND old.version = $version
             SET old += $old_row
             CREATE (new:Memory) SET new = $new_row
@@ -351,6 +371,7 @@ class FalkorGraphStore:
                 "new_row": memory_to_row(replacement),
                 "edge": relation_row(relation),
                 "outbox": [outbox_row(e, now_us) for e in events],
+                **claim_params,
             },
         )
         return bool(result.result_set and result.result_set[0][0])
@@ -390,6 +411,25 @@ class FalkorGraphStore:
         )
         memories = [row_to_memory(dict(row[0])) for row in result.result_set]
         return {m.id: m for m in memories}
+
+    async def relations_of(self, tenant: str, memory_id: str, limit: int) -> list[Relation]:
+        """The strongest edges touching a memory, both directions, within the tenant."""
+        result = await self._query(
+            """
+            MATCH (m:Memory {id: $id})-[e]-(o:Memory) WHERE m.tenant = $tenant AND o.tenant = $tenant
+            RETURN type(e), startNode(e) = m, o.id, properties(e)
+            ORDER BY e.strength DESC LIMIT $limit
+            """,
+            {"id": memory_id, "tenant": tenant, "limit": limit},
+        )
+        relations = []
+        for rel_type, outgoing, other, props in result.result_set:
+            props = dict(props)
+            strength = float(props.pop("strength", 0.0))
+            created_at = from_micros(props.pop("created_at", 0))
+            source, target = (memory_id, other) if outgoing else (other, memory_id)
+            relations.append(Relation(source, target, rel_type, strength, created_at, props))
+        return relations
 
     async def touch_memory(self, tenant: str, memory_id: str, last_accessed_us: int) -> None:
         await self._query(
