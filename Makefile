@@ -12,11 +12,12 @@ GEN    := gen/memgrid/v1/.generated
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt constraints.txt
+$(STAMP): requirements.txt requirements-dev.txt requirements-nodeps.txt constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] >= (3, 11) else "memgrid needs Python 3.11+")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt -c constraints.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	# Make the repository and the generated code importable from the venv.
 	$(PY) -c 'import site, pathlib; pathlib.Path(site.getsitepackages()[0], "memgrid-local.pth").write_text(f"{pathlib.Path.cwd()}\n{pathlib.Path.cwd()}/gen\n")'
 	touch $@

@@ -130,3 +130,15 @@ class LanguageModel(Protocol):
     async def summarize(self, content: str, target_length: int) -> str | None:
         """About `target_length` characters of summary, or None when the
         model is unavailable or its answer is unusable."""
+
+
+class Embedder(Protocol):
+    """Turns text into vectors of a fixed dimension."""
+
+    #: Length of every vector this embedder returns.
+    dimension: int
+    #: Provider and model, e.g. "local:all-MiniLM-L6-v2" (recorded with each vector).
+    name: str
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """One unit-length vector per text, in order. Raises on failure."""

@@ -40,6 +40,11 @@ class Settings(BaseSettings):
     qdrant_collection: str = "memories"
     vector_size: int = 384
 
+    # Embeddings: auto = openai with a key, else the local model.
+    embedding_provider: str = "auto"  # auto | local | openai | placeholder
+    embedding_model: str = "text-embedding-3-small"
+    embedding_batch_size: int = 32
+
     # Service addresses: each service binds its own port; the gateway dials them.
     grpc_host: str = "127.0.0.1"
     ingest_grpc_port: int = DEFAULT_GRPC_PORTS["ingest"]
