@@ -11,6 +11,7 @@ from typing import Protocol
 
 from services.core.domain.classification import Classification
 from services.core.domain.model import ComponentStatus, Memory, MemoryEvent, Relation
+from services.core.domain.projection import VectorHit, VectorQuery
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +113,15 @@ class EventPublisher(Protocol):
 
 class VectorIndex(Protocol):
     """Recall's projection of the graph into vectors."""
+
+    dimension: int
+
+    async def upsert(self, points: list[tuple[str, list[float], dict]]) -> None:
+        """Insert or replace points (id, vector, payload from vector_payload)."""
+
+    async def delete(self, ids: list[str]) -> None: ...
+
+    async def search(self, query: VectorQuery) -> list[VectorHit]: ...
 
     async def count(self) -> int: ...
 

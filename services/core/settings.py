@@ -40,6 +40,15 @@ class Settings(BaseSettings):
     qdrant_collection: str = "memories"
     vector_size: int = 384
 
+    # Event consumers (enrich, recall's projector).
+    enrichment_max_attempts: int = 3
+    enrichment_backoff_seconds: list[float] = [1.0, 5.0, 15.0]
+    consumer_ack_wait_seconds: float = 60.0
+    enrichment_batch_size: int = 32
+    projector_batch_size: int = 256
+    projector_durable: str = "recall-projector"
+    enrich_durable: str = "enrich"
+
     # Embeddings: auto = openai with a key, else the local model.
     embedding_provider: str = "auto"  # auto | local | openai | placeholder
     embedding_model: str = "text-embedding-3-small"

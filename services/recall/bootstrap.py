@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
+from services.core.adapters.nats_consumer import ConsumerSpec, JetStreamConsumer
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.settings import Settings
 from services.core.wiring import event_bus, graph_store, vector_index
 from services.recall.handlers import RecallHandlers
+from services.recall.projector import Projector
 from services.recall.servicer import RecallServicer
 
 
@@ -18,10 +20,25 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     handlers = RecallHandlers(
         graph=graph, vectors=vectors, events=events, relation_limit=settings.recall_relation_limit
     )
+    projector = Projector(graph=graph, vectors=vectors)
+    consumer = JetStreamConsumer(
+        events,
+        settings.nats_stream,
+        ConsumerSpec(
+            durable=settings.projector_durable,
+            filter_subjects=[f"{settings.nats_subject_prefix}.*.*"],
+            max_attempts=settings.enrichment_max_attempts,
+            backoff_seconds=settings.enrichment_backoff_seconds,
+            ack_wait_seconds=settings.consumer_ack_wait_seconds,
+            batch_size=settings.projector_batch_size,
+            dead_letter_subject=f"{settings.nats_subject_prefix}.dlq.{settings.projector_durable}.failed",
+        ),
+        projector.handle,
+    )
     return ServiceApp(
         service_name=full_service_name(recall_service_pb2, "RecallService"),
         add_servicer=recall_service_pb2_grpc.add_RecallServiceServicer_to_server,
         servicer=RecallServicer(handlers),
-        startups=[vectors.open, graph.ensure_schema, events.connect],
-        shutdowns=[events.close, vectors.close, graph.close],
+        startups=[vectors.open, graph.ensure_schema, events.connect, consumer.start],
+        shutdowns=[consumer.stop, events.close, vectors.close, graph.close],
     )

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from services.core.domain.errors import NotFound
+from services.core.domain.errors import InvalidArgument, NotFound
 from services.core.domain.ids import validate_memory_id
 from services.core.domain.model import ComponentStatus, Memory, Relation
+from services.core.domain.projection import VectorQuery
 from services.core.domain.times import to_micros
 from services.core.ports import EventPublisher, GraphStore, VectorIndex
 
@@ -39,6 +40,36 @@ class RecallHandlers:
         await self._graph.touch_memory(tenant, memory_id, to_micros(now))
         memory.last_accessed = now
         return memory, await self._graph.relations_of(tenant, memory_id, self._relation_limit)
+
+    async def search_by_vector(
+        self,
+        tenant: str,
+        vector: list[float],
+        *,
+        limit: int,
+        min_score: float | None = None,
+        current: bool = True,
+        exclude_ids: tuple[str, ...] = (),
+    ) -> list[tuple[Memory, float]]:
+        """The vector arm: nearest memories of the tenant, current ones only
+        unless `current` is False, hydrated from the graph (the source of truth)."""
+        if len(vector) != self._vectors.dimension:
+            raise InvalidArgument(
+                "EMBEDDING_DIMENSION_MISMATCH",
+                f"'embedding' has {len(vector)} dimensions; expected {self._vectors.dimension}",
+                field="embedding",
+            )
+        query = VectorQuery(
+            vector=vector,
+            tenant=tenant,
+            limit=limit,
+            current_at=self._clock() if current else None,
+            exclude_ids=exclude_ids,
+            min_score=min_score,
+        )
+        hits = await self._vectors.search(query)
+        found = await self._graph.get_memories(tenant, [h.id for h in hits])
+        return [(found[h.id], h.score) for h in hits if h.id in found]
 
     async def system_status(self) -> tuple[int, list[ComponentStatus]]:
         """The memory count (all tenants) and the stores recall depends on."""

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from memgrid.v1 import memory_pb2
 from memgrid.v1 import recall_service_pb2 as pb
 from memgrid.v1 import recall_service_pb2_grpc as pb_grpc
 from services.core.codec import memory_to_pb, relation_seen_from, status_to_pb
+from services.core.domain.errors import InvalidArgument
 from services.core.grpc.tenant import tenant_of
 from services.recall.handlers import RecallHandlers
+
+DEFAULT_LIMIT = 5
 
 
 class RecallServicer(pb_grpc.RecallServiceServicer):
@@ -22,6 +26,30 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             relations=[relation_seen_from(memory.id, r) for r in relations],
             state="current",
         )
+
+    async def SearchMemories(self, request: pb.SearchMemoriesRequest, context) -> pb.SearchMemoriesResponse:
+        """The vector arm only, for now: `embedding` is required (the full
+        hybrid recall replaces this)."""
+        if not request.embedding:
+            raise InvalidArgument("EMBEDDING_REQUIRED", "'embedding' is required", field="embedding")
+        found = await self._handlers.search_by_vector(
+            tenant_of(context),
+            list(request.embedding),
+            limit=request.limit or DEFAULT_LIMIT,
+            min_score=request.min_score if request.HasField("min_score") else None,
+            current=request.state_mode != memory_pb2.STATE_MODE_HISTORY,
+        )
+        results = [
+            pb.RecallResult(
+                memory=memory_to_pb(m, with_embedding=False),
+                match_type="vector",
+                match_score=score,
+                final_score=score,
+                score_components={"vector": score},
+            )
+            for m, score in found
+        ]
+        return pb.SearchMemoriesResponse(results=results, count=len(results))
 
     async def GetSystemStatus(self, request: pb.GetSystemStatusRequest, context) -> pb.GetSystemStatusResponse:
         count, components = await self._handlers.system_status()

@@ -126,7 +126,7 @@ async def test_data_survives_a_restart_and_the_store_waits_for_it(tmp_path):
     "text",
     [
         "line\nbreak\ttab\rreturn",
-        "quote \" backslash \\ and \\n literal",
+        'quote " backslash \\ and \\n literal',
         "ctrl \x01\x1f \b \f",
         "émoji 🎉 中文 \u2028",
         'looks like a key": 1, "id":',

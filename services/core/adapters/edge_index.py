@@ -1,40 +1,148 @@
 """EdgeVectorIndex: Qdrant's engine in-process (qdrant-edge-py), the
-embedded default for recall's vector projection."""
+embedded default for recall's vector projection.
+
+One process owns the shard. Calls run in a worker thread so the event loop
+never blocks; HNSW optimisation runs in the background after enough upserts
+(searches keep working meanwhile, on the unoptimised segments).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+import uuid
 from pathlib import Path
 
-from qdrant_edge import CountRequest, Distance, EdgeConfig, EdgeShard, EdgeVectorParams
+import structlog
+from qdrant_edge import (
+    CountRequest,
+    Distance,
+    EdgeConfig,
+    EdgeShard,
+    EdgeVectorParams,
+    FieldCondition,
+    Filter,
+    HasIdCondition,
+    MatchValue,
+    PayloadSchemaType,
+    Point,
+    Query,
+    RangeFloat,
+    SearchRequest,
+    UpdateOperation,
+)
 
 from services.core.domain.model import ComponentStatus
+from services.core.domain.projection import VectorHit, VectorQuery
+
+log = structlog.get_logger()
+
+#: Payload fields with an index (filters on them stay fast at scale).
+INDEXED_FIELDS = {
+    "tenant": PayloadSchemaType.Keyword,
+    "tags": PayloadSchemaType.Keyword,
+    "tag_prefixes": PayloadSchemaType.Keyword,
+    "type": PayloadSchemaType.Keyword,
+    "archived": PayloadSchemaType.Bool,
+    "t_valid": PayloadSchemaType.Float,
+    "t_invalid": PayloadSchemaType.Float,
+}
+
+
+def current_state_filter(query: VectorQuery) -> Filter:
+    """Tenant always; with current_at, withhold archived, expired and not-yet-valid."""
+    must = [FieldCondition(key="tenant", match=MatchValue(query.tenant))]
+    must_not = []
+    if query.current_at is not None:
+        now = query.current_at.timestamp()
+        must_not += [
+            FieldCondition(key="archived", match=MatchValue(True)),
+            FieldCondition(key="t_invalid", range=RangeFloat(lte=now)),
+            FieldCondition(key="t_valid", range=RangeFloat(gt=now)),
+        ]
+    if query.exclude_ids:
+        must_not.append(HasIdCondition({uuid.UUID(i) for i in query.exclude_ids}))
+    return Filter(must=must, must_not=must_not or None)
 
 
 class EdgeVectorIndex:
-    """A single-process shard under <data_dir>/vectors/<collection>."""
+    """A shard under <data_dir>/vectors/<collection>."""
 
-    def __init__(self, *, path: Path, collection: str, vector_size: int):
+    def __init__(self, *, path: Path, collection: str, vector_size: int, optimize_every: int = 5000):
         self._path = path
         self._collection = collection
-        self._size = vector_size
+        self.dimension = vector_size
         self._shard: EdgeShard | None = None
+        self._lock = threading.Lock()
+        self._optimize_every = optimize_every
+        self._since_optimize = 0
+        self._optimizing: asyncio.Task | None = None
 
     def open(self) -> None:
-        """Load the shard when it exists, else create it."""
+        """Load the shard when it exists, else create it with its payload indexes."""
         if self._shard is not None:
             return
         self._path.mkdir(parents=True, exist_ok=True)
-        config = EdgeConfig(vectors=EdgeVectorParams(size=self._size, distance=Distance.Cosine))
+        config = EdgeConfig(vectors=EdgeVectorParams(size=self.dimension, distance=Distance.Cosine))
         if any(self._path.iterdir()):
             self._shard = EdgeShard.load(str(self._path), config)
         else:
             self._shard = EdgeShard.create(str(self._path), config)
+            for name, schema in INDEXED_FIELDS.items():
+                self._shard.update(UpdateOperation.create_field_index(name, schema))
+
+    async def _run(self, fn):
+        if self._shard is None:
+            raise RuntimeError("the vector index is not open")
+
+        def locked():
+            with self._lock:
+                return fn(self._shard)
+
+        return await asyncio.to_thread(locked)
+
+    async def upsert(self, points: list[tuple[str, list[float], dict]]) -> None:
+        if not points:
+            return
+        for _, vector, _ in points:
+            if len(vector) != self.dimension:
+                raise ValueError(f"vector has {len(vector)} dimensions; the index holds {self.dimension}")
+        batch = [Point(uuid.UUID(i), vector, payload) for i, vector, payload in points]
+        await self._run(lambda shard: shard.update(UpdateOperation.upsert_points(batch)))
+        self._since_optimize += len(points)
+        if self._since_optimize >= self._optimize_every and self._optimizing is None:
+            self._since_optimize = 0
+            self._optimizing = asyncio.create_task(self._optimize())
+
+    async def _optimize(self) -> None:
+        try:
+            # optimize() takes seconds at scale: run it without the lock, so searches go on.
+            await asyncio.to_thread(self._shard.optimize)
+        except Exception as exc:
+            log.warning("vector index optimisation failed", error=str(exc))
+        finally:
+            self._optimizing = None
+
+    async def delete(self, ids: list[str]) -> None:
+        if ids:
+            point_ids = [uuid.UUID(i) for i in ids]
+            await self._run(lambda shard: shard.update(UpdateOperation.delete_points(point_ids)))
+
+    async def search(self, query: VectorQuery) -> list[VectorHit]:
+        request = SearchRequest(
+            query=Query.Nearest(query.vector),
+            limit=query.limit,
+            filter=current_state_filter(query),
+            with_payload=False,
+            score_threshold=query.min_score,
+        )
+        hits = await self._run(lambda shard: shard.search(request))
+        return [VectorHit(str(h.id), float(h.score)) for h in hits]
 
     async def count(self) -> int:
         if self._shard is None:
             return 0
-        return await asyncio.to_thread(lambda: self._shard.count(CountRequest(exact=True)))
+        return await self._run(lambda shard: shard.count(CountRequest(exact=True)))
 
     async def status(self) -> ComponentStatus:
         if self._shard is None:
@@ -47,10 +155,13 @@ class EdgeVectorIndex:
             "vector_index",
             "connected",
             f"qdrant-edge collection {self._collection}",
-            {"points": float(points), "dimension": float(self._size)},
+            {"points": float(points), "dimension": float(self.dimension)},
         )
 
     async def close(self) -> None:
+        if self._optimizing is not None:
+            await asyncio.gather(self._optimizing, return_exceptions=True)
         if self._shard is not None:
             shard, self._shard = self._shard, None
-            await asyncio.to_thread(shard.close)
+            with self._lock:
+                await asyncio.to_thread(shard.close)

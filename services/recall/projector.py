@@ -1,0 +1,52 @@
+"""Recall's projection of the graph into the vector index.
+
+Every memory event names a memory; the projector reads the record as it is
+now in the graph and upserts its point (vector + vector_payload), or deletes
+the point when the record is gone or has no vector yet. Reading the graph
+rather than trusting the event makes redeliveries and reordering harmless.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import structlog
+
+from services.core.adapters.nats_consumer import Delivery, Outcome
+from services.core.domain.model import EventKind
+from services.core.domain.projection import vector_payload
+from services.core.ports import GraphStore, VectorIndex
+
+log = structlog.get_logger()
+
+#: Events that change nothing a point holds.
+IGNORED = {EventKind.ASSOCIATED}
+
+
+class Projector:
+    def __init__(self, *, graph: GraphStore, vectors: VectorIndex):
+        self._graph = graph
+        self._vectors = vectors
+
+    async def project(self, tenant: str, memory_ids: list[str]) -> tuple[int, int]:
+        """Bring these points in line with the graph; returns (upserted, deleted)."""
+        found = await self._graph.get_memories(tenant, memory_ids)
+        points = [
+            (m.id, m.embedding, vector_payload(m))
+            for m in found.values()
+            if m.embedding is not None and len(m.embedding) == self._vectors.dimension
+        ]
+        stale = [i for i in memory_ids if i not in found or found[i].embedding is None]
+        await self._vectors.upsert(points)
+        await self._vectors.delete(stale)
+        return len(points), len(stale)
+
+    async def handle(self, deliveries: list[Delivery]) -> list[Outcome]:
+        """The consumer's handler: one graph read and one upsert per tenant."""
+        by_tenant: dict[str, set[str]] = defaultdict(set)
+        for d in deliveries:
+            if d.event.kind not in IGNORED:
+                by_tenant[d.event.tenant].add(d.event.memory_id)
+        for tenant, ids in by_tenant.items():
+            await self.project(tenant, sorted(ids))
+        return [Outcome.SKIP if d.event.kind in IGNORED else Outcome.DONE for d in deliveries]
