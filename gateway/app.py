@@ -28,7 +28,7 @@ def create_app(settings: Settings, api_token: str, clients: ServiceClients | Non
 
     app = FastAPI(title="memgrid", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
-    app.state.auth = TokenAuth(api_token, settings.default_tenant)
+    app.state.auth = TokenAuth(api_token, settings.default_tenant, settings.admin_api_token)
     envelope.install(app)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"])
     app.include_router(router)

@@ -29,11 +29,22 @@ def presented_token(request: Request) -> str | None:
 
 
 class TokenAuth:
-    """Single-tenant compatibility: one API token, tenant `default_tenant`."""
+    """Single-tenant compatibility: one API token, tenant `default_tenant`;
+    admin routes also need ADMIN_API_TOKEN in X-Admin-Token."""
 
-    def __init__(self, api_token: str, default_tenant: str):
+    def __init__(self, api_token: str, default_tenant: str, admin_token: str | None = None):
         self._token = api_token.encode()
         self._tenant = default_tenant
+        self._admin = admin_token.encode() if admin_token else None
+
+    def authenticate_admin(self, request: Request) -> Caller:
+        caller = self.authenticate(request)
+        if self._admin is None:
+            raise ApiError(403, "admin routes are disabled: ADMIN_API_TOKEN is not set", "PERMISSION_DENIED")
+        presented = request.headers.get("x-admin-token", "")
+        if not hmac.compare_digest(presented.encode(), self._admin):
+            raise ApiError(403, "admin token required in X-Admin-Token", "PERMISSION_DENIED")
+        return Caller(caller.tenant, "admin")
 
     def authenticate(self, request: Request) -> Caller:
         token = presented_token(request)

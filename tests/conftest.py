@@ -42,6 +42,10 @@ def make_settings(falkordb_port: int, nats_port: int, data_dir, **overrides) -> 
         dependency_wait_seconds=20.0,
         shutdown_grace_seconds=1.0,
         log_json=False,
+        # Fast stand-ins unless a test asks for the real models.
+        embedding_provider="placeholder",
+        enrichment_spacy_blank=True,
+        consumer_fetch_timeout_seconds=0.2,
     )
     values.update(overrides)
     return Settings(_env_file=None, **values)

@@ -2,9 +2,10 @@
 
 from fastapi import APIRouter
 
-from gateway.routes import associations, health, memories
+from gateway.routes import associations, enrichment, health, memories
 
 router = APIRouter()
 router.include_router(health.router)
 router.include_router(memories.router)
 router.include_router(associations.router)
+router.include_router(enrichment.router)

@@ -16,6 +16,10 @@ def caller(request: Request) -> Caller:
     return request.app.state.auth.authenticate(request)
 
 
+def admin(request: Request) -> Caller:
+    return request.app.state.auth.authenticate_admin(request)
+
+
 def clients(request: Request):
     return request.app.state.clients
 

@@ -152,3 +152,18 @@ class Embedder(Protocol):
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         """One unit-length vector per text, in order. Raises on failure."""
+
+
+class EntityExtractor(Protocol):
+    """Entities by category ({tools, projects, people, concepts, organizations})."""
+
+    def extract_many(self, texts: list[str]) -> list[dict[str, list[str]]]:
+        """One entity map per text, in order (CPU-bound: call it off the loop)."""
+
+
+class NeighbourFinder(Protocol):
+    """Nearest current memories of a tenant to a vector (recall's vector arm)."""
+
+    async def neighbours(
+        self, tenant: str, vector: list[float], *, limit: int, min_score: float
+    ) -> list[tuple[Memory, float]]: ...

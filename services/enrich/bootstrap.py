@@ -1,22 +1,92 @@
-"""The enrich service's composition root: settings -> adapters -> servicer."""
+"""The enrich service's composition root: settings -> adapters -> pipeline."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from memgrid.v1 import enrich_service_pb2, enrich_service_pb2_grpc
+from services.core.adapters.embedders import embedder_from
+from services.core.adapters.nats_consumer import ConsumerSpec, JetStreamConsumer
+from services.core.adapters.spacy_entities import SpacyEntityExtractor
 from services.core.grpc.app import ServiceApp, full_service_name
+from services.core.relay import OutboxRelay
 from services.core.settings import Settings
 from services.core.wiring import event_bus, graph_store
+from services.enrich.neighbours import RecallNeighbours
+from services.enrich.pipeline import EnrichmentPipeline, EnrichmentPolicy
+from services.enrich.reconciler import Reconciler
 from services.enrich.servicer import EnrichServicer
 
 
 def build_app(settings: Settings, **overrides) -> ServiceApp:
-    """Adapters from settings; tests may pass `graph=` or `events=` instead."""
+    """Adapters from settings; tests may pass graph=, events=, embedder=,
+    extractor= or neighbours= instead."""
     graph = overrides.get("graph") or graph_store(settings)
     events = overrides.get("events") or event_bus(settings)
+    embedder = overrides.get("embedder") or embedder_from(settings)
+    extractor = overrides.get("extractor") or (
+        SpacyEntityExtractor.blank_english()
+        if settings.enrichment_spacy_blank
+        else SpacyEntityExtractor(settings.enrichment_spacy_model)
+    )
+    neighbours = overrides.get("neighbours") or RecallNeighbours(
+        settings.grpc_target("recall"), settings.grpc_timeout_seconds
+    )
+    relay = OutboxRelay(
+        graph=graph,
+        events=events,
+        sweep_seconds=settings.outbox_sweep_seconds,
+        grace_seconds=settings.outbox_grace_seconds,
+        batch_size=settings.outbox_batch_size,
+        concurrency=settings.publish_concurrency,
+    )
+    policy = EnrichmentPolicy(
+        temporal_window=timedelta(hours=settings.enrichment_temporal_window_hours),
+        temporal_limit=settings.enrichment_temporal_limit,
+        similarity_limit=settings.enrichment_similarity_limit,
+        similarity_threshold=settings.enrichment_similarity_threshold,
+        supports_threshold=settings.enrichment_supports_threshold,
+        pattern_min_members=settings.enrichment_pattern_min_members,
+        pattern_max_members=settings.enrichment_pattern_max_members,
+        conflict_retries=settings.write_conflict_retries,
+    )
+    pipeline = EnrichmentPipeline(
+        graph=graph, embedder=embedder, extractor=extractor, neighbours=neighbours, relay=relay, policy=policy
+    )
+    prefix = settings.nats_subject_prefix
+    consumer = JetStreamConsumer(  # durable: what arrives while enrich is down waits for it
+        events,
+        settings.nats_stream,
+        ConsumerSpec(
+            durable=settings.enrich_durable,
+            filter_subjects=[f"{prefix}.*.created", f"{prefix}.*.updated"],
+            max_attempts=settings.enrichment_max_attempts,
+            backoff_seconds=settings.enrichment_backoff_seconds,
+            ack_wait_seconds=settings.consumer_ack_wait_seconds,
+            batch_size=settings.enrichment_batch_size,
+            dead_letter_subject=f"{prefix}.dlq.{settings.enrich_durable}.failed",
+            fetch_timeout_seconds=settings.consumer_fetch_timeout_seconds,
+        ),
+        pipeline.handle,
+    )
+    reconciler = Reconciler(
+        graph=graph,
+        pipeline=pipeline,
+        interval_seconds=settings.enrichment_reconcile_seconds,
+        grace_seconds=settings.enrichment_reconcile_grace_seconds,
+        batch_size=settings.enrichment_batch_size,
+    )
+
+    async def warm_up() -> None:
+        """Load the models before SERVING, so the first batch is not the slow one."""
+        await embedder.embed(["warm up"])
+        extractor.extract_many(["warm up"])
+
     return ServiceApp(
         service_name=full_service_name(enrich_service_pb2, "EnrichService"),
         add_servicer=enrich_service_pb2_grpc.add_EnrichServiceServicer_to_server,
-        servicer=EnrichServicer(),
-        startups=[graph.ensure_schema, events.connect],
-        shutdowns=[events.close, graph.close],
+        servicer=EnrichServicer(pipeline, consumer, reconciler, settings.enrichment_max_attempts),
+        startups=[graph.ensure_schema, events.connect, warm_up, relay.start]
+        + ([consumer.start, reconciler.start] if settings.enrichment_enabled else []),
+        shutdowns=[reconciler.stop, consumer.stop, relay.stop, neighbours.close, events.close, graph.close],
     )

@@ -1,9 +1,58 @@
-"""EnrichService: every RPC answers UNIMPLEMENTED until its issue lands."""
+"""EnrichService: status and reprocessing (the pipeline itself is driven by events)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+
+from memgrid.v1 import enrich_service_pb2 as pb
 from memgrid.v1 import enrich_service_pb2_grpc as pb_grpc
+from services.core.adapters.nats_consumer import JetStreamConsumer
+from services.core.domain.errors import InvalidArgument
+from services.core.domain.ids import validate_memory_id
+from services.core.grpc.tenant import tenant_of
+from services.enrich.pipeline import EnrichmentPipeline
+from services.enrich.reconciler import Reconciler
 
 
 class EnrichServicer(pb_grpc.EnrichServiceServicer):
-    """RPCs not overridden here answer UNIMPLEMENTED."""
+    def __init__(
+        self, pipeline: EnrichmentPipeline, consumer: JetStreamConsumer, reconciler: Reconciler, max_attempts: int
+    ):
+        self._pipeline = pipeline
+        self._consumer = consumer
+        self._reconciler = reconciler
+        self._max_attempts = max_attempts
+        self._background: set[asyncio.Task] = set()
+
+    async def ReprocessMemories(self, request: pb.ReprocessMemoriesRequest, context) -> pb.ReprocessMemoriesResponse:
+        """Queue a forced re-run of enrichment for these ids (202 at the gateway)."""
+        if not request.ids:
+            raise InvalidArgument("IDS_REQUIRED", "'ids' must name at least one memory", field="ids")
+        ids = [validate_memory_id(i, "ids") for i in request.ids]
+        task = asyncio.create_task(self._pipeline.enrich_ids(tenant_of(context), ids, forced=True))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return pb.ReprocessMemoriesResponse(ids=ids, count=len(ids))
+
+    async def GetEnrichmentStatus(self, request, context) -> pb.GetEnrichmentStatusResponse:
+        stats = self._pipeline.stats
+        queue = await self._consumer.pending()
+        return pb.GetEnrichmentStatusResponse(
+            status="running",
+            queue_size=queue,
+            pending=await self._reconciler.pending(),
+            inflight=stats.inflight,
+            processed=stats.processed,
+            failed=stats.failed,
+            max_attempts=self._max_attempts,
+            stats_json=json.dumps(
+                {
+                    "skipped": stats.skipped,
+                    "conflicts": stats.conflicts,
+                    "reconciled": self._reconciler.redriven,
+                    "last_batch_seconds": round(stats.last_batch_seconds, 4),
+                    "failures_by_reason": stats.by_reason,
+                }
+            ),
+        )

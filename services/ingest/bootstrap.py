@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from memgrid.v1 import ingest_service_pb2, ingest_service_pb2_grpc
 from services.core.grpc.app import ServiceApp, full_service_name
+from services.core.relay import OutboxRelay
 from services.core.settings import Settings
 from services.core.wiring import event_bus, graph_store, language_model
 from services.ingest.handlers import IngestHandlers, WritePolicy
-from services.ingest.relay import OutboxRelay
 from services.ingest.servicer import IngestServicer
 
 

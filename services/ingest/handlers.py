@@ -25,7 +25,7 @@ from services.core.domain.supersede import close_superseded, supersession_edge, 
 from services.core.domain.times import to_micros
 from services.core.domain.updates import apply_update
 from services.core.ports import GraphStore, IdempotencyClaim, LanguageModel
-from services.ingest.relay import OutboxRelay
+from services.core.relay import OutboxRelay
 
 
 @dataclass(frozen=True, slots=True)

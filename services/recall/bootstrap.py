@@ -32,6 +32,7 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
             ack_wait_seconds=settings.consumer_ack_wait_seconds,
             batch_size=settings.projector_batch_size,
             dead_letter_subject=f"{settings.nats_subject_prefix}.dlq.{settings.projector_durable}.failed",
+            fetch_timeout_seconds=settings.consumer_fetch_timeout_seconds,
         ),
         projector.handle,
     )

@@ -22,12 +22,19 @@ BUILDERS = {"ingest": build_ingest, "recall": build_recall, "enrich": build_enri
 
 
 @pytest.fixture
-async def stack_services(settings):
+def stack_settings(settings):
+    """Write-path tests see records as ingest stored them: enrichment, which
+    rewrites tags and metadata in the background, is off (it has its own tests)."""
+    return settings.model_copy(update={"enrichment_enabled": False})
+
+
+@pytest.fixture
+async def stack_services(stack_settings):
     """The four services, started in-process on free ports."""
     services = {}
     try:
         for name, build in BUILDERS.items():
-            services[name] = await start(name, build(settings), host="127.0.0.1", port=0, grace_seconds=1.0)
+            services[name] = await start(name, build(stack_settings), host="127.0.0.1", port=0, grace_seconds=1.0)
         yield services
     finally:
         for service in services.values():
@@ -35,7 +42,7 @@ async def stack_services(settings):
 
 
 @pytest.fixture
-async def gateway_url(settings, stack_services):
+async def gateway_url(stack_settings, stack_services):
     """The gateway over real HTTP on a free port, dialling the services."""
     services = stack_services
     server = None
@@ -44,7 +51,7 @@ async def gateway_url(settings, stack_services):
         clients = ServiceClients.connect({name: f"127.0.0.1:{s.port}" for name, s in services.items()})
         port = free_port()
         config = uvicorn.Config(
-            create_app(settings, API_TOKEN, clients), host="127.0.0.1", port=port, log_level="warning"
+            create_app(stack_settings, API_TOKEN, clients), host="127.0.0.1", port=port, log_level="warning"
         )
         server = uvicorn.Server(config)
         task = asyncio.create_task(server.serve())

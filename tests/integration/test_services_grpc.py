@@ -13,8 +13,8 @@ from prometheus_client import REGISTRY
 
 from devstack.servers import free_port, start_nats
 from memgrid.v1 import (
-    enrich_service_pb2,
-    enrich_service_pb2_grpc,
+    consolidate_service_pb2,
+    consolidate_service_pb2_grpc,
     events_pb2,
     ingest_service_pb2,
     ingest_service_pb2_grpc,
@@ -141,10 +141,10 @@ async def test_calls_without_a_tenant_are_refused(stack):
 
 async def test_unbuilt_rpcs_answer_unimplemented(stack):
     recall = recall_service_pb2_grpc.RecallServiceStub(stack["recall"][1])
-    enrich = enrich_service_pb2_grpc.EnrichServiceStub(stack["enrich"][1])
+    consolidate = consolidate_service_pb2_grpc.ConsolidateServiceStub(stack["consolidate"][1])
     for call in (
         recall.ListMemoriesByTag(recall_service_pb2.ListMemoriesByTagRequest(tags=["x"]), metadata=TENANT),
-        enrich.GetEnrichmentStatus(enrich_service_pb2.GetEnrichmentStatusRequest(), metadata=TENANT),
+        consolidate.RunConsolidation(consolidate_service_pb2.RunConsolidationRequest(mode="decay"), metadata=TENANT),
     ):
         with pytest.raises(grpc.aio.AioRpcError) as unimplemented:
             await call

@@ -34,6 +34,8 @@ _TIME_FIELDS = (
     "enriched_at",
     "superseded_at",
 )
+#: The properties enrichment owns (and the version it bumps).
+_ENRICHMENT_FIELDS = ("embedding", "summary", "enriched_at", "metadata", "tags", "tag_prefixes", "version")
 #: Nullable properties: an update that clears them must remove them.
 _NULLABLE = ("embedding", "relevance_score", "t_invalid", "enriched_at", "superseded_at")
 _INDEXES = (
@@ -375,6 +377,116 @@ class FalkorGraphStore:
             },
         )
         return bool(result.result_set and result.result_set[0][0])
+
+    # Enrichment ---------------------------------------------------------------------------------------
+
+    async def apply_enrichment(
+        self, tenant: str, updates: list[tuple[Memory, int]], events: list[MemoryEvent], *, now_us: int
+    ) -> list[str]:
+        """Write enrichment's own fields where the version is still the one
+        enrichment read (a concurrent PATCH wins); returns the ids written."""
+        items = []
+        for (memory, expected), event in zip(updates, events, strict=True):
+            row = memory_to_row(memory, keep_nulls=True)
+            owned = {k: row[k] for k in _ENRICHMENT_FIELDS if k in row}
+            items.append({"id": memory.id, "version": expected, "row": owned, "outbox": outbox_row(event, now_us)})
+        result = await self._query(
+            """
+            UNWIND $items AS it
+            MATCH (m:Memory {id: it.id}) WHERE m.tenant = $tenant AND m.version = it.version
+            SET m += it.row
+            CREATE (x:Outbox) SET x = it.outbox
+            RETURN it.id
+            """,
+            {"tenant": tenant, "items": items},
+        )
+        return [row[0] for row in result.result_set]
+
+    async def link_preceding(
+        self, tenant: str, items: list[tuple[str, int]], *, window_us: int, limit: int, now_us: int
+    ) -> dict[str, int]:
+        """PRECEDED_BY from each memory to the most recent earlier ones within the window."""
+        result = await self._query(
+            """
+            UNWIND $items AS it
+            MATCH (m:Memory {id: it.id}) WHERE m.tenant = $tenant
+            MATCH (p:Memory) WHERE p.tenant = $tenant AND p.timestamp < it.ts AND p.timestamp >= it.ts - $window
+                AND p.id <> it.id
+            WITH m, p ORDER BY p.timestamp DESC
+            WITH m, collect(p)[0..$limit] AS recent
+            UNWIND recent AS p
+            MERGE (m)-[e:PRECEDED_BY]->(p)
+            SET e.strength = 1.0, e.created_at = $now
+            RETURN m.id, count(p)
+            """,
+            {
+                "tenant": tenant,
+                "items": [{"id": i, "ts": ts} for i, ts in items],
+                "window": window_us,
+                "limit": limit,
+                "now": now_us,
+            },
+        )
+        return {memory_id: int(count) for memory_id, count in result.result_set}
+
+    async def link_similar(self, tenant: str, pairs: list[tuple[str, str, float]], *, now_us: int) -> int:
+        """SIMILAR_TO edges (source, neighbour, cosine score)."""
+        if not pairs:
+            return 0
+        result = await self._query(
+            """
+            UNWIND $pairs AS it
+            MATCH (a:Memory {id: it.src}) WHERE a.tenant = $tenant
+            MATCH (b:Memory {id: it.dst}) WHERE b.tenant = $tenant
+            MERGE (a)-[e:SIMILAR_TO]->(b)
+            SET e.strength = it.score, e.score = it.score, e.created_at = $now
+            RETURN count(e)
+            """,
+            {"tenant": tenant, "pairs": [{"src": a, "dst": b, "score": s} for a, b, s in pairs], "now": now_us},
+        )
+        return int(result.result_set[0][0]) if result.result_set else 0
+
+    async def ids_with_type_and_tag(self, tenant: str, memory_type: str, tag: str, limit: int) -> list[str]:
+        result = await self._query(
+            """
+            MATCH (m:Memory) WHERE m.tenant = $tenant AND m.type = $type AND $tag IN m.tags
+            RETURN m.id LIMIT $limit
+            """,
+            {"tenant": tenant, "type": memory_type, "tag": tag, "limit": limit},
+        )
+        return [row[0] for row in result.result_set]
+
+    async def link_pattern(
+        self, tenant: str, key: str, memory_type: str, tag: str, member_ids: list[str], *, now_us: int
+    ) -> int:
+        """A Pattern node for memories of one type sharing an entity, and EXEMPLIFIES edges to it."""
+        result = await self._query(
+            """
+            MERGE (p:Pattern {tenant: $tenant, key: $key})
+            SET p.type = $type, p.entity_tag = $tag, p.updated_at = $now
+            WITH p
+            UNWIND $ids AS id
+            MATCH (m:Memory {id: id}) WHERE m.tenant = $tenant
+            MERGE (m)-[e:EXEMPLIFIES]->(p)
+            SET e.strength = 1.0, e.created_at = $now
+            WITH p, count(m) AS members
+            SET p.members = members
+            RETURN members
+            """,
+            {"tenant": tenant, "key": key, "type": memory_type, "tag": tag, "ids": member_ids, "now": now_us},
+        )
+        return int(result.result_set[0][0]) if result.result_set else 0
+
+    async def find_unenriched(self, recorded_before_us: int, limit: int) -> list[tuple[str, str]]:
+        """(tenant, id) of memories enrichment has not finished, oldest first."""
+        result = await self._query(
+            """
+            MATCH (m:Memory) WHERE m.enriched_at IS NULL AND m.recorded_at < $before
+            RETURN m.tenant, m.id ORDER BY m.recorded_at LIMIT $limit
+            """,
+            {"before": recorded_before_us, "limit": limit},
+        )
+        return [(tenant, memory_id) for tenant, memory_id in result.result_set]
 
     # Outbox -------------------------------------------------------------------------------------------
 

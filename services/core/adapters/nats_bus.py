@@ -78,6 +78,7 @@ class NatsEventBus:
                 max_reconnect_attempts=-1,
                 reconnect_time_wait=1,
                 allow_reconnect=True,
+                drain_timeout=2,  # a stop must not wait long on a pull request in flight
             )
             return nc
 

@@ -87,7 +87,10 @@ class JetStreamConsumer:
 
     async def pending(self) -> int:
         """Messages not yet delivered plus those delivered and not acknowledged."""
-        info = await self._bus.jetstream.consumer_info(self._stream, self._spec.durable)
+        try:
+            info = await self._bus.jetstream.consumer_info(self._stream, self._spec.durable)
+        except NotFoundError:
+            return 0
         return int(info.num_pending) + int(info.num_ack_pending)
 
     async def _dead_letter(self, msg, reason: str) -> None:

@@ -1,0 +1,47 @@
+"""Enrichment's admin surface: status and reprocessing."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from gateway.auth import Caller
+from gateway.envelope import ApiError
+from gateway.routes.common import admin, call_options, caller, clients, json_body
+from gateway.translate import require_object
+from memgrid.v1 import enrich_service_pb2 as enrich
+
+router = APIRouter()
+
+
+@router.get("/enrichment/status")
+async def status(request: Request, who: Caller = Depends(caller)):
+    reply = await clients(request).enrich.GetEnrichmentStatus(
+        enrich.GetEnrichmentStatusRequest(), **call_options(request, who)
+    )
+    return {
+        "status": reply.status,
+        "queue_size": reply.queue_size,
+        "pending": reply.pending,
+        "inflight": reply.inflight,
+        "processed": reply.processed,
+        "failed": reply.failed,
+        "max_attempts": reply.max_attempts,
+        "stats": json.loads(reply.stats_json or "{}"),
+    }
+
+
+@router.post("/enrichment/reprocess", status_code=202)
+async def reprocess(request: Request, who: Caller = Depends(admin)):
+    body = require_object(await json_body(request))
+    ids = body.get("ids")
+    if isinstance(ids, str):
+        ids = [i.strip() for i in ids.split(",") if i.strip()]
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise ApiError(400, "'ids' must be a list of memory ids", "INVALID_ARGUMENT")
+    reply = await clients(request).enrich.ReprocessMemories(
+        enrich.ReprocessMemoriesRequest(ids=ids), **call_options(request, who)
+    )
+    return JSONResponse({"status": "queued", "count": reply.count, "ids": list(reply.ids)}, status_code=202)

