@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
+
+import structlog
 
 from memgrid.v1 import enrich_service_pb2, enrich_service_pb2_grpc
 from services.core.adapters.embedders import embedder_from
@@ -16,6 +19,8 @@ from services.enrich.neighbours import RecallNeighbours
 from services.enrich.pipeline import EnrichmentPipeline, EnrichmentPolicy
 from services.enrich.reconciler import Reconciler
 from services.enrich.servicer import EnrichServicer
+
+log = structlog.get_logger()
 
 
 def build_app(settings: Settings, **overrides) -> ServiceApp:
@@ -78,9 +83,13 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     )
 
     async def warm_up() -> None:
-        """Load the models before SERVING, so the first batch is not the slow one."""
-        await embedder.embed(["warm up"])
-        extractor.extract_many(["warm up"])
+        """Load the models before SERVING, so the first batch is not the slow one.
+        A provider that is down now is retried per batch, not fatal here."""
+        try:
+            await embedder.embed(["warm up"])
+        except Exception as exc:
+            log.warning("embedder warm-up failed", embedder=embedder.name, error=str(exc))
+        await asyncio.to_thread(extractor.extract_many, ["warm up"])
 
     return ServiceApp(
         service_name=full_service_name(enrich_service_pb2, "EnrichService"),

@@ -1,0 +1,67 @@
+"""Ingest, recall and enrich in-process on free ports, for enrichment tests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+
+from memgrid.v1 import ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
+from services.core.grpc.server import start
+from services.core.grpc.tenant import tenant_metadata
+from services.core.wiring import graph_store
+from services.enrich.bootstrap import build_app as build_enrich
+from services.ingest.bootstrap import build_app as build_ingest
+from services.recall.bootstrap import build_app as build_recall
+
+
+class EnrichStack:
+    def __init__(self, settings):
+        self.settings = settings
+        self.services = {}
+        self.channel = None
+        self.store = graph_store(settings)
+
+    async def start(self, *names: str) -> None:
+        builders = {"recall": build_recall, "ingest": build_ingest, "enrich": build_enrich}
+        for name in names or ("recall", "ingest", "enrich"):
+            service = await start(name, builders[name](self.settings), host="127.0.0.1", port=0, grace_seconds=1.0)
+            self.services[name] = service
+            if name == "recall":
+                # enrich finds neighbours through recall: point it at the port recall got.
+                self.settings = self.settings.model_copy(update={"recall_grpc_port": service.port})
+        if "ingest" in self.services and self.channel is None:
+            self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{self.services['ingest'].port}")
+
+    async def stop(self, *names: str) -> None:
+        for name in names or list(self.services):
+            service = self.services.pop(name, None)
+            if service is not None:
+                await service.stop()
+
+    async def close(self) -> None:
+        if self.channel is not None:
+            await self.channel.close()
+        await self.stop()
+        await self.store.close()
+
+    async def create(self, content: str, tenant: str = "acme", **fields) -> str:
+        stub = ingest_service_pb2_grpc.IngestServiceStub(self.channel)
+        request = ingest_service_pb2.CreateMemoryRequest(memory=memory_pb2.MemoryDraft(content=content, **fields))
+        return (await stub.CreateMemory(request, metadata=tenant_metadata(tenant))).memory.id
+
+    async def wait_enriched(self, ids: list[str], tenant: str = "acme", within: float = 30.0) -> dict:
+        deadline = time.monotonic() + within
+        while True:
+            found = await self.store.get_memories(tenant, ids)
+            if len(found) == len(ids) and all(m.enriched_at is not None for m in found.values()):
+                return found
+            if time.monotonic() > deadline:
+                missing = [i for i in ids if i not in found or found[i].enriched_at is None]
+                raise AssertionError(f"{len(missing)} of {len(ids)} memories not enriched after {within}s")
+            await asyncio.sleep(0.1)
+
+    async def edges(self, rel_type: str) -> list[tuple[str, str]]:
+        rows = await self.store._query(f"MATCH (a:Memory)-[:{rel_type}]->(b) RETURN a.id, b.id")
+        return [(a, b) for a, b in rows.result_set]

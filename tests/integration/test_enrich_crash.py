@@ -1,0 +1,92 @@
+"""Kill the enrich process in the middle of its work: the durable consumer
+redelivers what was not acknowledged, and the end state is as if every
+memory had been enriched once (no doubled tags or edges, nothing missing)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from devstack.servers import free_port
+from tests.integration.enrich_stack import EnrichStack
+from tests.integration.test_enrichment import enrich_settings
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+COUNT = 300
+
+
+def enrich_process(settings, log: Path) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "FALKORDB_PORT": str(settings.falkordb_port),
+        "FALKORDB_GRAPH": settings.falkordb_graph,
+        "NATS_URL": settings.nats_url,
+        "NATS_STREAM": settings.nats_stream,
+        "NATS_SUBJECT_PREFIX": settings.nats_subject_prefix,
+        "RECALL_GRPC_PORT": str(settings.recall_grpc_port),
+        "ENRICH_GRPC_PORT": str(free_port()),
+        "ENRICH_METRICS_PORT": str(free_port()),
+        "EMBEDDING_PROVIDER": "placeholder",
+        "ENRICHMENT_SPACY_BLANK": "true",
+        "ENRICHMENT_BATCH_SIZE": "8",
+        "CONSUMER_ACK_WAIT_SECONDS": "2",
+        "ENRICHMENT_RECONCILE_SECONDS": "3600",
+        "LOG_JSON": "false",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "services.enrich.main"],
+        cwd=REPO,
+        env=env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+async def enriched_count(stack, ids) -> int:
+    found = await stack.store.get_memories("acme", ids)
+    return sum(1 for m in found.values() if m.enriched_at is not None)
+
+
+async def test_killing_enrich_mid_batch_loses_and_doubles_nothing(falkordb_server, nats_server, tmp_path):
+    settings = enrich_settings(falkordb_server.port, nats_server.port, tmp_path / "data")
+    stack = EnrichStack(settings)
+    log = tmp_path / "enrich.log"
+    process = None
+    try:
+        await stack.start("recall", "ingest")
+        ids = [
+            await stack.create(f"Note {i}: the deploy uses Docker and Terraform", type="Context") for i in range(COUNT)
+        ]
+        process = enrich_process(stack.settings, log)
+        deadline = time.monotonic() + 60
+        while (done := await enriched_count(stack, ids)) == 0:
+            assert time.monotonic() < deadline and process.poll() is None, log.read_text()[-2000:]
+            await asyncio.sleep(0.02)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        assert done < COUNT, "enrich finished before the kill; the test proves nothing"
+
+        process = enrich_process(stack.settings, log)
+        memories = await stack.wait_enriched(ids, within=60)
+        for memory in memories.values():
+            counts = Counter(t.lower() for t in memory.tags)
+            assert all(n == 1 for n in counts.values()), memory.tags
+            assert {"entity:tools:docker", "entity:tools:terraform"} <= set(memory.tags)
+            assert memory.embedding is not None
+        pairs = await stack.edges("PRECEDED_BY")
+        assert len(pairs) == len(set(pairs)), "an edge was written twice"
+    finally:
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=20)
+        await stack.close()
