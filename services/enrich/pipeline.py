@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import structlog
 from prometheus_client import Counter, Histogram
 
@@ -166,9 +167,14 @@ class EnrichmentPipeline:
                 for m in memories
             )
         )
+        in_batch = self._batch_neighbours(memories, results)
         pairs = []
         for memory, found in zip(memories, neighbour_lists, strict=True):
             result = results[memory.id]
+            known = {n.id for n, _ in found}
+            found = sorted(
+                found + [p for p in in_batch.get(memory.id, []) if p[0].id not in known], key=lambda p: -p[1]
+            )
             others = [(n, score) for n, score in found if n.id != memory.id][: policy.similarity_limit]
             pairs += [(memory.id, n.id, score) for n, score in others]
             supporters = [
@@ -181,6 +187,21 @@ class EnrichmentPipeline:
             result.links = LinkCounts(temporal_links=temporal.get(memory.id, 0), semantic_neighbors=len(others))
         await self._graph.link_similar(tenant, pairs, now_us=now_us)
         await self._link_patterns(tenant, memories, results, now_us)
+
+    def _batch_neighbours(
+        self, memories: list[Memory], results: dict[str, Enrichment]
+    ) -> dict[str, list[tuple[Memory, float]]]:
+        """Memories enriched together cannot find each other in the index yet:
+        compare them directly (each links to the earlier ones)."""
+        vectors = {m.id: np.asarray(results[m.id].embedding or m.embedding, dtype=np.float32) for m in memories}
+        ordered = sorted(memories, key=lambda m: (m.timestamp, m.id))
+        found: dict[str, list[tuple[Memory, float]]] = defaultdict(list)
+        for i, later in enumerate(ordered):
+            for earlier in ordered[:i]:
+                score = float(vectors[later.id] @ vectors[earlier.id])
+                if score >= self._policy.similarity_threshold:
+                    found[later.id].append((earlier, score))
+        return found
 
     async def _link_patterns(
         self, tenant: str, memories: list[Memory], results: dict[str, Enrichment], now_us: int

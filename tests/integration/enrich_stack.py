@@ -7,7 +7,13 @@ import time
 
 import grpc
 
-from memgrid.v1 import ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
+from memgrid.v1 import (
+    ingest_service_pb2,
+    ingest_service_pb2_grpc,
+    memory_pb2,
+    recall_service_pb2,
+    recall_service_pb2_grpc,
+)
 from services.core.grpc.server import start
 from services.core.grpc.tenant import tenant_metadata
 from services.core.wiring import graph_store
@@ -61,6 +67,20 @@ class EnrichStack:
                 missing = [i for i in ids if i not in found or found[i].enriched_at is None]
                 raise AssertionError(f"{len(missing)} of {len(ids)} memories not enriched after {within}s")
             await asyncio.sleep(0.1)
+
+    async def wait_searchable(self, memory_id: str, tenant: str = "acme", within: float = 30.0) -> None:
+        """Until recall's vector index holds the memory's point."""
+        memory = (await self.wait_enriched([memory_id], tenant, within))[memory_id]
+        deadline = time.monotonic() + within
+        request = recall_service_pb2.SearchMemoriesRequest(embedding=memory.embedding, limit=1)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{self.services['recall'].port}") as channel:
+            recall = recall_service_pb2_grpc.RecallServiceStub(channel)
+            while time.monotonic() < deadline:
+                reply = await recall.SearchMemories(request, metadata=tenant_metadata(tenant))
+                if reply.results and reply.results[0].memory.id == memory_id:
+                    return
+                await asyncio.sleep(0.05)
+        raise AssertionError(f"memory {memory_id} not searchable after {within}s")
 
     async def edges(self, rel_type: str) -> list[tuple[str, str]]:
         rows = await self.store._query(f"MATCH (a:Memory)-[:{rel_type}]->(b) RETURN a.id, b.id")
