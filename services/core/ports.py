@@ -121,7 +121,9 @@ class VectorIndex(Protocol):
 
     async def delete(self, ids: list[str]) -> None: ...
 
-    async def search(self, query: VectorQuery) -> list[VectorHit]: ...
+    async def search(self, query: VectorQuery, *, with_payload: bool = False) -> list[VectorHit]: ...
+
+    async def search_many(self, queries: list[VectorQuery], *, with_payload: bool = False) -> list[list[VectorHit]]: ...
 
     async def count(self) -> int: ...
 
@@ -162,8 +164,10 @@ class EntityExtractor(Protocol):
 
 
 class NeighbourFinder(Protocol):
-    """Nearest current memories of a tenant to a vector (recall's vector arm)."""
+    """Nearest current memories of a tenant to vectors (recall's vector arm)."""
 
     async def neighbours(
-        self, tenant: str, vector: list[float], *, limit: int, min_score: float
-    ) -> list[tuple[Memory, float]]: ...
+        self, tenant: str, queries: list[tuple[str, list[float]]], *, limit: int, min_score: float
+    ) -> list[list[VectorHit]]:
+        """Per (memory id, vector): its neighbours (itself left out), with
+        their payloads (source for corroboration)."""

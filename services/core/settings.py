@@ -45,7 +45,7 @@ class Settings(BaseSettings):
     enrichment_backoff_seconds: list[float] = [1.0, 5.0, 15.0]
     consumer_ack_wait_seconds: float = 60.0
     consumer_fetch_timeout_seconds: float = 1.0  # also how long a stop may wait for the fetch in hand
-    enrichment_batch_size: int = 32
+    enrichment_batch_size: int = 64
     projector_batch_size: int = 256
     projector_durable: str = "recall-projector"
     enrich_durable: str = "enrich"
@@ -68,6 +68,9 @@ class Settings(BaseSettings):
     embedding_provider: str = "auto"  # auto | local | openai | placeholder
     embedding_model: str = "text-embedding-3-small"
     embedding_batch_size: int = 32
+    # onnxruntime threads for the local model; 1 leaves the other core to spaCy,
+    # which runs beside it on each batch (0: onnxruntime decides).
+    embedding_threads: int = 1
 
     # Service addresses: each service binds its own port; the gateway dials them.
     grpc_host: str = "127.0.0.1"

@@ -8,8 +8,7 @@ import structlog
 from prometheus_client import Counter
 
 from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
-from services.core.codec import memory_from_pb
-from services.core.domain.model import Memory
+from services.core.domain.projection import VectorHit
 from services.core.grpc.tenant import tenant_metadata
 
 log = structlog.get_logger()
@@ -25,20 +24,28 @@ class RecallNeighbours:
         self._channel: grpc.aio.Channel | None = None
         self._stub = None
 
-    async def neighbours(self, tenant: str, vector: list[float], *, limit: int, min_score: float):
+    async def neighbours(self, tenant: str, queries, *, limit: int, min_score: float) -> list[list[VectorHit]]:
+        if not queries:
+            return []
         if self._stub is None:
             self._channel = grpc.aio.insecure_channel(self._target)
             self._stub = recall_service_pb2_grpc.RecallServiceStub(self._channel)
-        request = recall_service_pb2.SearchMemoriesRequest(embedding=vector, limit=limit, min_score=min_score)
+        request = recall_service_pb2.FindSimilarRequest(
+            queries=[recall_service_pb2.FindSimilarRequest.Query(embedding=v, exclude_id=i) for i, v in queries],
+            limit=limit,
+            min_score=min_score,
+        )
         try:
-            reply = await self._stub.SearchMemories(request, metadata=tenant_metadata(tenant), timeout=self._timeout)
+            reply = await self._stub.FindSimilar(request, metadata=tenant_metadata(tenant), timeout=self._timeout)
         except grpc.aio.AioRpcError as exc:
             # Without recall, enrichment goes on without SIMILAR_TO links rather than stalling.
             UNAVAILABLE.inc()
             log.warning("neighbour search failed", code=exc.code().name)
-            return []
-        found: list[tuple[Memory, float]] = [(memory_from_pb(r.memory), r.match_score) for r in reply.results]
-        return found
+            return [[] for _ in queries]
+        return [
+            [VectorHit(m.id, m.score, {"source": m.source or None}) for m in result.memories]
+            for result in reply.results
+        ]
 
     async def close(self) -> None:
         if self._channel is not None:

@@ -53,6 +53,10 @@ class EnrichmentStats:
     by_reason: dict[str, int] = field(default_factory=dict)
 
 
+async def _nothing() -> list:
+    return []
+
+
 def _needs_enrichment(event: MemoryEvent) -> bool:
     return event.kind is EventKind.CREATED or (event.kind is EventKind.UPDATED and event.content_changed)
 
@@ -124,16 +128,30 @@ class EnrichmentPipeline:
         if not memories:
             return []
         now = self._clock()
+        t0 = time.perf_counter()
         results = await self._compute(memories)
+        t1 = time.perf_counter()
         await self._link(tenant, memories, results, now)
-        return await self._write(tenant, memories, results, forced, now)
+        t2 = time.perf_counter()
+        written = await self._write(tenant, memories, results, forced, now)
+        log.debug(
+            "enriched batch",
+            count=len(memories),
+            compute_s=round(t1 - t0, 3),
+            link_s=round(t2 - t1, 3),
+            write_s=round(time.perf_counter() - t2, 3),
+        )
+        return written
 
     async def _compute(self, memories: list[Memory]) -> dict[str, Enrichment]:
         """Embeddings (only where missing), entities and a first factuality view."""
         to_embed = [m for m in memories if m.embedding is None or len(m.embedding) != self._embedder.dimension]
-        vectors = await self._embedder.embed([m.content for m in to_embed]) if to_embed else []
+        # The two models run side by side: each leaves the GIL for most of its work.
+        vectors, entity_maps = await asyncio.gather(
+            self._embedder.embed([m.content for m in to_embed]) if to_embed else _nothing(),
+            asyncio.to_thread(self._extractor.extract_many, [m.content for m in memories]),
+        )
         embedded = {m.id: v for m, v in zip(to_embed, vectors, strict=True)}
-        entity_maps = await asyncio.to_thread(self._extractor.extract_many, [m.content for m in memories])
         results = {}
         for memory, entities in zip(memories, entity_maps, strict=True):
             source = memory.metadata.get("source") if isinstance(memory.metadata, dict) else None
@@ -156,32 +174,23 @@ class EnrichmentPipeline:
             limit=policy.temporal_limit,
             now_us=now_us,
         )
-        neighbour_lists = await asyncio.gather(
-            *(
-                self._neighbours.neighbours(
-                    tenant,
-                    results[m.id].embedding or m.embedding,
-                    limit=policy.similarity_limit + 1,
-                    min_score=policy.similarity_threshold,
-                )
-                for m in memories
-            )
+        neighbour_lists = await self._neighbours.neighbours(
+            tenant,
+            [(m.id, results[m.id].embedding or m.embedding) for m in memories],
+            limit=policy.similarity_limit,
+            min_score=policy.similarity_threshold,
         )
         in_batch = self._batch_neighbours(memories, results)
         pairs = []
         for memory, found in zip(memories, neighbour_lists, strict=True):
             result = results[memory.id]
-            known = {n.id for n, _ in found}
-            found = sorted(
-                found + [p for p in in_batch.get(memory.id, []) if p[0].id not in known], key=lambda p: -p[1]
-            )
-            others = [(n, score) for n, score in found if n.id != memory.id][: policy.similarity_limit]
-            pairs += [(memory.id, n.id, score) for n, score in others]
-            supporters = [
-                n.metadata.get("source") or "manual"
-                for n, score in others
-                if score >= policy.supports_threshold and isinstance(n.metadata, dict)
-            ]
+            hits = {h.id: (h.score, (h.payload or {}).get("source")) for h in found}
+            for other, score in in_batch.get(memory.id, []):
+                hits.setdefault(other.id, (score, other.metadata.get("source")))
+            ranked = sorted(((i, sc, src) for i, (sc, src) in hits.items() if i != memory.id), key=lambda x: -x[1])
+            others = ranked[: policy.similarity_limit]
+            pairs += [(memory.id, other_id, score) for other_id, score, _ in others]
+            supporters = [src or "manual" for _, score, src in others if score >= policy.supports_threshold]
             own = memory.metadata.get("source") if isinstance(memory.metadata, dict) else None
             result.factuality = corroborate(result.factuality, supporters, own or "manual")
             result.links = LinkCounts(temporal_links=temporal.get(memory.id, 0), semantic_neighbors=len(others))
@@ -206,20 +215,18 @@ class EnrichmentPipeline:
     async def _link_patterns(
         self, tenant: str, memories: list[Memory], results: dict[str, Enrichment], now_us: int
     ) -> None:
-        """EXEMPLIFIES to a Pattern when enough memories of one type share an entity."""
-        groups: dict[tuple[str, str], set[str]] = defaultdict(set)
+        """Entities as nodes; EXEMPLIFIES to a Pattern when enough memories of
+        one type mention the same entity."""
+        mentions = [(m.id, m.type, entity_tags(results[m.id].entities)) for m in memories]
+        counts = await self._graph.link_entities_and_patterns(
+            tenant,
+            mentions,
+            min_members=self._policy.pattern_min_members,
+            max_members=self._policy.pattern_max_members,
+            now_us=now_us,
+        )
         for memory in memories:
-            for tag in entity_tags(results[memory.id].entities):
-                groups[(memory.type, tag)].add(memory.id)
-        policy = self._policy
-        for (memory_type, tag), batch_ids in groups.items():
-            stored = await self._graph.ids_with_type_and_tag(tenant, memory_type, tag, policy.pattern_max_members)
-            members = sorted(set(stored) | batch_ids)[: policy.pattern_max_members]
-            if len(members) < policy.pattern_min_members:
-                continue
-            await self._graph.link_pattern(tenant, f"{memory_type}|{tag}", memory_type, tag, members, now_us=now_us)
-            for memory_id in batch_ids:
-                results[memory_id].links.patterns_detected += 1
+            results[memory.id].links.patterns_detected = counts.get(memory.id, 0)
 
     async def _write(
         self, tenant: str, memories: list[Memory], results: dict[str, Enrichment], forced: bool, now: datetime

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from services.core.domain.errors import InvalidArgument, NotFound
 from services.core.domain.ids import validate_memory_id
 from services.core.domain.model import ComponentStatus, Memory, Relation
-from services.core.domain.projection import VectorQuery
+from services.core.domain.projection import VectorHit, VectorQuery
 from services.core.domain.times import to_micros
 from services.core.ports import EventPublisher, GraphStore, VectorIndex
 
@@ -53,12 +53,7 @@ class RecallHandlers:
     ) -> list[tuple[Memory, float]]:
         """The vector arm: nearest memories of the tenant, current ones only
         unless `current` is False, hydrated from the graph (the source of truth)."""
-        if len(vector) != self._vectors.dimension:
-            raise InvalidArgument(
-                "EMBEDDING_DIMENSION_MISMATCH",
-                f"'embedding' has {len(vector)} dimensions; expected {self._vectors.dimension}",
-                field="embedding",
-            )
+        self._check_dimension(vector)
         query = VectorQuery(
             vector=vector,
             tenant=tenant,
@@ -70,6 +65,29 @@ class RecallHandlers:
         hits = await self._vectors.search(query)
         found = await self._graph.get_memories(tenant, [h.id for h in hits])
         return [(found[h.id], h.score) for h in hits if h.id in found]
+
+    async def find_similar(
+        self, tenant: str, queries: list[tuple[str, list[float]]], *, limit: int, min_score: float
+    ) -> list[list[VectorHit]]:
+        """Nearest current memories to each vector, from the index alone."""
+        for _, vector in queries:
+            self._check_dimension(vector)
+        now = self._clock()
+        return await self._vectors.search_many(
+            [
+                VectorQuery(vector, tenant, limit, current_at=now, exclude_ids=(i,) if i else (), min_score=min_score)
+                for i, vector in queries
+            ],
+            with_payload=True,
+        )
+
+    def _check_dimension(self, vector: list[float]) -> None:
+        if len(vector) != self._vectors.dimension:
+            raise InvalidArgument(
+                "EMBEDDING_DIMENSION_MISMATCH",
+                f"'embedding' has {len(vector)} dimensions; expected {self._vectors.dimension}",
+                field="embedding",
+            )
 
     async def system_status(self) -> tuple[int, list[ComponentStatus]]:
         """The memory count (all tenants) and the stores recall depends on."""

@@ -51,6 +51,25 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         ]
         return pb.SearchMemoriesResponse(results=results, count=len(results))
 
+    async def FindSimilar(self, request: pb.FindSimilarRequest, context) -> pb.FindSimilarResponse:
+        found = await self._handlers.find_similar(
+            tenant_of(context),
+            [(q.exclude_id, list(q.embedding)) for q in request.queries],
+            limit=request.limit or DEFAULT_LIMIT,
+            min_score=request.min_score,
+        )
+        return pb.FindSimilarResponse(
+            results=[
+                pb.FindSimilarResponse.Neighbours(
+                    memories=[
+                        pb.SimilarMemory(id=h.id, score=h.score, source=(h.payload or {}).get("source") or "")
+                        for h in hits
+                    ]
+                )
+                for hits in found
+            ]
+        )
+
     async def GetSystemStatus(self, request: pb.GetSystemStatusRequest, context) -> pb.GetSystemStatusResponse:
         count, components = await self._handlers.system_status()
         return pb.GetSystemStatusResponse(memory_count=count, components=[status_to_pb(c) for c in components])

@@ -128,16 +128,30 @@ class EdgeVectorIndex:
             point_ids = [uuid.UUID(i) for i in ids]
             await self._run(lambda shard: shard.update(UpdateOperation.delete_points(point_ids)))
 
-    async def search(self, query: VectorQuery) -> list[VectorHit]:
-        request = SearchRequest(
-            query=Query.Nearest(query.vector),
-            limit=query.limit,
-            filter=current_state_filter(query),
-            with_payload=False,
-            score_threshold=query.min_score,
-        )
-        hits = await self._run(lambda shard: shard.search(request))
-        return [VectorHit(str(h.id), float(h.score)) for h in hits]
+    async def search(self, query: VectorQuery, *, with_payload: bool = False) -> list[VectorHit]:
+        [hits] = await self.search_many([query], with_payload=with_payload)
+        return hits
+
+    async def search_many(self, queries: list[VectorQuery], *, with_payload: bool = False) -> list[list[VectorHit]]:
+        """Several searches in one trip to the worker thread."""
+        requests = [
+            SearchRequest(
+                query=Query.Nearest(q.vector),
+                limit=q.limit,
+                filter=current_state_filter(q),
+                with_payload=with_payload,
+                score_threshold=q.min_score,
+            )
+            for q in queries
+        ]
+        results = await self._run(lambda shard: [shard.search(r) for r in requests])
+        return [
+            [
+                VectorHit(str(h.id), float(h.score), dict(h.payload) if with_payload and h.payload else None)
+                for h in hits
+            ]
+            for hits in results
+        ]
 
     async def count(self) -> int:
         if self._shard is None:

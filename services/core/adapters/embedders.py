@@ -275,4 +275,4 @@ def embedder_from(settings: Settings) -> Embedder:
             f"{LocalMiniLMEmbedder.dimension} or use EMBEDDING_PROVIDER=openai (vectors are never truncated or padded)"
         )
     # EMBEDDING_MODEL names the API model; there is only one local model.
-    return LocalMiniLMEmbedder(batch_size=settings.embedding_batch_size)
+    return LocalMiniLMEmbedder(batch_size=settings.embedding_batch_size, intra_op_threads=settings.embedding_threads)

@@ -410,11 +410,12 @@ class FalkorGraphStore:
             """
             UNWIND $items AS it
             MATCH (m:Memory {id: it.id}) WHERE m.tenant = $tenant
-            MATCH (p:Memory) WHERE p.tenant = $tenant AND p.timestamp < it.ts AND p.timestamp >= it.ts - $window
-                AND p.id <> it.id
-            WITH m, p ORDER BY p.timestamp DESC
-            WITH m, collect(p)[0..$limit] AS recent
-            UNWIND recent AS p
+            CALL {
+                WITH it
+                MATCH (p:Memory)
+                WHERE p.tenant = $tenant AND p.timestamp < it.ts AND p.timestamp >= it.ts - $window AND p.id <> it.id
+                RETURN p ORDER BY p.timestamp DESC LIMIT $limit
+            }
             MERGE (m)-[e:PRECEDED_BY]->(p)
             SET e.strength = 1.0, e.created_at = $now
             RETURN m.id, count(p)
@@ -446,36 +447,65 @@ class FalkorGraphStore:
         )
         return int(result.result_set[0][0]) if result.result_set else 0
 
-    async def ids_with_type_and_tag(self, tenant: str, memory_type: str, tag: str, limit: int) -> list[str]:
-        result = await self._query(
+    async def link_entities_and_patterns(
+        self,
+        tenant: str,
+        mentions: list[tuple[str, str, list[str]]],
+        *,
+        min_members: int,
+        max_members: int,
+        now_us: int,
+    ) -> dict[str, int]:
+        """MENTIONS edges from memories to their Entity nodes, then a Pattern
+        (with EXEMPLIFIES edges) wherever at least `min_members` memories of
+        one type mention one entity. `mentions` holds (memory id, type,
+        entity tags). Returns, per memory id, how many patterns it exemplifies."""
+        items = [{"id": i, "type": t, "tag": tag} for i, t, tags in mentions for tag in tags]
+        if not items:
+            return {}
+        await self._query(
             """
-            MATCH (m:Memory) WHERE m.tenant = $tenant AND m.type = $type AND $tag IN m.tags
-            RETURN m.id LIMIT $limit
+            UNWIND $items AS it
+            MATCH (m:Memory {id: it.id}) WHERE m.tenant = $tenant
+            MERGE (e:Entity {tenant: $tenant, tag: it.tag})
+            MERGE (m)-[r:MENTIONS]->(e)
+            SET r.created_at = $now
             """,
-            {"tenant": tenant, "type": memory_type, "tag": tag, "limit": limit},
+            {"tenant": tenant, "items": items, "now": now_us},
         )
-        return [row[0] for row in result.result_set]
-
-    async def link_pattern(
-        self, tenant: str, key: str, memory_type: str, tag: str, member_ids: list[str], *, now_us: int
-    ) -> int:
-        """A Pattern node for memories of one type sharing an entity, and EXEMPLIFIES edges to it."""
-        result = await self._query(
+        pairs = [{"type": t, "tag": tag} for t, tag in sorted({(it["type"], it["tag"]) for it in items})]
+        groups = await self._query(
             """
-            MERGE (p:Pattern {tenant: $tenant, key: $key})
-            SET p.type = $type, p.entity_tag = $tag, p.updated_at = $now
-            WITH p
-            UNWIND $ids AS id
+            UNWIND $pairs AS p
+            MATCH (e:Entity {tag: p.tag})<-[:MENTIONS]-(m:Memory)
+            WHERE e.tenant = $tenant AND m.tenant = $tenant AND m.type = p.type
+            WITH p, collect(m.id) AS ids
+            WHERE size(ids) >= $min
+            RETURN p.type, p.tag, ids[0..$max]
+            """,
+            {"tenant": tenant, "pairs": pairs, "min": min_members, "max": max_members},
+        )
+        patterns = [{"key": f"{t}|{tag}", "type": t, "tag": tag, "ids": ids} for t, tag, ids in groups.result_set]
+        if not patterns:
+            return {}
+        await self._query(
+            """
+            UNWIND $patterns AS pt
+            MERGE (p:Pattern {tenant: $tenant, key: pt.key})
+            SET p.type = pt.type, p.entity_tag = pt.tag, p.members = size(pt.ids), p.updated_at = $now
+            WITH p, pt
+            UNWIND pt.ids AS id
             MATCH (m:Memory {id: id}) WHERE m.tenant = $tenant
-            MERGE (m)-[e:EXEMPLIFIES]->(p)
-            SET e.strength = 1.0, e.created_at = $now
-            WITH p, count(m) AS members
-            SET p.members = members
-            RETURN members
+            MERGE (m)-[x:EXEMPLIFIES]->(p)
+            SET x.strength = 1.0, x.created_at = $now
             """,
-            {"tenant": tenant, "key": key, "type": memory_type, "tag": tag, "ids": member_ids, "now": now_us},
+            {"tenant": tenant, "patterns": patterns, "now": now_us},
         )
-        return int(result.result_set[0][0]) if result.result_set else 0
+        counts: dict[str, int] = {}
+        for pattern in patterns:
+            for memory_id in pattern["ids"]:
+                counts[memory_id] = counts.get(memory_id, 0) + 1
+        return counts
 
     async def find_unenriched(self, recorded_before_us: int, limit: int) -> list[tuple[str, str]]:
         """(tenant, id) of memories enrichment has not finished, oldest first."""

@@ -53,3 +53,4 @@ class VectorQuery:
 class VectorHit:
     id: str
     score: float
+    payload: dict | None = None

@@ -1,0 +1,26 @@
+"""How benchmark figures are printed."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+
+
+def progress(message: str) -> None:
+    print(f"  {message}", file=sys.stderr, flush=True)
+
+
+def percentiles(samples: list[float]) -> str:
+    ordered = sorted(samples)
+
+    def pick(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    return (
+        f"p50 {pick(0.50) * 1000:8.2f} ms  p95 {pick(0.95) * 1000:8.2f} ms  p99 {pick(0.99) * 1000:8.2f} ms  "
+        f"mean {statistics.fmean(ordered) * 1000:8.2f} ms"
+    )
+
+
+def line(label: str, figures: str) -> None:
+    print(f"{label:<34} {figures}", flush=True)

@@ -1,0 +1,106 @@
+"""Write and read latency (REST and gRPC side by side) and batch throughput."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+
+from benchmarks.report import line, percentiles, progress
+from benchmarks.stack import BenchStack
+from memgrid.v1 import (
+    ingest_service_pb2,
+    ingest_service_pb2_grpc,
+    memory_pb2,
+    recall_service_pb2,
+    recall_service_pb2_grpc,
+)
+from services.core.grpc.tenant import tenant_metadata
+
+
+def timed(label: str, n: int, call) -> list:
+    samples, results = [], []
+    for i in range(n):
+        started = time.perf_counter()
+        results.append(call(i))
+        samples.append(time.perf_counter() - started)
+        if (i + 1) % max(1, n // 4) == 0:
+            progress(f"{label}: {i + 1}/{n}")
+    line(label, f"{percentiles(samples)}  ({n / sum(samples):6.0f} req/s, one client)")
+    return results
+
+
+async def timed_async(label: str, n: int, call) -> list:
+    samples, results = [], []
+    for i in range(n):
+        started = time.perf_counter()
+        results.append(await call(i))
+        samples.append(time.perf_counter() - started)
+    line(label, f"{percentiles(samples)}  ({n / sum(samples):6.0f} req/s, one client)")
+    return results
+
+
+def rest_batches(client, batches: int, size: int = 500) -> None:
+    started = time.perf_counter()
+    for b in range(batches):
+        memories = [
+            {"content": f"rest batch {b} memory {i}", "tags": ["bench"], "type": "Context"} for i in range(size)
+        ]
+        client.post("/memory/batch", json={"memories": memories}).raise_for_status()
+        progress(f"REST batch {b + 1}/{batches}")
+    elapsed = time.perf_counter() - started
+    line(
+        f"REST POST /memory/batch x{size}",
+        f"{batches * size / elapsed:9.0f} memories/s  ({elapsed / batches * 1000:.1f} ms per batch)",
+    )
+
+
+async def grpc_part(stack: BenchStack, n: int, batches: int) -> None:
+    meta = tenant_metadata("default")
+    async with (
+        grpc.aio.insecure_channel(stack.grpc_target("ingest")) as ic,
+        grpc.aio.insecure_channel(stack.grpc_target("recall")) as rc,
+    ):
+        ingest, recall = ingest_service_pb2_grpc.IngestServiceStub(ic), recall_service_pb2_grpc.RecallServiceStub(rc)
+
+        async def create(i):
+            draft = memory_pb2.MemoryDraft(content=f"grpc memory {i}", type="Context")
+            return (
+                await ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(memory=draft), metadata=meta)
+            ).memory.id
+
+        ids = await timed_async("gRPC CreateMemory", n, create)
+        await timed_async(
+            "gRPC GetMemory",
+            n,
+            lambda i: recall.GetMemory(recall_service_pb2.GetMemoryRequest(id=ids[i]), metadata=meta),
+        )
+        started = time.perf_counter()
+        for b in range(batches):
+            drafts = [memory_pb2.MemoryDraft(content=f"batch {b} memory {i}", type="Context") for i in range(500)]
+            await ingest.BatchCreateMemories(
+                ingest_service_pb2.BatchCreateMemoriesRequest(memories=drafts), metadata=meta, timeout=60
+            )
+            progress(f"gRPC batch {b + 1}/{batches}")
+        elapsed = time.perf_counter() - started
+        line(
+            "gRPC BatchCreateMemories x500",
+            f"{batches * 500 / elapsed:9.0f} memories/s  ({elapsed / batches * 1000:.1f} ms per batch)",
+        )
+
+
+def run(n: int, batches: int) -> None:
+    # Enrichment off: this measures the write path alone, not the CPU the models take.
+    with BenchStack(ENRICHMENT_ENABLED="false") as stack, stack.client() as client:
+        print(f"\nwrite path: {n} sequential requests each, one client, loopback (enrichment off)")
+        ids = timed(
+            "REST POST /memory",
+            n,
+            lambda i: client.post("/memory", json={"content": f"benchmark memory {i}", "type": "Context"}).json()[
+                "memory_id"
+            ],
+        )
+        timed("REST GET /memory/{id}", n, lambda i: client.get(f"/memory/{ids[i]}"))
+        rest_batches(client, batches)
+        asyncio.run(grpc_part(stack, n, batches))
