@@ -11,6 +11,9 @@ from google.protobuf import json_format, struct_pb2
 
 from gateway.envelope import ApiError
 from memgrid.v1 import ingest_service_pb2, memory_pb2
+from services.core.codec import ts_from_pb
+from services.core.domain.model import TIME_FIELDS
+from services.core.domain.times import format_iso
 
 #: Fields of a memory draft the REST surface accepts; others are ignored
 #: (clients send id, format, offset... which the reference ignores too).
@@ -26,16 +29,6 @@ DRAFT_FIELDS = (
     "updated_at",
     "last_accessed",
     "embedding",
-)
-_TIME_FIELDS = (
-    "timestamp",
-    "t_valid",
-    "t_invalid",
-    "updated_at",
-    "last_accessed",
-    "enriched_at",
-    "recorded_at",
-    "superseded_at",
 )
 
 
@@ -65,9 +58,7 @@ def draft_from_json(body: dict, *, where: str = "") -> memory_pb2.MemoryDraft:
 
 def iso(message, field: str) -> str | None:
     """A Timestamp field as ISO 8601 with +00:00, or None when unset."""
-    if not message.HasField(field):
-        return None
-    return getattr(message, field).ToDatetime(tzinfo=UTC).isoformat()
+    return format_iso(ts_from_pb(message, field))
 
 
 def float32_list(values) -> list[float]:
@@ -92,7 +83,7 @@ def memory_to_json(memory: memory_pb2.Memory, *, with_embedding: bool = True) ->
         "tenant": memory.tenant,
         "version": memory.version,
     }
-    for name in _TIME_FIELDS:
+    for name in TIME_FIELDS:
         out[name] = iso(memory, name)
     if with_embedding:
         out["embedding"] = float32_list(memory.embedding) if memory.embedding else None

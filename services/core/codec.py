@@ -12,7 +12,7 @@ from google.protobuf import json_format, timestamp_pb2
 
 from memgrid.v1 import events_pb2, memory_pb2
 from services.core.domain.drafts import Draft
-from services.core.domain.model import ComponentStatus, EventKind, Memory, MemoryEvent, Relation
+from services.core.domain.model import TIME_FIELDS, ComponentStatus, EventKind, Memory, MemoryEvent, Relation
 
 _KIND_TO_PB = {kind: getattr(events_pb2, f"MEMORY_EVENT_KIND_{kind.name}") for kind in EventKind}
 _PB_TO_KIND = {v: k for k, v in _KIND_TO_PB.items()}
@@ -31,18 +31,6 @@ def ts_from_pb(message, field: str) -> datetime | None:
     if not message.HasField(field):
         return None
     return getattr(message, field).ToDatetime(tzinfo=UTC)
-
-
-_TIME_FIELDS = (
-    "timestamp",
-    "t_valid",
-    "t_invalid",
-    "updated_at",
-    "last_accessed",
-    "enriched_at",
-    "recorded_at",
-    "superseded_at",
-)
 
 
 def memory_to_pb(memory: Memory, *, with_embedding: bool = True) -> memory_pb2.Memory:
@@ -64,7 +52,7 @@ def memory_to_pb(memory: Memory, *, with_embedding: bool = True) -> memory_pb2.M
         pb.embedding.extend(memory.embedding)
     if memory.relevance_score is not None:
         pb.relevance_score = memory.relevance_score
-    for name in _TIME_FIELDS:
+    for name in TIME_FIELDS:
         value = getattr(memory, name)
         if value is not None:
             getattr(pb, name).CopyFrom(ts_to_pb(value))
@@ -72,7 +60,7 @@ def memory_to_pb(memory: Memory, *, with_embedding: bool = True) -> memory_pb2.M
 
 
 def memory_from_pb(pb: memory_pb2.Memory) -> Memory:
-    times = {name: ts_from_pb(pb, name) for name in _TIME_FIELDS}
+    times = {name: ts_from_pb(pb, name) for name in TIME_FIELDS}
     return Memory(
         id=pb.id,
         tenant=pb.tenant,

@@ -5,7 +5,9 @@ from __future__ import annotations
 from services.core.adapters.edge_index import EdgeVectorIndex
 from services.core.adapters.falkor import FalkorGraphStore
 from services.core.adapters.nats_bus import NatsEventBus
+from services.core.adapters.nats_consumer import ConsumerSpec
 from services.core.adapters.openai_llm import OpenAILanguageModel, language_model_from
+from services.core.relay import OutboxRelay
 from services.core.settings import Settings
 
 
@@ -43,3 +45,29 @@ def vector_index(settings: Settings) -> EdgeVectorIndex:
 def language_model(settings: Settings) -> OpenAILanguageModel | None:
     """The LLM for classification and summaries, or None without a key."""
     return language_model_from(settings)
+
+
+def outbox_relay(settings: Settings, graph, events) -> OutboxRelay:
+    """The relay that publishes what writes recorded in the outbox."""
+    return OutboxRelay(
+        graph=graph,
+        events=events,
+        sweep_seconds=settings.outbox_sweep_seconds,
+        grace_seconds=settings.outbox_grace_seconds,
+        batch_size=settings.outbox_batch_size,
+        concurrency=settings.publish_concurrency,
+    )
+
+
+def consumer_spec(settings: Settings, durable: str, filter_subjects: list[str], batch_size: int) -> ConsumerSpec:
+    """A durable consumer of memory events, with the retry policy from settings."""
+    return ConsumerSpec(
+        durable=durable,
+        filter_subjects=filter_subjects,
+        max_attempts=settings.enrichment_max_attempts,
+        backoff_seconds=settings.enrichment_backoff_seconds,
+        ack_wait_seconds=settings.consumer_ack_wait_seconds,
+        batch_size=batch_size,
+        dead_letter_subject=f"{settings.nats_subject_prefix}.dlq.{durable}.failed",
+        fetch_timeout_seconds=settings.consumer_fetch_timeout_seconds,
+    )

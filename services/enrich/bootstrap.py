@@ -9,12 +9,11 @@ import structlog
 
 from memgrid.v1 import enrich_service_pb2, enrich_service_pb2_grpc
 from services.core.adapters.embedders import embedder_from
-from services.core.adapters.nats_consumer import ConsumerSpec, JetStreamConsumer
+from services.core.adapters.nats_consumer import JetStreamConsumer
 from services.core.adapters.spacy_entities import SpacyEntityExtractor
 from services.core.grpc.app import ServiceApp, full_service_name
-from services.core.relay import OutboxRelay
 from services.core.settings import Settings
-from services.core.wiring import event_bus, graph_store
+from services.core.wiring import consumer_spec, event_bus, graph_store, outbox_relay
 from services.enrich.neighbours import RecallNeighbours
 from services.enrich.pipeline import EnrichmentPipeline, EnrichmentPolicy
 from services.enrich.reconciler import Reconciler
@@ -37,14 +36,7 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     neighbours = overrides.get("neighbours") or RecallNeighbours(
         settings.grpc_target("recall"), settings.grpc_timeout_seconds
     )
-    relay = OutboxRelay(
-        graph=graph,
-        events=events,
-        sweep_seconds=settings.outbox_sweep_seconds,
-        grace_seconds=settings.outbox_grace_seconds,
-        batch_size=settings.outbox_batch_size,
-        concurrency=settings.publish_concurrency,
-    )
+    relay = outbox_relay(settings, graph, events)
     policy = EnrichmentPolicy(
         temporal_window=timedelta(hours=settings.enrichment_temporal_window_hours),
         temporal_limit=settings.enrichment_temporal_limit,
@@ -62,15 +54,11 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     consumer = JetStreamConsumer(  # durable: what arrives while enrich is down waits for it
         events,
         settings.nats_stream,
-        ConsumerSpec(
-            durable=settings.enrich_durable,
-            filter_subjects=[f"{prefix}.*.created", f"{prefix}.*.updated"],
-            max_attempts=settings.enrichment_max_attempts,
-            backoff_seconds=settings.enrichment_backoff_seconds,
-            ack_wait_seconds=settings.consumer_ack_wait_seconds,
-            batch_size=settings.enrichment_batch_size,
-            dead_letter_subject=f"{prefix}.dlq.{settings.enrich_durable}.failed",
-            fetch_timeout_seconds=settings.consumer_fetch_timeout_seconds,
+        consumer_spec(
+            settings,
+            settings.enrich_durable,
+            [f"{prefix}.*.created", f"{prefix}.*.updated"],
+            settings.enrichment_batch_size,
         ),
         pipeline.handle,
     )

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from memgrid.v1 import ingest_service_pb2, ingest_service_pb2_grpc
 from services.core.grpc.app import ServiceApp, full_service_name
-from services.core.relay import OutboxRelay
 from services.core.settings import Settings
-from services.core.wiring import event_bus, graph_store, language_model
+from services.core.wiring import event_bus, graph_store, language_model, outbox_relay
 from services.ingest.handlers import IngestHandlers, WritePolicy
 from services.ingest.servicer import IngestServicer
 
@@ -16,14 +15,7 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     graph = overrides.get("graph") or graph_store(settings)
     events = overrides.get("events") or event_bus(settings)
     llm = overrides["llm"] if "llm" in overrides else language_model(settings)
-    relay = OutboxRelay(
-        graph=graph,
-        events=events,
-        sweep_seconds=settings.outbox_sweep_seconds,
-        grace_seconds=settings.outbox_grace_seconds,
-        batch_size=settings.outbox_batch_size,
-        concurrency=settings.publish_concurrency,
-    )
+    relay = outbox_relay(settings, graph, events)
     policy = WritePolicy(
         auto_summarize=settings.memory_auto_summarize,
         summary_target_length=settings.memory_summary_target_length,

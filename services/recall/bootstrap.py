@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
-from services.core.adapters.nats_consumer import ConsumerSpec, JetStreamConsumer
+from services.core.adapters.nats_consumer import JetStreamConsumer
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.settings import Settings
-from services.core.wiring import event_bus, graph_store, vector_index
+from services.core.wiring import consumer_spec, event_bus, graph_store, vector_index
 from services.recall.handlers import RecallHandlers
 from services.recall.projector import Projector
 from services.recall.servicer import RecallServicer
@@ -24,15 +24,11 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     consumer = JetStreamConsumer(
         events,
         settings.nats_stream,
-        ConsumerSpec(
-            durable=settings.projector_durable,
-            filter_subjects=[f"{settings.nats_subject_prefix}.*.*"],
-            max_attempts=settings.enrichment_max_attempts,
-            backoff_seconds=settings.enrichment_backoff_seconds,
-            ack_wait_seconds=settings.consumer_ack_wait_seconds,
-            batch_size=settings.projector_batch_size,
-            dead_letter_subject=f"{settings.nats_subject_prefix}.dlq.{settings.projector_durable}.failed",
-            fetch_timeout_seconds=settings.consumer_fetch_timeout_seconds,
+        consumer_spec(
+            settings,
+            settings.projector_durable,
+            [f"{settings.nats_subject_prefix}.*.*"],
+            settings.projector_batch_size,
         ),
         projector.handle,
     )

@@ -20,20 +20,10 @@ from memgrid.v1 import events_pb2
 from services.core.adapters.retry import with_backoff
 from services.core.codec import event_from_pb, event_to_pb
 from services.core.domain.errors import Unavailable
-from services.core.domain.model import ComponentStatus, Memory, MemoryEvent, Relation
+from services.core.domain.model import TIME_FIELDS, ComponentStatus, Memory, MemoryEvent, Relation
 from services.core.domain.times import from_micros, to_micros
 from services.core.ports import IdempotencyClaim, OutboxEntry
 
-_TIME_FIELDS = (
-    "timestamp",
-    "t_valid",
-    "t_invalid",
-    "updated_at",
-    "last_accessed",
-    "recorded_at",
-    "enriched_at",
-    "superseded_at",
-)
 #: The properties enrichment owns (and the version it bumps).
 _ENRICHMENT_FIELDS = ("embedding", "summary", "enriched_at", "metadata", "tags", "tag_prefixes", "version")
 #: Nullable properties: an update that clears them must remove them.
@@ -91,14 +81,14 @@ def memory_to_row(memory: Memory, *, keep_nulls: bool = False) -> dict[str, Any]
         "relevance_score": memory.relevance_score,
         "version": int(memory.version),
     }
-    for name in _TIME_FIELDS:
+    for name in TIME_FIELDS:
         row[name] = to_micros(getattr(memory, name))
     return {k: v for k, v in row.items() if v is not None or (keep_nulls and k in _NULLABLE)}
 
 
 def row_to_memory(row: dict[str, Any]) -> Memory:
     """The inverse of memory_to_row."""
-    times = {name: from_micros(row.get(name)) for name in _TIME_FIELDS}
+    times = {name: from_micros(row.get(name)) for name in TIME_FIELDS}
     return Memory(
         id=row["id"],
         tenant=row["tenant"],

@@ -45,6 +45,12 @@ RELATION_PROPERTIES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: The Memory fields that hold times (stored as epoch microseconds, sent as Timestamps).
+TIME_FIELDS = (
+    "timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed", "recorded_at", "enriched_at", "superseded_at",
+)  # fmt: skip
+
+
 class EventKind(StrEnum):
     """What happened to a memory; the value is the subject suffix."""
 
