@@ -117,6 +117,7 @@ def event_to_pb(event: MemoryEvent) -> events_pb2.MemoryEvent:
         memory_id=event.memory_id,
         version=event.version,
         content_changed=event.content_changed,
+        has_embedding=event.has_embedding,
     )
     pb.occurred_at.CopyFrom(ts_to_pb(event.occurred_at))
     if event.relation is not None:
@@ -133,6 +134,7 @@ def event_from_pb(pb: events_pb2.MemoryEvent) -> MemoryEvent:
         version=pb.version,
         occurred_at=pb.occurred_at.ToDatetime(tzinfo=UTC),
         content_changed=pb.content_changed,
+        has_embedding=pb.has_embedding,
         relation=relation_from_pb(pb.memory_id, pb.relation) if pb.HasField("relation") else None,
     )
 

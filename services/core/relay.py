@@ -18,6 +18,9 @@ from services.core.ports import EventPublisher, GraphStore
 
 log = structlog.get_logger()
 
+#: How long acknowledged events wait to be cleared together.
+FLUSH_DELAY_SECONDS = 0.05
+
 
 class OutboxRelay:
     def __init__(
@@ -106,6 +109,8 @@ class OutboxRelay:
     async def _flush_loop(self) -> None:
         while True:
             await self._acked_ready.wait()
+            # Gather the acks of a short while into one delete, off the request path.
+            await asyncio.sleep(FLUSH_DELAY_SECONDS)
             self._acked_ready.clear()
             await self.flush()
 

@@ -23,6 +23,13 @@ log = structlog.get_logger()
 IGNORED = {EventKind.ASSOCIATED}
 
 
+def _projects(event) -> bool:
+    """A new memory without a vector has no point yet: enrichment's event will bring it."""
+    if event.kind in IGNORED:
+        return False
+    return not (event.kind is EventKind.CREATED and not event.has_embedding)
+
+
 class Projector:
     def __init__(self, *, graph: GraphStore, vectors: VectorIndex):
         self._graph = graph
@@ -45,8 +52,8 @@ class Projector:
         """The consumer's handler: one graph read and one upsert per tenant."""
         by_tenant: dict[str, set[str]] = defaultdict(set)
         for d in deliveries:
-            if d.event.kind not in IGNORED:
+            if _projects(d.event):
                 by_tenant[d.event.tenant].add(d.event.memory_id)
         for tenant, ids in by_tenant.items():
             await self.project(tenant, sorted(ids))
-        return [Outcome.SKIP if d.event.kind in IGNORED else Outcome.DONE for d in deliveries]
+        return [Outcome.DONE if _projects(d.event) else Outcome.SKIP for d in deliveries]

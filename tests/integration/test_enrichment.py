@@ -232,3 +232,33 @@ async def test_past_window_memories_are_not_linked(stack):
     second = await stack.create("A new note about Grafana", type="Context")
     await stack.wait_enriched([first, second])
     assert (second, first) not in set(await stack.edges("PRECEDED_BY"))
+
+
+async def test_a_client_supplied_embedding_is_searchable_without_enrichment(falkordb_server, nats_server, tmp_path):
+    import grpc
+    from google.protobuf import struct_pb2
+
+    from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
+    from services.core.adapters.embedders import PlaceholderEmbedder
+    from services.core.grpc.tenant import tenant_metadata
+
+    stack = EnrichStack(enrich_settings(falkordb_server.port, nats_server.port, tmp_path / "data"))
+    try:
+        await stack.start("recall", "ingest")
+        [vector] = await PlaceholderEmbedder(384).embed(["supplied by the client"])
+        embedding = struct_pb2.Value(
+            list_value=struct_pb2.ListValue(values=[struct_pb2.Value(number_value=v) for v in vector])
+        )
+        memory_id = await stack.create("supplied by the client", type="Context", embedding=embedding)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{stack.services['recall'].port}") as channel:
+            recall = recall_service_pb2_grpc.RecallServiceStub(channel)
+            request = recall_service_pb2.SearchMemoriesRequest(embedding=vector, limit=1)
+            for _ in range(100):
+                reply = await recall.SearchMemories(request, metadata=tenant_metadata("acme"))
+                if reply.results:
+                    break
+                await asyncio.sleep(0.05)
+        assert reply.results[0].memory.id == memory_id
+        assert (await stack.store.get_memory("acme", memory_id)).enriched_at is None
+    finally:
+        await stack.close()

@@ -116,6 +116,7 @@ class MemoryEvent:
     occurred_at: datetime
     content_changed: bool = False
     relation: Relation | None = None
+    has_embedding: bool = False
 
     @staticmethod
     def for_memory(
@@ -130,6 +131,7 @@ class MemoryEvent:
             version=memory.version,
             occurred_at=occurred_at,
             content_changed=content_changed,
+            has_embedding=memory.embedding is not None,
         )
 
     @staticmethod
