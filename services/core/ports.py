@@ -115,6 +115,8 @@ class VectorIndex(Protocol):
     """Recall's projection of the graph into vectors."""
 
     dimension: int
+    #: Vectors turned away because their dimension is not the index's.
+    refused: int
 
     async def upsert(self, points: list[tuple[str, list[float], dict]]) -> None:
         """Insert or replace points (id, vector, payload from vector_payload)."""

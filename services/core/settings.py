@@ -39,6 +39,7 @@ class Settings(BaseSettings):
     qdrant_url: str | None = None
     qdrant_collection: str = "memories"
     vector_size: int = 384
+    vector_size_autodetect: bool = True  # an existing index's dimension wins over VECTOR_SIZE
 
     # Event consumers (enrich, recall's projector).
     enrichment_max_attempts: int = 3

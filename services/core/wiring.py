@@ -39,6 +39,7 @@ def vector_index(settings: Settings) -> EdgeVectorIndex:
         path=settings.memgrid_data_dir / "vectors" / settings.qdrant_collection,
         collection=settings.qdrant_collection,
         vector_size=settings.vector_size,
+        autodetect=settings.vector_size_autodetect,
     )
 
 

@@ -38,11 +38,15 @@ class Projector:
     async def project(self, tenant: str, memory_ids: list[str]) -> tuple[int, int]:
         """Bring these points in line with the graph; returns (upserted, deleted)."""
         found = await self._graph.get_memories(tenant, memory_ids)
+        with_vectors = [m for m in found.values() if m.embedding is not None]
         points = [
-            (m.id, m.embedding, vector_payload(m))
-            for m in found.values()
-            if m.embedding is not None and len(m.embedding) == self._vectors.dimension
+            (m.id, m.embedding, vector_payload(m)) for m in with_vectors if len(m.embedding) == self._vectors.dimension
         ]
+        refused = len(with_vectors) - len(points)
+        if refused:
+            # Another dimension than the index holds: refused (and counted), never truncated or padded.
+            self._vectors.refused += refused
+            log.error("vectors refused: dimension mismatch", count=refused, index_dimension=self._vectors.dimension)
         stale = [i for i in memory_ids if i not in found or found[i].embedding is None]
         await self._vectors.upsert(points)
         await self._vectors.delete(stale)

@@ -9,6 +9,7 @@ never blocks; HNSW optimisation runs in the background after enough upserts
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import uuid
 from pathlib import Path
@@ -33,7 +34,7 @@ from qdrant_edge import (
 )
 
 from services.core.domain.model import ComponentStatus
-from services.core.domain.projection import VectorHit, VectorQuery
+from services.core.domain.projection import ARCHIVED, VectorHit, VectorQuery
 
 log = structlog.get_logger()
 
@@ -43,7 +44,7 @@ INDEXED_FIELDS = {
     "tags": PayloadSchemaType.Keyword,
     "tag_prefixes": PayloadSchemaType.Keyword,
     "type": PayloadSchemaType.Keyword,
-    "archived": PayloadSchemaType.Bool,
+    "lifecycle": PayloadSchemaType.Keyword,
     "t_valid": PayloadSchemaType.Float,
     "t_invalid": PayloadSchemaType.Float,
 }
@@ -56,7 +57,7 @@ def current_state_filter(query: VectorQuery) -> Filter:
     if query.current_at is not None:
         now = query.current_at.timestamp()
         must_not += [
-            FieldCondition(key="archived", match=MatchValue(True)),
+            FieldCondition(key="lifecycle", match=MatchValue(ARCHIVED)),
             FieldCondition(key="t_invalid", range=RangeFloat(lte=now)),
             FieldCondition(key="t_valid", range=RangeFloat(gt=now)),
         ]
@@ -68,10 +69,17 @@ def current_state_filter(query: VectorQuery) -> Filter:
 class EdgeVectorIndex:
     """A shard under <data_dir>/vectors/<collection>."""
 
-    def __init__(self, *, path: Path, collection: str, vector_size: int, optimize_every: int = 5000):
+    def __init__(
+        self, *, path: Path, collection: str, vector_size: int, autodetect: bool = True, optimize_every: int = 5000
+    ):
         self._path = path
         self._collection = collection
         self.dimension = vector_size
+        self._autodetect = autodetect
+        self._manifest = path.parent / f"{collection}.index.json"
+        #: (configured, found) when an existing index has another dimension and autodetect is off.
+        self.mismatch: tuple[int, int] | None = None
+        self.refused = 0
         self._shard: EdgeShard | None = None
         self._lock = threading.Lock()
         self._optimize_every = optimize_every
@@ -79,17 +87,32 @@ class EdgeVectorIndex:
         self._optimizing: asyncio.Task | None = None
 
     def open(self) -> None:
-        """Load the shard when it exists, else create it with its payload indexes."""
+        """Load the shard when it exists, else create it with its payload indexes.
+
+        An existing index keeps its dimension: with autodetect it is adopted;
+        without, the index stays closed and the mismatch is reported (vectors
+        are never truncated or padded to fit)."""
         if self._shard is not None:
             return
         self._path.mkdir(parents=True, exist_ok=True)
+        existing = any(self._path.iterdir())
+        if existing and self._manifest.exists():
+            found = int(json.loads(self._manifest.read_text())["dimension"])
+            if found != self.dimension:
+                if not self._autodetect:
+                    self.mismatch = (self.dimension, found)
+                    log.error("vector index dimension mismatch", configured=self.dimension, index=found)
+                    return
+                log.info("adopting the vector index's dimension", configured=self.dimension, index=found)
+                self.dimension = found
         config = EdgeConfig(vectors=EdgeVectorParams(size=self.dimension, distance=Distance.Cosine))
-        if any(self._path.iterdir()):
+        if existing:
             self._shard = EdgeShard.load(str(self._path), config)
         else:
             self._shard = EdgeShard.create(str(self._path), config)
             for name, schema in INDEXED_FIELDS.items():
                 self._shard.update(UpdateOperation.create_field_index(name, schema))
+        self._manifest.write_text(json.dumps({"dimension": self.dimension, "distance": "cosine"}))
 
     async def _run(self, fn):
         if self._shard is None:
@@ -106,6 +129,7 @@ class EdgeVectorIndex:
             return
         for _, vector, _ in points:
             if len(vector) != self.dimension:
+                self.refused += 1
                 raise ValueError(f"vector has {len(vector)} dimensions; the index holds {self.dimension}")
         batch = [Point(uuid.UUID(i), vector, payload) for i, vector, payload in points]
         await self._run(lambda shard: shard.update(UpdateOperation.upsert_points(batch)))
@@ -159,6 +183,15 @@ class EdgeVectorIndex:
         return await self._run(lambda shard: shard.count(CountRequest(exact=True)))
 
     async def status(self) -> ComponentStatus:
+        if self.mismatch is not None:
+            configured, found = self.mismatch
+            return ComponentStatus(
+                "vector_index",
+                "dimension_mismatch",
+                f"VECTOR_SIZE is {configured} but the index holds {found}-dimensional vectors; "
+                "set VECTOR_SIZE to match, enable autodetection, or rebuild the index",
+                {"dimension": float(found), "configured_dimension": float(configured)},
+            )
         if self._shard is None:
             return ComponentStatus("vector_index", "unavailable", "not open")
         try:
@@ -169,7 +202,7 @@ class EdgeVectorIndex:
             "vector_index",
             "connected",
             f"qdrant-edge collection {self._collection}",
-            {"points": float(points), "dimension": float(self.dimension)},
+            {"points": float(points), "dimension": float(self.dimension), "refused": float(self.refused)},
         )
 
     async def close(self) -> None:

@@ -10,6 +10,9 @@ from datetime import datetime
 
 from services.core.domain.model import Memory
 
+ACTIVE = "active"
+ARCHIVED = "archived"
+
 
 def epoch_seconds(value: datetime | None) -> float | None:
     return None if value is None else value.timestamp()
@@ -30,6 +33,9 @@ def vector_payload(memory: Memory) -> dict:
         "t_invalid": epoch_seconds(memory.t_invalid),
         "superseded_at": epoch_seconds(memory.superseded_at),
         "archived": memory.archived,
+        # The same as a keyword: filters match keywords reliably in every engine
+        # (qdrant-edge-py 0.9 does not match booleans).
+        "lifecycle": ARCHIVED if memory.archived else ACTIVE,
         "factuality": factuality.get("label") if isinstance(factuality, dict) else None,
         "source": memory.metadata.get("source") if isinstance(memory.metadata, dict) else None,
         "version": memory.version,

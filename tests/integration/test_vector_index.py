@@ -1,0 +1,102 @@
+"""EdgeVectorIndex (qdrant-edge in-process): current-state filters, tenant
+scope, the dimension rules, and the projector's payload."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from services.core.adapters.edge_index import EdgeVectorIndex
+from services.core.domain.model import Memory
+from services.core.domain.projection import VectorQuery, vector_payload
+
+pytestmark = pytest.mark.integration
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+def memory(tenant: str = "a", **fields) -> Memory:
+    values = dict(
+        id=str(uuid.uuid4()), tenant=tenant, content="x", type="Context", confidence=0.5, importance=0.5,
+        timestamp=NOW - timedelta(days=1), t_valid=NOW - timedelta(days=1), updated_at=NOW, last_accessed=NOW,
+        recorded_at=NOW, embedding=[1.0, 0.0, 0.0, 0.0],
+    )  # fmt: skip
+    values.update(fields)
+    return Memory(**values)
+
+
+@pytest.fixture
+async def index(tmp_path):
+    index = EdgeVectorIndex(path=tmp_path / "vectors" / "memories", collection="memories", vector_size=4)
+    index.open()
+    yield index
+    await index.close()
+
+
+async def put(index, memories):
+    await index.upsert([(m.id, m.embedding, vector_payload(m)) for m in memories])
+
+
+async def test_current_state_filter_withholds_expired_future_and_archived(index):
+    current = memory()
+    expired = memory(t_invalid=NOW - timedelta(hours=1))
+    future = memory(t_valid=NOW + timedelta(days=1))
+    archived = memory(archived=True)
+    other_tenant = memory(tenant="b")
+    await put(index, [current, expired, future, archived, other_tenant])
+    query = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10, current_at=NOW)
+    assert [h.id for h in await index.search(query)] == [current.id]
+    history = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10)
+    assert {h.id for h in await index.search(history)} == {current.id, expired.id, future.id, archived.id}
+    # Once its window closes, the same memory is withheld: no stale payload (spec 002, section 6).
+    later = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10, current_at=NOW + timedelta(days=400))
+    expiring = memory(t_invalid=NOW + timedelta(days=30))
+    await put(index, [expiring])
+    assert expiring.id not in {h.id for h in await index.search(later)}
+
+
+async def test_exclusions_scores_and_deletes(index):
+    near, far = memory(), memory(embedding=[0.0, 1.0, 0.0, 0.0])
+    await put(index, [near, far])
+    query = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10, min_score=0.5)
+    assert [h.id for h in await index.search(query)] == [near.id]
+    excluded = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10, exclude_ids=(near.id,))
+    assert near.id not in {h.id for h in await index.search(excluded)}
+    await index.delete([near.id])
+    assert await index.count() == 1
+
+
+async def test_an_existing_index_keeps_its_dimension(tmp_path):
+    path = tmp_path / "vectors" / "memories"
+    first = EdgeVectorIndex(path=path, collection="memories", vector_size=4)
+    first.open()
+    await put(first, [memory()])
+    await first.close()
+
+    adopted = EdgeVectorIndex(path=path, collection="memories", vector_size=8)
+    adopted.open()
+    assert adopted.dimension == 4 and (await adopted.status()).status == "connected"
+    with pytest.raises(ValueError):
+        await adopted.upsert([(str(uuid.uuid4()), [0.0] * 8, {})])
+    assert adopted.refused == 1
+    await adopted.close()
+
+    strict = EdgeVectorIndex(path=path, collection="memories", vector_size=8, autodetect=False)
+    strict.open()
+    status = await strict.status()
+    assert status.status == "dimension_mismatch" and "8" in status.detail and "4" in status.detail
+    await strict.close()
+
+
+def test_payloads_carry_what_every_filter_needs():
+    m = memory(tags=["Project:X"], tag_prefixes=["project", "project:x"], archived=True, metadata={"source": "slack"})
+    payload = vector_payload(m)
+    assert (
+        payload["tenant"] == "a"
+        and payload["tags"] == ["Project:X"]
+        and payload["tag_prefixes"] == ["project", "project:x"]
+    )
+    assert payload["t_valid"] == m.t_valid.timestamp() and payload["t_invalid"] is None
+    assert payload["archived"] is True and payload["lifecycle"] == "archived" and payload["source"] == "slack"
