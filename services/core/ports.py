@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from services.core.domain.classification import Classification
+from services.core.domain.factuality import Factuality
 from services.core.domain.model import ComponentStatus, Memory, MemoryEvent, Relation
 from services.core.domain.projection import VectorHit, VectorQuery
 
@@ -144,6 +145,9 @@ class LanguageModel(Protocol):
     async def summarize(self, content: str, target_length: int) -> str | None:
         """About `target_length` characters of summary, or None when the
         model is unavailable or its answer is unusable."""
+
+    async def assess_factuality(self, content: str, source: str | None) -> Factuality | None:
+        """A factuality label from the model, or None (the rules then decide)."""
 
 
 class Embedder(Protocol):

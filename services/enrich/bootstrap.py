@@ -13,7 +13,7 @@ from services.core.adapters.nats_consumer import JetStreamConsumer
 from services.core.adapters.spacy_entities import SpacyEntityExtractor
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.settings import Settings
-from services.core.wiring import consumer_spec, event_bus, graph_store, outbox_relay
+from services.core.wiring import consumer_spec, event_bus, graph_store, language_model, outbox_relay
 from services.enrich.neighbours import RecallNeighbours
 from services.enrich.pipeline import EnrichmentPipeline, EnrichmentPolicy
 from services.enrich.reconciler import Reconciler
@@ -47,8 +47,15 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         pattern_max_members=settings.enrichment_pattern_max_members,
         conflict_retries=settings.write_conflict_retries,
     )
+    llm = overrides["llm"] if "llm" in overrides else language_model(settings)
     pipeline = EnrichmentPipeline(
-        graph=graph, embedder=embedder, extractor=extractor, neighbours=neighbours, relay=relay, policy=policy
+        graph=graph,
+        embedder=embedder,
+        extractor=extractor,
+        neighbours=neighbours,
+        relay=relay,
+        llm=llm,
+        policy=policy,
     )
     prefix = settings.nats_subject_prefix
     consumer = JetStreamConsumer(  # durable: what arrives while enrich is down waits for it

@@ -17,11 +17,11 @@ from prometheus_client import Counter, Histogram
 
 from services.core.adapters.nats_consumer import Delivery, Outcome
 from services.core.domain.enrichment import Enrichment, LinkCounts, enrich
-from services.core.domain.entities import entity_tags
-from services.core.domain.factuality import assess, corroborate, source_trust
+from services.core.domain.entities import shared_entity_tags
+from services.core.domain.factuality import Factuality, assess, corroborate, source_trust
 from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.domain.times import to_micros
-from services.core.ports import Embedder, EntityExtractor, GraphStore, NeighbourFinder
+from services.core.ports import Embedder, EntityExtractor, GraphStore, LanguageModel, NeighbourFinder
 from services.core.relay import OutboxRelay
 
 log = structlog.get_logger()
@@ -70,6 +70,7 @@ class EnrichmentPipeline:
         extractor: EntityExtractor,
         neighbours: NeighbourFinder,
         relay: OutboxRelay,
+        llm: LanguageModel | None = None,
         policy: EnrichmentPolicy = EnrichmentPolicy(),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
@@ -78,6 +79,7 @@ class EnrichmentPipeline:
         self._extractor = extractor
         self._neighbours = neighbours
         self._relay = relay
+        self._llm = llm
         self._policy = policy
         self._clock = clock
         self.stats = EnrichmentStats()
@@ -152,6 +154,7 @@ class EnrichmentPipeline:
             asyncio.to_thread(self._extractor.extract_many, [m.content for m in memories]),
         )
         embedded = {m.id: v for m, v in zip(to_embed, vectors, strict=True)}
+        judged = await self._model_factuality(memories)
         results = {}
         for memory, entities in zip(memories, entity_maps, strict=True):
             source = memory.metadata.get("source") if isinstance(memory.metadata, dict) else None
@@ -160,9 +163,18 @@ class EnrichmentPipeline:
                 embedding=embedded.get(memory.id),
                 embedding_model=self._embedder.name,
                 entities=entities,
-                factuality=assess(memory.content, source_trust(source)),
+                factuality=judged.get(memory.id) or assess(memory.content, source_trust(source)),
             )
         return results
+
+    async def _model_factuality(self, memories: list[Memory]) -> dict[str, Factuality]:
+        """The LLM's factuality labels when a key is set; the rules fill in the rest."""
+        if self._llm is None:
+            return {}
+        answers = await asyncio.gather(
+            *(self._llm.assess_factuality(m.content, m.metadata.get("source")) for m in memories)
+        )
+        return {m.id: a for m, a in zip(memories, answers, strict=True) if a is not None}
 
     async def _link(self, tenant: str, memories: list[Memory], results: dict[str, Enrichment], now: datetime) -> None:
         now_us = to_micros(now)
@@ -217,7 +229,7 @@ class EnrichmentPipeline:
     ) -> None:
         """Entities as nodes; EXEMPLIFIES to a Pattern when enough memories of
         one type mention the same entity."""
-        mentions = [(m.id, m.type, entity_tags(results[m.id].entities)) for m in memories]
+        mentions = [(m.id, m.type, shared_entity_tags(results[m.id].entities)) for m in memories]
         counts = await self._graph.link_entities_and_patterns(
             tenant,
             mentions,

@@ -96,3 +96,21 @@ async def test_auto_summarize_off_keeps_long_content(falkordb_server, nats_serve
         assert not reply.summarized and reply.memory.content == content and stub.requests == []
     finally:
         await service.stop()
+
+
+async def test_enrichment_asks_the_model_for_factuality(llm_settings, stub, tmp_path):  # noqa: F811
+    from tests.integration.enrich_stack import EnrichStack
+
+    stub.reply((200, completion('{"label": "FICTION", "confidence": 0.9, "rationale": "a bedtime story"}')))
+    stack = EnrichStack(llm_settings)
+    try:
+        await stack.start()
+        memory_id = await stack.create("Once upon a time a dragon ran our CI.", type="Context")
+        memory = (await stack.wait_enriched([memory_id]))[memory_id]
+        assert memory.metadata["factuality"] == {
+            "label": "FICTION",
+            "confidence": 0.9,
+            "rationale": "model: a bedtime story",
+        }
+    finally:
+        await stack.close()

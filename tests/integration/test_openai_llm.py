@@ -370,3 +370,18 @@ async def test_factory_builds_a_model_from_settings(stub):
         await llm.close()
     assert stub.requests[0]["model"] == "llama3"
     assert stub.requests[0]["messages"][1]["content"] == "abcde"
+
+
+async def test_factuality_asks_the_model_and_parses_its_answer(stub, llm):
+    stub.reply(ok('{"label": "FACT", "confidence": 0.85, "rationale": "specific and sourced"}'))
+    result = await llm.assess_factuality("Invoice 4411 was paid on 3 March 2026.", "gmail")
+    assert (result.label, result.confidence) == ("FACT", 0.85)
+    request = stub.requests[-1]
+    assert request["response_format"] == {"type": "json_object"}
+    assert "FACT" in request["messages"][0]["content"]
+    assert request["messages"][1]["content"] == "Source: gmail\nMemory: Invoice 4411 was paid on 3 March 2026."
+
+
+async def test_factuality_is_none_when_the_model_fails(stub, llm):
+    stub.reply((500, {"error": {"message": "boom"}}))
+    assert await llm.assess_factuality("anything", None) is None

@@ -286,3 +286,12 @@ def test_no_match_gives_none():
 
 def test_different_two_word_names_do_not_merge():
     assert resolve_person(CONTACTS, name="Amélie Dupont") is None
+
+
+def test_shared_entity_nodes_follow_the_person_merge_rules():
+    from services.core.domain.entities import shared_entity_tags
+
+    tags = shared_entity_tags({"people": ["Amélie Durand", "John"], "tools": ["Redis"]})
+    assert "entity:people:amelie-durand" in tags and "entity:tools:redis" in tags
+    assert "entity:people:john" not in tags  # a first name alone never merges two people
+    assert shared_entity_tags({"people": ["amelie  DURAND"]}) == ["entity:people:amelie-durand"]

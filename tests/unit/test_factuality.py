@@ -220,3 +220,28 @@ def test_confidence_never_goes_down_on_promotion_or_same_source_support():
 def test_fiction_is_never_promoted():
     story = Factuality(FICTION, 0.6, "a joke")
     assert corroborate(story, ["gmail", "slack", "photos"], own_source="manual") is story
+
+
+@pytest.mark.parametrize(
+    "answer, expected",
+    [
+        ('{"label": "fact", "confidence": 0.8, "rationale": "dated and sourced"}', ("FACT", 0.8)),
+        ('{"label": "FICTION", "confidence": 1.7, "rationale": "a story"}', ("FICTION", 1.0)),
+        ('{"label": "UNVERIFIED", "confidence": -1}', ("UNVERIFIED", 0.0)),
+    ],
+)
+def test_a_model_answer_is_parsed_and_clamped(answer, expected):
+    from services.core.domain.factuality import parse_factuality
+
+    result = parse_factuality(answer)
+    assert (result.label, result.confidence) == expected and result.rationale.startswith("model:")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [None, "", "not json", "[]", '{"label": "TRUE", "confidence": 0.5}', '{"label": "FACT", "confidence": "high"}'],
+)
+def test_an_unusable_model_answer_is_none(answer):
+    from services.core.domain.factuality import parse_factuality
+
+    assert parse_factuality(answer) is None

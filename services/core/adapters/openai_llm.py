@@ -15,10 +15,12 @@ import openai
 import structlog
 
 from services.core.domain.classification import FALLBACK, Classification
+from services.core.domain.factuality import Factuality, parse_factuality
 from services.core.domain.llm import (
     CircuitBreaker,
     classification_request,
     clean_summary,
+    factuality_request,
     parse_classification,
     summary_request,
 )
@@ -88,6 +90,12 @@ class OpenAILanguageModel:
         request = summary_request(self._summarization_model, content, target_length)
         answer = await self._complete("summarize", request)
         return clean_summary(answer, content)
+
+    async def assess_factuality(self, content: str, source: str | None) -> Factuality | None:
+        """FACT / UNVERIFIED / FICTION from the model, or None when it is skipped,
+        fails or answers unusably (the rules of spec 004 then decide)."""
+        request = factuality_request(self._classification_model, content, source, self._input_chars)
+        return parse_factuality(await self._complete("factuality", request))
 
     async def close(self) -> None:
         """Close the HTTP connections."""

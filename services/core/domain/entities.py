@@ -364,3 +364,14 @@ def resolve_person(
             if (contact.get("key") or person_key(contact.get("name"))) == wanted_name:
                 return contact
     return None
+
+
+def shared_entity_tags(entities: Mapping[str, Iterable[str]]) -> list[str]:
+    """The entity tags that may stand for one shared Entity node per tenant.
+
+    People resolve by spec 004's rules: a full name (two words or more) is
+    one person whatever its accents or case; a single first name never
+    auto-merges, so it gets no shared node (it stays a tag on its memory)."""
+    shared = {key: list(names) for key, names in entities.items() if key != "people"}
+    shared["people"] = [name for name in entities.get("people", ()) if person_key(name)]
+    return entity_tags(shared)

@@ -4,6 +4,7 @@ from other sources (spec 004, Factuality Corroboration)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -204,3 +205,26 @@ def corroborate(current: Factuality, supporting_sources: Iterable[str], own_sour
     if label == current.label and target <= current.confidence:
         return current
     return Factuality(label, max(target, current.confidence), f"{rationale}; was {current.label} {current.confidence}")
+
+
+#: Longest rationale kept from a model's answer.
+MAX_RATIONALE_CHARS = 300
+
+
+def parse_factuality(text: str | None) -> Factuality | None:
+    """A model's JSON answer {label, confidence, rationale}, or None when it
+    is unusable (the rules then decide)."""
+    try:
+        answer = json.loads(text or "")
+    except ValueError:
+        return None
+    if not isinstance(answer, dict) or not isinstance(answer.get("label"), str):
+        return None
+    label = answer["label"].strip().upper()
+    if label not in LABELS:
+        return None
+    confidence = answer.get("confidence")
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)):
+        return None
+    rationale = answer.get("rationale") if isinstance(answer.get("rationale"), str) else ""
+    return Factuality(label, min(1.0, max(0.0, float(confidence))), f"model: {rationale[:MAX_RATIONALE_CHARS]}")

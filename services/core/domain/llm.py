@@ -193,3 +193,27 @@ class CircuitBreaker:
     def is_open(self) -> bool:
         """Whether calls are being skipped now."""
         return not self.allow()
+
+
+#: The factuality assessment prompt (spec 004, Factuality System).
+FACTUALITY_SYSTEM_PROMPT = """You assess the factuality of a memory an AI agent stored. Label it:
+- FACT: specific, verifiable, from a reliable source, stated without hedging
+- UNVERIFIED: the default; plausible but single-source or vague
+- FICTION: hypothetical, a joke, a story, or contradicted by what it says
+Consider source reliability, specificity (dates, amounts, names) and hedging ("I think", "maybe").
+Return JSON with: {"label": "<FACT|UNVERIFIED|FICTION>", "confidence": <0.0-1.0>, "rationale": "<one sentence>"}"""
+FACTUALITY_MAX_TOKENS = 120
+
+
+def factuality_request(model: str, content: str, source: str | None, input_chars: int) -> dict[str, Any]:
+    """Keyword arguments of the chat-completion call that assesses factuality."""
+    text = content[:input_chars]
+    return {
+        "model": model,
+        "messages": [
+            {"role": "system", "content": FACTUALITY_SYSTEM_PROMPT},
+            {"role": "user", "content": f"Source: {source or 'manual'}\nMemory: {text}"},
+        ],
+        "response_format": {"type": "json_object"},
+        **_token_limit(model, FACTUALITY_MAX_TOKENS),
+    }
