@@ -84,6 +84,11 @@ class GraphStore(Protocol):
 
     async def relations_of(self, tenant: str, memory_id: str, limit: int) -> list[Relation]: ...
 
+    async def read_memory(
+        self, tenant: str, memory_id: str, *, accessed_us: int, relation_limit: int
+    ) -> tuple[Memory, list[Relation]] | None:
+        """A read by id in one query: record (access time bumped) and relations."""
+
     async def touch_memory(self, tenant: str, memory_id: str, last_accessed_us: int) -> None:
         """Record an access (last_accessed), without bumping the version."""
 

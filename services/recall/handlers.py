@@ -33,13 +33,12 @@ class RecallHandlers:
         """One memory of the caller's tenant with its strongest relations;
         an access bumps last_accessed."""
         memory_id = validate_memory_id(memory_id)
-        memory = await self._graph.get_memory(tenant, memory_id)
-        if memory is None:
+        found = await self._graph.read_memory(
+            tenant, memory_id, accessed_us=to_micros(self._clock()), relation_limit=self._relation_limit
+        )
+        if found is None:
             raise NotFound("MEMORY_NOT_FOUND", f"memory {memory_id} not found", field="id", id=memory_id)
-        now = self._clock()
-        await self._graph.touch_memory(tenant, memory_id, to_micros(now))
-        memory.last_accessed = now
-        return memory, await self._graph.relations_of(tenant, memory_id, self._relation_limit)
+        return found
 
     async def search_by_vector(
         self,

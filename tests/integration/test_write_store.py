@@ -165,3 +165,21 @@ async def test_expired_idempotency_keys_are_purged(store):
     assert await store.purge_idempotency(now_us=200) == 1
     assert await store.get_idempotency("default", "live", now_us=200) == ("h", [b])
     assert await store.count_memories("default") == 2  # the memories themselves stay
+
+
+async def test_a_read_by_id_is_one_query_with_access_time_and_relations(store):
+    a, b, c = ids(3)
+    await put(store, [memory(a), memory(b), memory(c)])
+    assert (await store.read_memory("default", a, accessed_us=7, relation_limit=5))[1] == []
+    relations = [Relation(a, b, "RELATES_TO", 0.3, T0), Relation(c, a, "LEADS_TO", 0.9, T0, {"reason": "r"})]
+    await store.create_relations(
+        "default", relations, [MemoryEvent.associated("default", r) for r in relations], now_us=1
+    )
+    found, edges = await store.read_memory("default", a, accessed_us=7_000_000, relation_limit=5)
+    assert found.last_accessed.timestamp() == 7.0
+    assert [(e.source_id, e.target_id, e.type, e.properties) for e in edges] == [
+        (c, a, "LEADS_TO", {"reason": "r"}),
+        (a, b, "RELATES_TO", {}),
+    ]
+    assert len((await store.read_memory("default", a, accessed_us=8, relation_limit=1))[1]) == 1
+    assert await store.read_memory("other", a, accessed_us=8, relation_limit=5) is None

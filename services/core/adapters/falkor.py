@@ -144,6 +144,15 @@ def _claim_params(claim: IdempotencyClaim, memory_ids: list[str], now_us: int) -
     }
 
 
+def _edge_relation(memory_id: str, rel_type: str, outgoing: bool, other: str, props) -> Relation:
+    """An edge read from one of its ends, as a Relation."""
+    props = dict(props)
+    strength = float(props.pop("strength", 0.0))
+    created_at = from_micros(props.pop("created_at", 0))
+    source, target = (memory_id, other) if outgoing else (other, memory_id)
+    return Relation(source, target, rel_type, strength, created_at, props)
+
+
 class FalkorGraphStore:
     """GraphStore on FalkorDB; every query filters on the tenant.
 
@@ -544,6 +553,29 @@ class FalkorGraphStore:
         memories = [row_to_memory(dict(row[0])) for row in result.result_set]
         return {m.id: m for m in memories}
 
+    async def read_memory(
+        self, tenant: str, memory_id: str, *, accessed_us: int, relation_limit: int
+    ) -> tuple[Memory, list[Relation]] | None:
+        """One query for a read by id: the record, its access time bumped,
+        and its strongest relations."""
+        result = await self._query(
+            """
+            MATCH (m:Memory {id: $id}) WHERE m.tenant = $tenant
+            SET m.last_accessed = $at
+            WITH m
+            OPTIONAL MATCH (m)-[e]-(o:Memory) WHERE o.tenant = $tenant
+            WITH m, e, o ORDER BY e.strength DESC
+            WITH m, collect(CASE WHEN e IS NULL THEN NULL ELSE [type(e), startNode(e) = m, o.id, properties(e)] END)
+                AS edges
+            RETURN properties(m), edges[0..$limit]
+            """,
+            {"id": memory_id, "tenant": tenant, "at": accessed_us, "limit": relation_limit},
+        )
+        if not result.result_set:
+            return None
+        row, edges = result.result_set[0]
+        return row_to_memory(dict(row)), [_edge_relation(memory_id, *edge) for edge in edges]
+
     async def relations_of(self, tenant: str, memory_id: str, limit: int) -> list[Relation]:
         """The strongest edges touching a memory, both directions, within the tenant."""
         result = await self._query(
@@ -554,14 +586,7 @@ class FalkorGraphStore:
             """,
             {"id": memory_id, "tenant": tenant, "limit": limit},
         )
-        relations = []
-        for rel_type, outgoing, other, props in result.result_set:
-            props = dict(props)
-            strength = float(props.pop("strength", 0.0))
-            created_at = from_micros(props.pop("created_at", 0))
-            source, target = (memory_id, other) if outgoing else (other, memory_id)
-            relations.append(Relation(source, target, rel_type, strength, created_at, props))
-        return relations
+        return [_edge_relation(memory_id, *row) for row in result.result_set]
 
     async def touch_memory(self, tenant: str, memory_id: str, last_accessed_us: int) -> None:
         await self._query(
