@@ -19,7 +19,14 @@ router = APIRouter()
 
 async def _service_health(request: Request, name: str) -> str:
     try:
-        reply = await clients(request).health[name].Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0)
+        reply = (
+            await clients(request)
+            .health[name]
+            .Check(
+                health_pb2.HealthCheckRequest(service=""),
+                timeout=request.app.state.settings.health_check_timeout_seconds,
+            )
+        )
     except grpc.aio.AioRpcError:
         return "UNAVAILABLE"
     return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
@@ -32,7 +39,10 @@ async def health(request: Request):
     components: dict[str, dict] = {}
     memory_count = None
     try:
-        status = await clients(request).recall.GetSystemStatus(recall_service_pb2.GetSystemStatusRequest(), timeout=2.0)
+        status = await clients(request).recall.GetSystemStatus(
+            recall_service_pb2.GetSystemStatusRequest(),
+            timeout=request.app.state.settings.health_status_timeout_seconds,
+        )
         memory_count = status.memory_count
         for c in status.components:
             components[c.name] = {"status": c.status, "detail": c.detail, **dict(c.figures)}

@@ -32,9 +32,11 @@ class OutboxRelay:
         grace_seconds: float,
         batch_size: int,
         concurrency: int,
+        sweeps: bool = True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
         self._graph = graph
+        self._sweeps = sweeps
         self._events = events
         self._sweep_seconds = sweep_seconds
         self._grace_us = int(grace_seconds * 1_000_000)
@@ -127,7 +129,9 @@ class OutboxRelay:
                 log.warning("outbox sweep failed", error=str(exc))
 
     def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._flush_loop()), asyncio.create_task(self._sweep_loop())]
+        self._tasks = [asyncio.create_task(self._flush_loop())]
+        if self._sweeps:
+            self._tasks.append(asyncio.create_task(self._sweep_loop()))
 
     async def stop(self) -> None:
         """Let in-flight publications finish, then clear what they acknowledged."""

@@ -107,6 +107,9 @@ class Settings(BaseSettings):
     batch_max_items: int = Field(default=500, ge=1)
     delete_by_tag_page_size: int = 200
     recall_relation_limit: int = 5
+    recall_default_limit: int = 5
+    health_check_timeout_seconds: float = 1.0  # per service health probe in GET /health
+    health_status_timeout_seconds: float = 2.0  # recall's store report in GET /health
     idempotency_ttl_seconds: float = 86_400.0
     write_conflict_retries: int = 3
 

@@ -48,8 +48,10 @@ def language_model(settings: Settings) -> OpenAILanguageModel | None:
     return language_model_from(settings)
 
 
-def outbox_relay(settings: Settings, graph, events) -> OutboxRelay:
-    """The relay that publishes what writes recorded in the outbox."""
+def outbox_relay(settings: Settings, graph, events, *, sweeps: bool = True) -> OutboxRelay:
+    """The relay that publishes what writes recorded in the outbox. One
+    sweeping relay (ingest's) is enough: it re-drives every leftover entry,
+    whichever service wrote it."""
     return OutboxRelay(
         graph=graph,
         events=events,
@@ -57,6 +59,7 @@ def outbox_relay(settings: Settings, graph, events) -> OutboxRelay:
         grace_seconds=settings.outbox_grace_seconds,
         batch_size=settings.outbox_batch_size,
         concurrency=settings.publish_concurrency,
+        sweeps=sweeps,
     )
 
 

@@ -39,7 +39,7 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     neighbours = overrides.get("neighbours") or RecallNeighbours(
         settings.grpc_target("recall"), settings.grpc_timeout_seconds
     )
-    relay = outbox_relay(settings, graph, events)
+    relay = outbox_relay(settings, graph, events, sweeps=False)
     policy = EnrichmentPolicy(
         temporal_window=timedelta(hours=settings.enrichment_temporal_window_hours),
         temporal_limit=settings.enrichment_temporal_limit,

@@ -32,14 +32,16 @@ BATCH_SECONDS = Histogram("memgrid_enrichment_batch_seconds", "Time to enrich on
 
 @dataclass(frozen=True, slots=True)
 class EnrichmentPolicy:
-    temporal_window: timedelta = timedelta(hours=24)
-    temporal_limit: int = 3
-    similarity_limit: int = 5
-    similarity_threshold: float = 0.8
-    supports_threshold: float = 0.92
-    pattern_min_members: int = 3
-    pattern_max_members: int = 50
-    conflict_retries: int = 3
+    """The knobs of enrichment, from settings."""
+
+    temporal_window: timedelta
+    temporal_limit: int
+    similarity_limit: int
+    similarity_threshold: float
+    supports_threshold: float
+    pattern_min_members: int
+    pattern_max_members: int
+    conflict_retries: int
 
 
 @dataclass
@@ -71,7 +73,7 @@ class EnrichmentPipeline:
         neighbours: NeighbourFinder,
         relay: OutboxRelay,
         llm: LanguageModel | None = None,
-        policy: EnrichmentPolicy = EnrichmentPolicy(),
+        policy: EnrichmentPolicy,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
         self._graph = graph

@@ -41,7 +41,7 @@ class Reconciler:
 
     async def pending(self) -> int:
         """How many memories wait for enrichment right now (any age)."""
-        return len(await self._graph.find_unenriched(to_micros(self._clock()) + 1, 10_000))
+        return await self._graph.count_unenriched()
 
     async def run_once(self) -> int:
         """Enrich one batch of memories older than the grace period; returns how many."""

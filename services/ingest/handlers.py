@@ -32,11 +32,11 @@ from services.core.relay import OutboxRelay
 class WritePolicy:
     """The knobs of the write path, from settings."""
 
-    auto_summarize: bool = True
-    summary_target_length: int = 300
-    idempotency_ttl_seconds: float = 86_400.0
-    delete_page_size: int = 200
-    conflict_retries: int = 3
+    auto_summarize: bool
+    summary_target_length: int
+    idempotency_ttl_seconds: float
+    delete_page_size: int
+    conflict_retries: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +100,7 @@ class IngestHandlers:
         relay: OutboxRelay,
         limits: Limits,
         llm: LanguageModel | None = None,
-        policy: WritePolicy = WritePolicy(),
+        policy: WritePolicy,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
     ):

@@ -35,7 +35,7 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     return ServiceApp(
         service_name=full_service_name(recall_service_pb2, "RecallService"),
         add_servicer=recall_service_pb2_grpc.add_RecallServiceServicer_to_server,
-        servicer=RecallServicer(handlers),
+        servicer=RecallServicer(handlers, settings.recall_default_limit),
         startups=[vectors.open, graph.ensure_schema, events.connect, consumer.start],
         shutdowns=[consumer.stop, events.close, vectors.close, graph.close],
     )

@@ -10,14 +10,13 @@ from services.core.domain.errors import InvalidArgument
 from services.core.grpc.tenant import tenant_of
 from services.recall.handlers import RecallHandlers
 
-DEFAULT_LIMIT = 5
-
 
 class RecallServicer(pb_grpc.RecallServiceServicer):
     """RPCs not overridden here answer UNIMPLEMENTED."""
 
-    def __init__(self, handlers: RecallHandlers):
+    def __init__(self, handlers: RecallHandlers, default_limit: int):
         self._handlers = handlers
+        self._default_limit = default_limit
 
     async def GetMemory(self, request: pb.GetMemoryRequest, context) -> pb.GetMemoryResponse:
         memory, relations = await self._handlers.get_memory(tenant_of(context), request.id)
@@ -35,7 +34,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         found = await self._handlers.search_by_vector(
             tenant_of(context),
             list(request.embedding),
-            limit=request.limit or DEFAULT_LIMIT,
+            limit=request.limit or self._default_limit,
             min_score=request.min_score if request.HasField("min_score") else None,
             current=request.state_mode != memory_pb2.STATE_MODE_HISTORY,
         )
@@ -55,7 +54,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         found = await self._handlers.find_similar(
             tenant_of(context),
             [(q.exclude_id, list(q.embedding)) for q in request.queries],
-            limit=request.limit or DEFAULT_LIMIT,
+            limit=request.limit or self._default_limit,
             min_score=request.min_score,
         )
         return pb.FindSimilarResponse(

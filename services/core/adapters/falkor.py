@@ -506,6 +506,10 @@ class FalkorGraphStore:
                 counts[memory_id] = counts.get(memory_id, 0) + 1
         return counts
 
+    async def count_unenriched(self) -> int:
+        result = await self._query("MATCH (m:Memory) WHERE m.enriched_at IS NULL RETURN count(m)")
+        return int(result.result_set[0][0])
+
     async def find_unenriched(self, recorded_before_us: int, limit: int) -> list[tuple[str, str]]:
         """(tenant, id) of memories enrichment has not finished, oldest first."""
         result = await self._query(
@@ -575,18 +579,6 @@ class FalkorGraphStore:
             return None
         row, edges = result.result_set[0]
         return row_to_memory(dict(row)), [_edge_relation(memory_id, *edge) for edge in edges]
-
-    async def relations_of(self, tenant: str, memory_id: str, limit: int) -> list[Relation]:
-        """The strongest edges touching a memory, both directions, within the tenant."""
-        result = await self._query(
-            """
-            MATCH (m:Memory {id: $id})-[e]-(o:Memory) WHERE m.tenant = $tenant AND o.tenant = $tenant
-            RETURN type(e), startNode(e) = m, o.id, properties(e)
-            ORDER BY e.strength DESC LIMIT $limit
-            """,
-            {"id": memory_id, "tenant": tenant, "limit": limit},
-        )
-        return [_edge_relation(memory_id, *row) for row in result.result_set]
 
     async def touch_memory(self, tenant: str, memory_id: str, last_accessed_us: int) -> None:
         await self._query(
