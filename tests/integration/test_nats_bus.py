@@ -43,7 +43,7 @@ async def read_all(settings, subject: str) -> list[events_pb2.MemoryEvent]:
         sub = await js.pull_subscribe(subject, durable=None, stream=settings.nats_stream)
         try:
             msgs = await sub.fetch(100, timeout=1)
-        except nats.errors.TimeoutError:
+        except (nats.errors.TimeoutError, TimeoutError):  # nats-py raises either when nothing is there
             msgs = []
         out = []
         for msg in msgs:
