@@ -8,6 +8,7 @@ re-published event is stored once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import nats
 import structlog
@@ -22,6 +23,9 @@ from services.core.domain.errors import Unavailable
 from services.core.domain.model import ComponentStatus, MemoryEvent
 
 log = structlog.get_logger()
+
+#: Longest a drain or close may take at shutdown.
+CLOSE_TIMEOUT_SECONDS = 3.0
 
 
 def event_subject(prefix: str, tenant: str, kind: str) -> str:
@@ -169,9 +173,13 @@ class NatsEventBus:
         )
 
     async def close(self) -> None:
+        """Drain, then close; bounded, because a connection caught mid-reconnect
+        (the server just restarted) can otherwise hold a shutdown for minutes."""
         if self._nc is not None and not self._nc.is_closed:
             try:
-                await self._nc.drain()
+                await asyncio.wait_for(self._nc.drain(), timeout=CLOSE_TIMEOUT_SECONDS)
             except Exception as exc:  # closing must not mask the shutdown
-                log.warning("nats drain failed", error=str(exc))
+                log.warning("nats drain failed", error=type(exc).__name__)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self._nc.close(), timeout=CLOSE_TIMEOUT_SECONDS)
         self._nc = self._js = None

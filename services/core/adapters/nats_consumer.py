@@ -171,5 +171,5 @@ class JetStreamConsumer:
             self._task = None
         if self._sub is not None:
             with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
+                await asyncio.wait_for(self._sub.unsubscribe(), timeout=self._spec.fetch_timeout_seconds + 1)
             self._sub = None

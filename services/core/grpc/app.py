@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import grpc
+import structlog
+
+log = structlog.get_logger()
 
 
 @dataclass
@@ -21,6 +25,7 @@ class ServiceApp:
     servicer: object
     startups: list[Callable[[], Awaitable[None] | None]] = field(default_factory=list)
     shutdowns: list[Callable[[], Awaitable[None] | None]] = field(default_factory=list)
+    step_timeout_seconds: float = 15.0
 
     @property
     def service_names(self) -> list[str]:
@@ -36,10 +41,16 @@ class ServiceApp:
                 await result
 
     async def stop(self) -> None:
+        """Each step gets a bounded time: one stuck dependency must not hold
+        the whole shutdown (the pod would be killed mid-way instead)."""
         for step in self.shutdowns:
             result = step()
-            if result is not None:
-                await result
+            if result is None:
+                continue
+            try:
+                await asyncio.wait_for(result, timeout=self.step_timeout_seconds)
+            except TimeoutError:
+                log.warning("shutdown step timed out", step=getattr(step, "__qualname__", repr(step)))
 
 
 def full_service_name(module, name: str) -> str:
