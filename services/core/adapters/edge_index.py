@@ -24,6 +24,7 @@ from qdrant_edge import (
     FieldCondition,
     Filter,
     HasIdCondition,
+    IsNullCondition,
     MatchValue,
     PayloadSchemaType,
     Point,
@@ -47,23 +48,41 @@ INDEXED_FIELDS = {
     "lifecycle": PayloadSchemaType.Keyword,
     "t_valid": PayloadSchemaType.Float,
     "t_invalid": PayloadSchemaType.Float,
+    "recorded_at": PayloadSchemaType.Float,
 }
 
 
+def _tag_condition(query: VectorQuery, tags: tuple[str, ...]) -> list[FieldCondition]:
+    key = "tags" if query.tag_match == "exact" else "tag_prefixes"
+    return [FieldCondition(key=key, match=MatchValue(tag)) for tag in tags]
+
+
 def current_state_filter(query: VectorQuery) -> Filter:
-    """Tenant always; with current_at, withhold archived, expired and not-yet-valid."""
-    must = [FieldCondition(key="tenant", match=MatchValue(query.tenant))]
-    must_not = []
+    """The filter of a VectorQuery (its docstring is the contract; the
+    qdrant-client index builds the same one)."""
+    must: list = [FieldCondition(key="tenant", match=MatchValue(query.tenant))]
+    must_not: list = [FieldCondition(key="lifecycle", match=MatchValue(ARCHIVED))]
     if query.current_at is not None:
         now = query.current_at.timestamp()
-        must_not += [
-            FieldCondition(key="lifecycle", match=MatchValue(ARCHIVED)),
-            FieldCondition(key="t_invalid", range=RangeFloat(lte=now)),
-            FieldCondition(key="t_valid", range=RangeFloat(gt=now)),
-        ]
+        must_not.append(FieldCondition(key="t_valid", range=RangeFloat(gt=now)))
+        expired = FieldCondition(key="t_invalid", range=RangeFloat(lte=now))
+        if query.keep_superseded:
+            must_not.append(Filter(must=[expired, IsNullCondition("superseded_at")]))
+        else:
+            must_not.append(expired)
+    if query.recorded_before is not None:
+        must_not.append(FieldCondition(key="recorded_at", range=RangeFloat(gt=query.recorded_before.timestamp())))
+    if query.tags:
+        conditions = _tag_condition(query, query.tags)
+        if query.tag_mode == "all":
+            must += conditions
+        else:
+            must.append(Filter(should=conditions))
+    if query.exclude_tags:
+        must_not += _tag_condition(query, query.exclude_tags)
     if query.exclude_ids:
         must_not.append(HasIdCondition({uuid.UUID(i) for i in query.exclude_ids}))
-    return Filter(must=must, must_not=must_not or None)
+    return Filter(must=must, must_not=must_not)
 
 
 class EdgeVectorIndex:

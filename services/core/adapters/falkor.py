@@ -27,7 +27,7 @@ from services.core.ports import IdempotencyClaim, OutboxEntry
 #: The properties enrichment owns (and the version it bumps).
 _ENRICHMENT_FIELDS = ("embedding", "summary", "enriched_at", "metadata", "tags", "tag_prefixes", "version")
 #: Nullable properties: an update that clears them must remove them.
-_NULLABLE = ("embedding", "relevance_score", "t_invalid", "enriched_at", "superseded_at")
+_NULLABLE = ("embedding", "relevance_score", "t_invalid", "enriched_at", "superseded_at", "archived_at")
 _INDEXES = (
     ("Memory", "id"),
     ("Memory", "tenant"),

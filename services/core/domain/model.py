@@ -48,6 +48,7 @@ RELATION_PROPERTIES: dict[str, tuple[str, ...]] = {
 #: The Memory fields that hold times (stored as epoch microseconds, sent as Timestamps).
 TIME_FIELDS = (
     "timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed", "recorded_at", "enriched_at", "superseded_at",
+    "archived_at",
 )  # fmt: skip
 
 
@@ -89,6 +90,7 @@ class Memory:
     archived: bool = False
     relevance_score: float | None = None
     superseded_at: datetime | None = None
+    archived_at: datetime | None = None
     version: int = 1
 
 

@@ -20,32 +20,47 @@ def epoch_seconds(value: datetime | None) -> float | None:
 
 def vector_payload(memory: Memory) -> dict:
     """What a vector point carries: everything a filter needs, nothing more."""
-    factuality = memory.metadata.get("factuality") if isinstance(memory.metadata, dict) else None
+    metadata = memory.metadata if isinstance(memory.metadata, dict) else {}
+    factuality = metadata.get("factuality")
     return {
         "tenant": memory.tenant,
         "type": memory.type,
-        "tags": list(memory.tags),
+        # Lowercase, so tag filters are case-insensitive like every other tag match.
+        "tags": sorted({t.lower() for t in memory.tags}),
         "tag_prefixes": list(memory.tag_prefixes),
         "importance": memory.importance,
         "confidence": memory.confidence,
         "timestamp": epoch_seconds(memory.timestamp),
         "t_valid": epoch_seconds(memory.t_valid),
         "t_invalid": epoch_seconds(memory.t_invalid),
+        "recorded_at": epoch_seconds(memory.recorded_at),
         "superseded_at": epoch_seconds(memory.superseded_at),
         "archived": memory.archived,
         # The same as a keyword: filters match keywords reliably in every engine
         # (qdrant-edge-py 0.9 does not match booleans).
         "lifecycle": ARCHIVED if memory.archived else ACTIVE,
         "factuality": factuality.get("label") if isinstance(factuality, dict) else None,
-        "source": memory.metadata.get("source") if isinstance(memory.metadata, dict) else None,
+        "source": metadata.get("source"),
         "version": memory.version,
     }
 
 
 @dataclass(frozen=True, slots=True)
 class VectorQuery:
-    """A nearest-neighbour query, always within one tenant. With `current_at`
-    set, archived, expired and not-yet-valid points are filtered out."""
+    """A nearest-neighbour query, always within one tenant; archived points
+    are never candidates (spec 000: the candidate searches skip them).
+
+    With `current_at` set, not-yet-valid points are withheld, and so are
+    expired ones, except those superseded (`superseded_at` set) when
+    `keep_superseded` holds: the current-state pass replaces those by the
+    head of their chain rather than dropping them.
+
+    Tags are lowercase. `tag_match` "exact" matches `tags`, "prefix" matches
+    `tag_prefixes` (so "project" finds "project:alpha"); `tag_mode` "any"
+    needs one of `tags`, "all" every one. `exclude_tags` drops a point with
+    any of them (exact or prefix, as `tag_match`). `recorded_before` (as_of)
+    drops points recorded later.
+    """
 
     vector: list[float]
     tenant: str
@@ -53,6 +68,12 @@ class VectorQuery:
     current_at: datetime | None = None
     exclude_ids: tuple[str, ...] = ()
     min_score: float | None = None
+    tags: tuple[str, ...] = ()
+    tag_mode: str = "any"
+    tag_match: str = "prefix"
+    exclude_tags: tuple[str, ...] = ()
+    keep_superseded: bool = True
+    recorded_before: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
