@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PROTOS := $(wildcard protos/memgrid/v1/*.proto)
 GEN    := gen/memgrid/v1/.generated
 
-.PHONY: install proto run test test-unit lint bench clean
+.PHONY: install proto run test test-unit lint bench bench-quality clean
 
 install: $(STAMP)
 
@@ -45,6 +45,10 @@ lint: install proto
 
 bench: install proto
 	$(PY) -m benchmarks
+
+# Recall quality on LoCoMo dev; options through ARGS, e.g. ARGS="--offline-only".
+bench-quality: install proto
+	$(PY) -m benchmarks.quality $(ARGS)
 
 clean:
 	rm -rf $(VENV) gen .pytest_cache .ruff_cache
