@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import re
 import sys
 import time
@@ -428,7 +429,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "data": str(args.data),
                     "ks": ks,
                     "counts": counts,
-                    "figures": results,
+                    "figures": {
+                        method: {
+                            name: {k: None if math.isnan(v) else v for k, v in row.items()} for name, row in by.items()
+                        }
+                        for method, by in results.items()
+                    },
                     "notes": notes.__dict__,
                     "summary": summary,
                 },
