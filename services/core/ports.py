@@ -6,6 +6,7 @@ inject the same adapters against real servers, or fakes proved equal to them.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -126,6 +127,11 @@ class VectorIndex(Protocol):
     #: Vectors turned away because their dimension is not the index's.
     refused: int
 
+    def open(self) -> Awaitable[None] | None:
+        """Open or create the index (a service start-up step, sync or async).
+        An existing index keeps its dimension: adopted with autodetection,
+        else the index stays closed and status() says `dimension_mismatch`."""
+
     async def upsert(self, points: list[tuple[str, list[float], dict]]) -> None:
         """Insert or replace points (id, vector, payload from vector_payload)."""
 
@@ -136,6 +142,10 @@ class VectorIndex(Protocol):
     async def search_many(self, queries: list[VectorQuery], *, with_payload: bool = False) -> list[list[VectorHit]]: ...
 
     async def count(self) -> int: ...
+
+    async def clear(self) -> None:
+        """Remove every point (a rebuild from the graph starts here); the index
+        keeps its dimension and payload indexes and stays usable."""
 
     async def status(self) -> ComponentStatus: ...
 

@@ -36,7 +36,8 @@ class Settings(BaseSettings):
     nats_url: str = "nats://127.0.0.1:4222"
     nats_stream: str = "MEMORY_EVENTS"
     nats_subject_prefix: str = "memory.events"
-    qdrant_url: str | None = None
+    qdrant_url: str | None = None  # a Qdrant server; unset: the embedded qdrant-edge index
+    qdrant_api_key: str | None = None
     qdrant_collection: str = "memories"
     vector_size: int = 384
     vector_size_autodetect: bool = True  # an existing index's dimension wins over VECTOR_SIZE

@@ -7,6 +7,8 @@ from services.core.adapters.falkor import FalkorGraphStore
 from services.core.adapters.nats_bus import NatsEventBus
 from services.core.adapters.nats_consumer import ConsumerSpec
 from services.core.adapters.openai_llm import OpenAILanguageModel, language_model_from
+from services.core.adapters.qdrant_index import QdrantClientIndex
+from services.core.ports import VectorIndex
 from services.core.relay import OutboxRelay
 from services.core.settings import Settings
 
@@ -34,7 +36,20 @@ def event_bus(settings: Settings) -> NatsEventBus:
     )
 
 
-def vector_index(settings: Settings) -> EdgeVectorIndex:
+def vector_index(settings: Settings) -> VectorIndex:
+    """A Qdrant server's collection when QDRANT_URL is set, else the embedded
+    qdrant-edge shard under the data directory."""
+    if settings.qdrant_url:
+        return QdrantClientIndex(
+            url=settings.qdrant_url,
+            api_key=settings.qdrant_api_key,
+            collection=settings.qdrant_collection,
+            vector_size=settings.vector_size,
+            autodetect=settings.vector_size_autodetect,
+            wait_seconds=settings.dependency_wait_seconds,
+            retry_initial_seconds=settings.retry_initial_seconds,
+            retry_max_seconds=settings.retry_max_seconds,
+        )
     return EdgeVectorIndex(
         path=settings.memgrid_data_dir / "vectors" / settings.qdrant_collection,
         collection=settings.qdrant_collection,

@@ -1,5 +1,6 @@
 """EdgeVectorIndex (qdrant-edge in-process): current-state filters, tenant
-scope, the dimension rules, and the projector's payload."""
+scope, the dimension rules, clear, and the projector's payload. The same
+cases against qdrant-client: test_vector_congruence.py."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.core.adapters.edge_index import EdgeVectorIndex
+from services.core.adapters.edge_index import INDEXED_FIELDS, EdgeVectorIndex
 from services.core.domain.model import Memory
 from services.core.domain.projection import VectorQuery, vector_payload
 
@@ -48,8 +49,9 @@ async def test_current_state_filter_withholds_expired_future_and_archived(index)
     await put(index, [current, expired, future, archived, other_tenant])
     query = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10, current_at=NOW)
     assert [h.id for h in await index.search(query)] == [current.id]
+    # Without current_at: the history, but archived points are never candidates.
     history = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10)
-    assert {h.id for h in await index.search(history)} == {current.id, expired.id, future.id, archived.id}
+    assert {h.id for h in await index.search(history)} == {current.id, expired.id, future.id}
     # Once its window closes, the same memory is withheld: no stale payload (spec 002, section 6).
     later = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10, current_at=NOW + timedelta(days=400))
     expiring = memory(t_invalid=NOW + timedelta(days=30))
@@ -90,12 +92,38 @@ async def test_an_existing_index_keeps_its_dimension(tmp_path):
     await strict.close()
 
 
+async def test_clear_replaces_the_shard_with_an_empty_usable_one(tmp_path):
+    path = tmp_path / "vectors" / "memories"
+    # optimize_every=1: an optimisation is running (without the search lock) when clear() starts.
+    index = EdgeVectorIndex(path=path, collection="memories", vector_size=4, optimize_every=1)
+    index.open()
+    await put(index, [memory() for _ in range(50)])
+    await index.clear()
+    assert await index.count() == 0
+    assert not path.with_name("memories.cleared").exists()
+
+    kept = memory(tags=["Ops"], tag_prefixes=["ops"])
+    await put(index, [kept])
+    query = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10, current_at=NOW, tags=("ops",))
+    assert [h.id for h in await index.search(query)] == [kept.id]
+    await index.close()
+
+    # A clear the process did not finish (the old shard moved aside) is cleaned up on open.
+    path.with_name("memories.cleared").mkdir()
+    reopened = EdgeVectorIndex(path=path, collection="memories", vector_size=4)
+    reopened.open()
+    assert await reopened.count() == 1 and not path.with_name("memories.cleared").exists()
+    info = await reopened._run(lambda shard: shard.info())
+    assert set(info.payload_schema) == set(INDEXED_FIELDS)
+    await reopened.close()
+
+
 def test_payloads_carry_what_every_filter_needs():
     m = memory(tags=["Project:X"], tag_prefixes=["project", "project:x"], archived=True, metadata={"source": "slack"})
     payload = vector_payload(m)
     assert (
         payload["tenant"] == "a"
-        and payload["tags"] == ["Project:X"]
+        and payload["tags"] == ["project:x"]
         and payload["tag_prefixes"] == ["project", "project:x"]
     )
     assert payload["t_valid"] == m.t_valid.timestamp() and payload["t_invalid"] is None

@@ -4,12 +4,14 @@ embedded default for recall's vector projection.
 One process owns the shard. Calls run in a worker thread so the event loop
 never blocks; HNSW optimisation runs in the background after enough upserts
 (searches keep working meanwhile, on the unoptimised segments).
+`clear()` drops the shard directory and creates it anew.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import threading
 import uuid
 from pathlib import Path
@@ -101,6 +103,8 @@ class EdgeVectorIndex:
         self.refused = 0
         self._shard: EdgeShard | None = None
         self._lock = threading.Lock()
+        #: Held by optimize() (which runs without _lock) and by clear(), which replaces the shard.
+        self._optimize_guard = threading.Lock()
         self._optimize_every = optimize_every
         self._since_optimize = 0
         self._optimizing: asyncio.Task | None = None
@@ -113,6 +117,7 @@ class EdgeVectorIndex:
         are never truncated or padded to fit)."""
         if self._shard is not None:
             return
+        shutil.rmtree(self._cleared, ignore_errors=True)
         self._path.mkdir(parents=True, exist_ok=True)
         existing = any(self._path.iterdir())
         if existing and self._manifest.exists():
@@ -124,14 +129,25 @@ class EdgeVectorIndex:
                     return
                 log.info("adopting the vector index's dimension", configured=self.dimension, index=found)
                 self.dimension = found
-        config = EdgeConfig(vectors=EdgeVectorParams(size=self.dimension, distance=Distance.Cosine))
         if existing:
-            self._shard = EdgeShard.load(str(self._path), config)
+            self._shard = EdgeShard.load(str(self._path), self._config())
         else:
-            self._shard = EdgeShard.create(str(self._path), config)
-            for name, schema in INDEXED_FIELDS.items():
-                self._shard.update(UpdateOperation.create_field_index(name, schema))
+            self._shard = self._create()
         self._manifest.write_text(json.dumps({"dimension": self.dimension, "distance": "cosine"}))
+
+    @property
+    def _cleared(self) -> Path:
+        """Where clear() moves the old shard before deleting it."""
+        return self._path.with_name(self._path.name + ".cleared")
+
+    def _config(self) -> EdgeConfig:
+        return EdgeConfig(vectors=EdgeVectorParams(size=self.dimension, distance=Distance.Cosine))
+
+    def _create(self) -> EdgeShard:
+        shard = EdgeShard.create(str(self._path), self._config())
+        for name, schema in INDEXED_FIELDS.items():
+            shard.update(UpdateOperation.create_field_index(name, schema))
+        return shard
 
     async def _run(self, fn):
         if self._shard is None:
@@ -139,6 +155,8 @@ class EdgeVectorIndex:
 
         def locked():
             with self._lock:
+                if self._shard is None:
+                    raise RuntimeError("the vector index is not open")
                 return fn(self._shard)
 
         return await asyncio.to_thread(locked)
@@ -158,9 +176,14 @@ class EdgeVectorIndex:
             self._optimizing = asyncio.create_task(self._optimize())
 
     async def _optimize(self) -> None:
-        try:
+        def optimize() -> None:
             # optimize() takes seconds at scale: run it without the lock, so searches go on.
-            await asyncio.to_thread(self._shard.optimize)
+            with self._optimize_guard:
+                if self._shard is not None:
+                    self._shard.optimize()
+
+        try:
+            await asyncio.to_thread(optimize)
         except Exception as exc:
             log.warning("vector index optimisation failed", error=str(exc))
         finally:
@@ -200,6 +223,30 @@ class EdgeVectorIndex:
         if self._shard is None:
             return 0
         return await self._run(lambda shard: shard.count(CountRequest(exact=True)))
+
+    async def clear(self) -> None:
+        """Remove every point by replacing the shard with an empty one (same
+        dimension and payload indexes): instant at any size, and the disk
+        space is freed at once, where deleting points would leave them to a
+        later vacuum. The old directory is renamed aside before it is
+        deleted, so a crash never leaves a half-deleted shard (open() removes
+        what was set aside, and creates an empty shard if none is there)."""
+        if self._shard is None:
+            raise RuntimeError("the vector index is not open")
+
+        def recreate() -> None:
+            with self._lock, self._optimize_guard:
+                old, self._shard = self._shard, None
+                if old is not None:
+                    old.close()
+                shutil.rmtree(self._cleared, ignore_errors=True)
+                self._path.rename(self._cleared)
+                self._shard = self._create()
+                shutil.rmtree(self._cleared, ignore_errors=True)
+
+        await asyncio.to_thread(recreate)
+        self._since_optimize = 0
+        log.info("vector index cleared", collection=self._collection)
 
     async def status(self) -> ComponentStatus:
         if self.mismatch is not None:

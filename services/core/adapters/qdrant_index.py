@@ -1,0 +1,282 @@
+"""QdrantClientIndex: recall's vector projection on a Qdrant server, through
+qdrant-client's AsyncQdrantClient.
+
+The same port, filters and dimension rules as EdgeVectorIndex (the
+congruence tests run the same cases on both). qdrant-client's local mode
+(`location=":memory:"` or a directory) runs it without a server, as the
+tests do.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import httpx
+import numpy as np
+import structlog
+from qdrant_client import AsyncQdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from services.core.adapters.retry import with_backoff
+from services.core.domain.model import ComponentStatus
+from services.core.domain.projection import ARCHIVED, VectorHit, VectorQuery
+
+log = structlog.get_logger()
+
+#: Payload fields with an index: the same set and kinds as EdgeVectorIndex's.
+INDEXED_FIELDS = {
+    "tenant": models.PayloadSchemaType.KEYWORD,
+    "tags": models.PayloadSchemaType.KEYWORD,
+    "tag_prefixes": models.PayloadSchemaType.KEYWORD,
+    "type": models.PayloadSchemaType.KEYWORD,
+    "lifecycle": models.PayloadSchemaType.KEYWORD,
+    "t_valid": models.PayloadSchemaType.FLOAT,
+    "t_invalid": models.PayloadSchemaType.FLOAT,
+    "recorded_at": models.PayloadSchemaType.FLOAT,
+}
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Connection failures and server-side errors while the server comes up."""
+    if isinstance(exc, UnexpectedResponse):
+        return exc.status_code is None or exc.status_code >= 500
+    return isinstance(exc, ResponseHandlingException | httpx.TransportError | ConnectionError)
+
+
+def _point_id(value: str) -> str:
+    # Qdrant answers with canonical UUID text; send the same so ids compare equal.
+    return str(uuid.UUID(value))
+
+
+def _tag_conditions(query: VectorQuery, tags: tuple[str, ...]) -> list[models.FieldCondition]:
+    key = "tags" if query.tag_match == "exact" else "tag_prefixes"
+    return [models.FieldCondition(key=key, match=models.MatchValue(value=tag)) for tag in tags]
+
+
+def current_state_filter(query: VectorQuery) -> models.Filter:
+    """The filter of a VectorQuery (its docstring is the contract), built as
+    edge_index.current_state_filter builds it for qdrant-edge."""
+    must: list = [models.FieldCondition(key="tenant", match=models.MatchValue(value=query.tenant))]
+    must_not: list = [models.FieldCondition(key="lifecycle", match=models.MatchValue(value=ARCHIVED))]
+    if query.current_at is not None:
+        now = query.current_at.timestamp()
+        must_not.append(models.FieldCondition(key="t_valid", range=models.Range(gt=now)))
+        expired = models.FieldCondition(key="t_invalid", range=models.Range(lte=now))
+        if query.keep_superseded:
+            not_superseded = models.IsNullCondition(is_null=models.PayloadField(key="superseded_at"))
+            must_not.append(models.Filter(must=[expired, not_superseded]))
+        else:
+            must_not.append(expired)
+    if query.recorded_before is not None:
+        must_not.append(
+            models.FieldCondition(key="recorded_at", range=models.Range(gt=query.recorded_before.timestamp()))
+        )
+    if query.tags:
+        conditions = _tag_conditions(query, query.tags)
+        if query.tag_mode == "all":
+            must += conditions
+        else:
+            must.append(models.Filter(should=conditions))
+    if query.exclude_tags:
+        must_not += _tag_conditions(query, query.exclude_tags)
+    if query.exclude_ids:
+        must_not.append(models.HasIdCondition(has_id=[_point_id(i) for i in query.exclude_ids]))
+    return models.Filter(must=must, must_not=must_not)
+
+
+def _score_threshold(min_score: float | None) -> float | None:
+    # The engine compares scores as float32 and keeps those above the threshold;
+    # local mode compares in float64. The float32 value gives both the same cut.
+    return None if min_score is None else float(np.float32(min_score))
+
+
+class QdrantClientIndex:
+    """A collection on a Qdrant server (`url`), or in qdrant-client's local
+    mode (`location`: ":memory:" or a directory)."""
+
+    def __init__(
+        self,
+        *,
+        collection: str,
+        vector_size: int,
+        autodetect: bool = True,
+        url: str | None = None,
+        api_key: str | None = None,
+        location: str | Path | None = None,
+        wait_seconds: float = 120.0,
+        retry_initial_seconds: float = 0.1,
+        retry_max_seconds: float = 2.0,
+    ):
+        if (url is None) == (location is None):
+            raise ValueError("give either a Qdrant server url or a local location")
+        self._url = url
+        self._api_key = api_key
+        self._location = location
+        self._collection = collection
+        self.dimension = vector_size
+        self._autodetect = autodetect
+        self._wait = wait_seconds
+        self._initial = retry_initial_seconds
+        self._max = retry_max_seconds
+        #: (configured, found) when the collection has another dimension and autodetect is off.
+        self.mismatch: tuple[int, int] | None = None
+        self.refused = 0
+        self._client: AsyncQdrantClient | None = None
+        self._where = url if url is not None else f"local:{location}"
+
+    def _new_client(self) -> AsyncQdrantClient:
+        if self._url is not None:
+            # No version probe: it runs on a thread at construction and only warns
+            # while the server is still coming up; open() waits for the server instead.
+            return AsyncQdrantClient(url=self._url, api_key=self._api_key, check_compatibility=False)
+        if str(self._location) == ":memory:":
+            return AsyncQdrantClient(location=":memory:")
+        return AsyncQdrantClient(path=str(self._location))
+
+    async def open(self) -> None:
+        """Wait for the server, then create the collection (cosine, the
+        configured dimension, payload indexes) or adopt an existing one.
+
+        An existing collection keeps its dimension: with autodetect it is
+        adopted; without, the index stays closed and the mismatch is reported
+        (vectors are never truncated or padded to fit)."""
+        if self._client is not None:
+            return
+        client = self._new_client()
+        try:
+            opened = await with_backoff(
+                "qdrant",
+                lambda: self._ensure_collection(client),
+                retryable=_retryable,
+                deadline_seconds=self._wait,
+                initial_seconds=self._initial,
+                max_seconds=self._max,
+            )
+        except Exception:
+            await client.close()
+            raise
+        if opened:
+            self._client = client
+        else:
+            await client.close()
+
+    async def _ensure_collection(self, client: AsyncQdrantClient) -> bool:
+        """False when the collection's dimension is not ours and autodetect is off."""
+        if not await client.collection_exists(self._collection):
+            try:
+                await client.create_collection(
+                    self._collection,
+                    vectors_config=models.VectorParams(size=self.dimension, distance=models.Distance.COSINE),
+                )
+            except UnexpectedResponse as exc:
+                if exc.status_code != 409:  # another replica created it first
+                    raise
+        info = await client.get_collection(self._collection)
+        vectors = info.config.params.vectors
+        if not isinstance(vectors, models.VectorParams):
+            raise ValueError(f"collection {self._collection} has named vectors; memgrid needs one unnamed vector")
+        if vectors.size != self.dimension:
+            if not self._autodetect:
+                self.mismatch = (self.dimension, vectors.size)
+                log.error("vector index dimension mismatch", configured=self.dimension, index=vectors.size)
+                return False
+            log.info("adopting the vector index's dimension", configured=self.dimension, index=vectors.size)
+            self.dimension = vectors.size
+        existing = info.payload_schema or {}
+        for name, schema in INDEXED_FIELDS.items():
+            if name not in existing:
+                await client.create_payload_index(self._collection, name, field_schema=schema)
+        return True
+
+    def _open_client(self) -> AsyncQdrantClient:
+        if self._client is None:
+            raise RuntimeError("the vector index is not open")
+        return self._client
+
+    async def upsert(self, points: list[tuple[str, list[float], dict]]) -> None:
+        if not points:
+            return
+        for _, vector, _ in points:
+            if len(vector) != self.dimension:
+                self.refused += 1
+                raise ValueError(f"vector has {len(vector)} dimensions; the index holds {self.dimension}")
+        batch = [
+            models.PointStruct(id=_point_id(i), vector=list(vector), payload=payload) for i, vector, payload in points
+        ]
+        await self._open_client().upsert(self._collection, points=batch, wait=True)
+
+    async def delete(self, ids: list[str]) -> None:
+        if ids:
+            selector = models.PointIdsList(points=[_point_id(i) for i in ids])
+            await self._open_client().delete(self._collection, points_selector=selector, wait=True)
+
+    async def search(self, query: VectorQuery, *, with_payload: bool = False) -> list[VectorHit]:
+        [hits] = await self.search_many([query], with_payload=with_payload)
+        return hits
+
+    async def search_many(self, queries: list[VectorQuery], *, with_payload: bool = False) -> list[list[VectorHit]]:
+        """Several searches in one request."""
+        client = self._open_client()
+        if not queries:
+            return []
+        requests = [
+            models.QueryRequest(
+                query=list(q.vector),
+                filter=current_state_filter(q),
+                limit=q.limit,
+                with_payload=with_payload,
+                score_threshold=_score_threshold(q.min_score),
+            )
+            for q in queries
+        ]
+        responses = await client.query_batch_points(self._collection, requests=requests)
+        return [
+            [
+                VectorHit(str(p.id), float(p.score), dict(p.payload) if with_payload and p.payload else None)
+                for p in response.points
+            ]
+            for response in responses
+        ]
+
+    async def count(self) -> int:
+        if self._client is None:
+            return 0
+        return (await self._client.count(self._collection, exact=True)).count
+
+    async def clear(self) -> None:
+        """Remove every point with one delete by an empty filter (it matches
+        all): the collection keeps its configuration and payload indexes,
+        and other replicas' searches go on meanwhile, which dropping and
+        recreating the collection would break."""
+        selector = models.FilterSelector(filter=models.Filter())
+        await self._open_client().delete(self._collection, points_selector=selector, wait=True)
+        log.info("vector index cleared", collection=self._collection)
+
+    async def status(self) -> ComponentStatus:
+        if self.mismatch is not None:
+            configured, found = self.mismatch
+            return ComponentStatus(
+                "vector_index",
+                "dimension_mismatch",
+                f"VECTOR_SIZE is {configured} but the index holds {found}-dimensional vectors; "
+                "set VECTOR_SIZE to match, enable autodetection, or rebuild the index",
+                {"dimension": float(found), "configured_dimension": float(configured)},
+            )
+        if self._client is None:
+            return ComponentStatus("vector_index", "unavailable", "not open")
+        try:
+            points = await self.count()
+        except Exception as exc:
+            return ComponentStatus("vector_index", "unavailable", str(exc))
+        return ComponentStatus(
+            "vector_index",
+            "connected",
+            f"qdrant collection {self._collection} at {self._where}",
+            {"points": float(points), "dimension": float(self.dimension), "refused": float(self.refused)},
+        )
+
+    async def close(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
