@@ -2,10 +2,11 @@
 
 from fastapi import APIRouter
 
-from gateway.routes import associations, enrichment, health, memories
+from gateway.routes import associations, enrichment, health, memories, recall
 
 router = APIRouter()
 router.include_router(health.router)
 router.include_router(memories.router)
 router.include_router(associations.router)
 router.include_router(enrichment.router)
+router.include_router(recall.router)

@@ -46,3 +46,15 @@ def elapsed_ms(started: float) -> float:
 def query_list(request: Request, name: str) -> list[str]:
     """A repeatable query parameter; comma-separated values are split too."""
     return [part.strip() for value in request.query_params.getlist(name) for part in value.split(",") if part.strip()]
+
+
+def query_text(request: Request, name: str) -> str:
+    return (request.query_params.get(name) or "").strip()
+
+
+def query_int(request: Request, name: str) -> int:
+    """A count; anything but an integer is 0, which the services read as their default."""
+    try:
+        return int(query_text(request, name) or 0)
+    except ValueError:
+        return 0

@@ -10,7 +10,16 @@ from fastapi.responses import JSONResponse
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
-from gateway.routes.common import call_options, caller, clients, elapsed_ms, json_body, query_list
+from gateway.routes.common import (
+    call_options,
+    caller,
+    clients,
+    elapsed_ms,
+    json_body,
+    query_int,
+    query_list,
+    query_text,
+)
 from gateway.translate import draft_from_json, iso, memory_to_json, relation_to_json, require_object, update_from_json
 from memgrid.v1 import ingest_service_pb2 as ingest
 from memgrid.v1 import recall_service_pb2 as recall
@@ -108,11 +117,36 @@ async def batch_create(request: Request, who: Caller = Depends(caller)):
 
 @router.get("/memory/by-tag")
 async def list_by_tag(request: Request, who: Caller = Depends(caller)):
-    """Memories with any of the tags, paged (served by recall)."""
+    """Memories with any of the tags (exact, case-insensitive), ordered
+    importance desc, timestamp desc, id asc, paged with limit (1..200,
+    default 20) and offset; superseded ones are replaced by their head."""
+    tags = query_list(request, "tags")
+    if not tags:
+        raise ApiError(400, "'tags' is required", "TAGS_REQUIRED")
     reply = await clients(request).recall.ListMemoriesByTag(
-        recall.ListMemoriesByTagRequest(tags=query_list(request, "tags")), **call_options(request, who)
+        recall.ListMemoriesByTagRequest(
+            tags=tags,
+            limit=query_int(request, "limit"),
+            offset=query_int(request, "offset"),
+            state_mode=query_text(request, "state_mode"),
+        ),
+        **call_options(request, who),
     )
-    return {"status": "success", "memories": [memory_to_json(m, with_embedding=False) for m in reply.memories]}
+    memories = []
+    for result in reply.results:
+        memory = memory_to_json(result.memory, with_embedding=False)
+        if result.state_replaces:
+            memory["state_replaces"] = result.state_replaces
+        memories.append(memory)
+    return {
+        "status": "success",
+        "tags": tags,
+        "memories": memories,
+        "count": len(memories),
+        "limit": reply.limit,
+        "offset": reply.offset,
+        "has_more": reply.has_more,
+    }
 
 
 @router.delete("/memory/by-tag")
@@ -128,7 +162,10 @@ async def delete_by_tag(request: Request, who: Caller = Depends(caller)):
 @router.get("/memory/{memory_id}")
 async def get_memory(memory_id: str, request: Request, who: Caller = Depends(caller)):
     """One memory with every stored field."""
-    reply = await clients(request).recall.GetMemory(recall.GetMemoryRequest(id=memory_id), **call_options(request, who))
+    reply = await clients(request).recall.GetMemory(
+        recall.GetMemoryRequest(id=memory_id, state_mode=query_text(request, "state_mode")),
+        **call_options(request, who),
+    )
     memory = memory_to_json(reply.memory)
     memory["relations"] = [relation_to_json(r) for r in reply.relations]
     memory["state"] = reply.state or "current"

@@ -14,6 +14,8 @@ from services.core.domain.classification import Classification
 from services.core.domain.factuality import Factuality
 from services.core.domain.model import ComponentStatus, Memory, MemoryEvent, Relation
 from services.core.domain.projection import VectorHit, VectorQuery
+from services.core.domain.recall import Scope
+from services.core.domain.state import Successor
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,35 @@ class GraphStore(Protocol):
         self, tenant: str, memory_id: str, *, accessed_us: int, relation_limit: int
     ) -> tuple[Memory, list[Relation]] | None:
         """A read by id in one query: record (access time bumped) and relations."""
+
+    async def search_text(self, scope: Scope, arm: str, words: list[str], limit: int) -> list[tuple[str, float]]:
+        """A full-text arm (keyword, tag, metadata) within the scope, best first."""
+
+    async def list_memories(self, scope: Scope, order_by: str, limit: int, offset: int = 0) -> list[Memory]:
+        """Memories within the scope in a fixed order (importance or a recall sort)."""
+
+    async def read_candidates(self, tenant: str, ids: list[str]) -> dict[str, tuple[Memory, list[Successor]]]:
+        """Records without embeddings, with their outgoing supersession edges."""
+
+    async def successors(self, tenant: str, ids: list[str]) -> dict[str, list[Successor]]: ...
+
+    async def relations_of(self, tenant: str, ids: list[str], limit: int) -> dict[str, list[Relation]]: ...
+
+    async def neighbours(
+        self,
+        tenant: str,
+        ids: list[str],
+        *,
+        types: list[str] | None,
+        per_memory: int,
+        min_strength: float,
+        min_importance: float,
+    ) -> list[tuple[Relation, Memory]]: ...
+
+    async def entity_neighbours(self, tenant: str, ids: list[str], limit: int) -> list[tuple[str, int]]: ...
+
+    async def scan_memories(self, after_id: str, limit: int) -> list[Memory]:
+        """Every tenant's memories with embeddings, in id order (index rebuilds)."""
 
     async def touch_memory(self, tenant: str, memory_id: str, last_accessed_us: int) -> None:
         """Record an access (last_accessed), without bumping the version."""

@@ -14,6 +14,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.core.domain.limits import Limits
+from services.core.domain.recall import RecallPolicy
 
 #: gRPC ports of the four services and their metrics ports, in one table so
 #: the launcher, the gateway and the services agree.
@@ -132,6 +133,41 @@ class Settings(BaseSettings):
     memory_summary_target_length: int = 300
     llm_max_concurrency: int = 8
 
+    # Recall (spec 003, spec 004): limits, candidate pools, scoring.
+    recall_max_limit: int = 100
+    recall_candidate_multiplier: int = 3  # each arm fetches limit x this ...
+    recall_candidate_min: int = 30  # ... but at least this many ...
+    recall_candidate_cap: int = 250  # ... and at most this many
+    recall_expansion_limit: int = 10
+    recall_expand_min_strength: float = 0.0
+    recall_expand_min_importance: float = 0.0
+    recall_state_max_hops: int = 5
+    recall_recency_decay_rate: float = 0.005  # recency = exp(-rate x age in days)
+    recall_diversity_factor: float = 0.15  # 0 turns diversity ordering off
+    recall_query_cache_size: int = 1024  # query embeddings kept in memory
+    # Weight sets per intent over the score components (services/core/domain/recall.py COMPONENTS).
+    recall_weights: dict[str, dict[str, float]] = {
+        "recall": {
+            "vector": 0.45, "keyword": 0.25, "metadata": 0.05, "tag": 0.05, "exact": 0.05, "relation": 0.10,
+            "importance": 0.03, "confidence": 0.01, "recency": 0.02, "trust": 0.02, "context": 0.10,
+        },
+        "browse": {
+            "vector": 0.30, "keyword": 0.10, "metadata": 0.03, "tag": 0.05, "exact": 0.02, "relation": 0.05,
+            "importance": 0.15, "confidence": 0.02, "recency": 0.30, "trust": 0.03, "context": 0.10,
+        },
+    }  # fmt: skip
+    # Source trust (spec 004): metadata.source -> trust; anything else gets the default.
+    source_trust: dict[str, float] = {
+        "gmail": 0.95, "slack": 0.90, "photos": 0.85, "locations": 0.85, "whatsapp": 0.80, "imessage": 0.80,
+        "manual": 0.70,
+    }  # fmt: skip
+    source_trust_default: float = 0.70
+    by_tag_default_limit: int = 20
+    by_tag_max_limit: int = 200
+    startup_recall_default_limit: int = 10
+    related_default_limit: int = 20
+    reindex_batch_size: int = 1000  # points per upsert when the index is rebuilt from the graph
+
     log_level: str = "INFO"
     log_json: bool = True
 
@@ -146,6 +182,27 @@ class Settings(BaseSettings):
     def grpc_target(self, service: str) -> str:
         """The address the gateway dials for a service."""
         return f"{self.grpc_host}:{self.grpc_port(service)}"
+
+    @property
+    def recall_policy(self) -> RecallPolicy:
+        """The numbers behind ranked recall."""
+        return RecallPolicy(
+            default_limit=self.recall_default_limit,
+            max_limit=self.recall_max_limit,
+            candidate_multiplier=self.recall_candidate_multiplier,
+            candidate_min=self.recall_candidate_min,
+            candidate_cap=self.recall_candidate_cap,
+            relation_limit=self.recall_relation_limit,
+            expansion_limit=self.recall_expansion_limit,
+            expand_min_strength=self.recall_expand_min_strength,
+            expand_min_importance=self.recall_expand_min_importance,
+            max_hops=self.recall_state_max_hops,
+            recency_decay_rate=self.recall_recency_decay_rate,
+            diversity_factor=self.recall_diversity_factor,
+            weights=self.recall_weights,
+            source_trust={k.lower(): v for k, v in self.source_trust.items()},
+            default_trust=self.source_trust_default,
+        )
 
     @property
     def limits(self) -> Limits:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
+from services.core.adapters.embedders import embedder_from
 from services.core.adapters.nats_consumer import JetStreamConsumer
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.settings import Settings
 from services.core.wiring import consumer_spec, event_bus, graph_store, vector_index
-from services.recall.handlers import RecallHandlers
+from services.recall.handlers import ReadLimits, RecallHandlers
 from services.recall.projector import Projector
 from services.recall.servicer import RecallServicer
 
@@ -17,9 +18,26 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     graph = overrides.get("graph") or graph_store(settings)
     events = overrides.get("events") or event_bus(settings)
     vectors = overrides.get("vectors") or vector_index(settings)
+    embedder = overrides.get("embedder") or embedder_from(settings)
     handlers = RecallHandlers(
-        graph=graph, vectors=vectors, events=events, relation_limit=settings.recall_relation_limit
+        graph=graph,
+        vectors=vectors,
+        events=events,
+        policy=settings.recall_policy,
+        limits=ReadLimits(
+            by_tag_default=settings.by_tag_default_limit,
+            by_tag_max=settings.by_tag_max_limit,
+            startup_default=settings.startup_recall_default_limit,
+            related_default=settings.related_default_limit,
+        ),
+        embedder=embedder,
+        query_cache_size=settings.recall_query_cache_size,
     )
+
+    async def warm_embedder() -> None:
+        """Load the query embedder now, not on the first recall."""
+        await embedder.embed(["warm-up"])
+
     projector = Projector(graph=graph, vectors=vectors)
     consumer = JetStreamConsumer(
         events,
@@ -35,7 +53,7 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     return ServiceApp(
         service_name=full_service_name(recall_service_pb2, "RecallService"),
         add_servicer=recall_service_pb2_grpc.add_RecallServiceServicer_to_server,
-        servicer=RecallServicer(handlers, settings.recall_default_limit),
-        startups=[vectors.open, graph.ensure_schema, events.connect, consumer.start],
+        servicer=RecallServicer(handlers, settings.recall_default_limit, settings.reindex_batch_size),
+        startups=[vectors.open, graph.ensure_schema, warm_embedder, events.connect, consumer.start],
         shutdowns=[consumer.stop, events.close, vectors.close, graph.close],
     )

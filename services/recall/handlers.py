@@ -1,16 +1,88 @@
-"""Recall use cases over ports: every read."""
+"""Recall use cases over ports: every read, each through the current-state pass."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import structlog
+
+from services.core.domain import recall as ranking
 from services.core.domain.errors import InvalidArgument, NotFound
 from services.core.domain.ids import validate_memory_id
-from services.core.domain.model import ComponentStatus, Memory, Relation
-from services.core.domain.projection import VectorHit, VectorQuery
-from services.core.domain.times import to_micros
-from services.core.ports import EventPublisher, GraphStore, VectorIndex
+from services.core.domain.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS, ComponentStatus, Memory, Relation
+from services.core.domain.projection import VectorHit, VectorQuery, vector_payload
+from services.core.domain.recall import Candidate, RecallPolicy, RecallRequest, Scope
+from services.core.domain.state import State, Successor, Verdict, advance, judge, resolve_state_mode, start_chains
+from services.core.domain.times import parse_iso, to_micros
+from services.core.domain.timewindow import resolve_window
+from services.core.ports import Embedder, EventPublisher, GraphStore, VectorIndex
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class ReadLimits:
+    """Page sizes of the listing reads, from settings."""
+
+    by_tag_default: int
+    by_tag_max: int
+    startup_default: int
+    related_default: int
+
+
+@dataclass(slots=True)
+class RecallOutcome:
+    request: RecallRequest
+    results: list[Candidate]
+    relations: dict[str, list[Relation]]
+    debug: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRead:
+    memory: Memory
+    relations: list[Relation]
+    state: State
+    replaced_by: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildProgress:
+    indexed: int
+    skipped: int
+    total: int
+    done: bool
+    elapsed_seconds: float
+
+
+class QueryEmbeddings:
+    """Query vectors by text, with a small LRU cache (agents repeat queries)."""
+
+    def __init__(self, embedder: Embedder | None, size: int):
+        self._embedder = embedder
+        self._size = size
+        self._cache: OrderedDict[str, list[float]] = OrderedDict()
+
+    @property
+    def available(self) -> bool:
+        return self._embedder is not None
+
+    async def vectors(self, texts: tuple[str, ...]) -> list[list[float]]:
+        missing = [t for t in texts if t not in self._cache]
+        if missing:
+            assert self._embedder is not None
+            for text, vector in zip(missing, await self._embedder.embed(missing), strict=True):
+                self._cache[text] = vector
+                while len(self._cache) > self._size:
+                    self._cache.popitem(last=False)
+        for text in texts:
+            self._cache.move_to_end(text)
+        return [self._cache[t] for t in texts]
 
 
 class RecallHandlers:
@@ -20,50 +92,325 @@ class RecallHandlers:
         graph: GraphStore,
         vectors: VectorIndex,
         events: EventPublisher,
-        relation_limit: int = 5,
+        policy: RecallPolicy,
+        limits: ReadLimits,
+        embedder: Embedder | None = None,
+        query_cache_size: int = 1024,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
         self._graph = graph
         self._vectors = vectors
         self._events = events
-        self._relation_limit = relation_limit
+        self._policy = policy
+        self._limits = limits
+        self._queries = QueryEmbeddings(embedder, query_cache_size)
         self._clock = clock
 
-    async def get_memory(self, tenant: str, memory_id: str) -> tuple[Memory, list[Relation]]:
-        """One memory of the caller's tenant with its strongest relations;
-        an access bumps last_accessed."""
+    # The current-state pass ---------------------------------------------------------------------------
+
+    async def _verdicts(
+        self,
+        tenant: str,
+        memories: list[Memory],
+        at: datetime,
+        known: dict[str, list[Successor]] | None = None,
+    ) -> dict[str, Verdict]:
+        """The state of each memory at `at`: superseded ones walked to the
+        head of their chain with one batched graph read per hop."""
+        ids = [m.id for m in memories]
+        successors: dict[str, list[Successor]] = dict(known) if known is not None else {}
+        missing = [i for i in ids if i not in successors]
+        if missing:
+            successors.update(await self._graph.successors(tenant, missing))
+        chains = start_chains(ids, successors, at)
+        for _ in range(self._policy.max_hops + 1):
+            needed = advance(chains, successors, at, self._policy.max_hops)
+            if not needed:
+                break
+            successors.update(await self._graph.successors(tenant, sorted(needed)))
+        tips = sorted({c.tip for c in chains.values() if c.hops > 0})
+        heads = {i: m for i, (m, _) in (await self._graph.read_candidates(tenant, tips)).items()} if tips else {}
+        return {m.id: judge(m, chains.get(m.id), heads, at) for m in memories}
+
+    # Reads by id --------------------------------------------------------------------------------------
+
+    async def get_memory(self, tenant: str, memory_id: str, state_mode: str = "") -> MemoryRead:
+        """One memory of the caller's tenant with its strongest relations; an
+        access bumps last_accessed. The memory comes back in every mode,
+        flagged with its state and, when superseded, its current head."""
+        resolve_state_mode(state_mode)
         memory_id = validate_memory_id(memory_id)
+        now = self._clock()
         found = await self._graph.read_memory(
-            tenant, memory_id, accessed_us=to_micros(self._clock()), relation_limit=self._relation_limit
+            tenant, memory_id, accessed_us=to_micros(now), relation_limit=self._policy.relation_limit
         )
         if found is None:
             raise NotFound("MEMORY_NOT_FOUND", f"memory {memory_id} not found", field="id", id=memory_id)
-        return found
+        memory, relations = found
+        verdict = (await self._verdicts(tenant, [memory], now))[memory.id]
+        return MemoryRead(memory, relations, verdict.state, verdict.head.id if verdict.head else None)
 
-    async def search_by_vector(
+    # Ranked recall ------------------------------------------------------------------------------------
+
+    def request(self, tenant: str, **params) -> RecallRequest:
+        """Validate the raw parameters of a recall (INVALID_ARGUMENT names the field)."""
+        now = self._clock()
+        history = resolve_state_mode(params.pop("state_mode", ""), params.pop("current_only", ""))
+        as_of_text = params.pop("as_of", "")
+        as_of = parse_iso(as_of_text, "as_of") if as_of_text else None
+        window = resolve_window(
+            params.pop("time_query", ""), params.pop("start", ""), params.pop("end", ""), as_of or now
+        )
+        embedding = params.pop("embedding", None) or None
+        if embedding is not None:
+            self._check_dimension(embedding)
+        return ranking.build_request(
+            self._policy, tenant=tenant, now=now, history=history, as_of=as_of, window=window, embedding=embedding,
+            **params,
+        )  # fmt: skip
+
+    def _vector_query(self, vector: list[float], scope: Scope, limit: int) -> VectorQuery:
+        return VectorQuery(
+            vector=vector,
+            tenant=scope.tenant,
+            limit=limit,
+            current_at=scope.current_at,
+            tags=scope.tags,
+            tag_mode=scope.tag_mode,
+            tag_match=scope.tag_match,
+            exclude_tags=scope.exclude_tags,
+            recorded_before=scope.as_of,
+        )
+
+    async def _vector_arm(self, request: RecallRequest, fetch: int, debug: dict) -> list[list[VectorHit]]:
+        vectors: list[list[float]] = []
+        if request.embedding is not None:
+            vectors.append(request.embedding)
+        elif request.queries:
+            if not self._queries.available:
+                debug.setdefault("degraded", []).append("vector: no embedder configured")
+                return []
+            try:
+                vectors = await self._queries.vectors(request.queries)
+            except Exception as exc:  # the other arms still answer
+                log.warning("query embedding failed; recalling without the vector arm", error=str(exc))
+                debug.setdefault("degraded", []).append(f"vector: {exc}")
+                return []
+        if not vectors:
+            return []
+        hits = await self._vectors.search_many([self._vector_query(v, request.scope, fetch) for v in vectors])
+        return [[h for h in found if h.score > 0] for found in hits]
+
+    async def _candidates(self, request: RecallRequest, debug: dict) -> dict[str, Candidate]:
+        """Run the arms concurrently and pool their hits by id."""
+        scope = request.scope
+        fetch = self._policy.candidates_per_arm(request.limit)
+        pool: dict[str, Candidate] = {}
+        if not request.has_query:
+            order_by = request.sort if request.sort != "score" else "time_desc"
+            for memory in await self._graph.list_memories(scope, order_by, fetch):
+                pool.setdefault(memory.id, Candidate(memory.id, via="recent"))
+            return pool
+        text_arms = [(arm, query) for query in request.queries for arm in ("keyword", "metadata", "tag")]
+        results = await asyncio.gather(
+            self._vector_arm(request, fetch, debug),
+            *(self._graph.search_text(scope, arm, ranking.tokens(query), fetch) for arm, query in text_arms),
+        )
+        for hits in results[0]:
+            ranking.merge(pool, "vector", ((h.id, h.score) for h in hits))
+        for (arm, _), hits in zip(text_arms, results[1:], strict=True):
+            ranking.merge(pool, arm, hits, normalise=True)
+        debug["arms"] = {
+            "vector": sum(len(h) for h in results[0]),
+            **{arm: sum(len(h) for (a, _), h in zip(text_arms, results[1:], strict=True) if a == arm)
+               for arm in ("keyword", "metadata", "tag")},
+        }  # fmt: skip
+        return pool
+
+    async def _hydrate(self, tenant: str, pool: dict[str, Candidate]) -> dict[str, list[Successor]]:
+        found = await self._graph.read_candidates(tenant, list(pool))
+        for memory_id in list(pool):
+            if memory_id in found:
+                pool[memory_id].memory = found[memory_id][0]
+            else:  # gone from the graph since the index saw it
+                del pool[memory_id]
+        return {i: successors for i, (_, successors) in found.items()}
+
+    async def _state_pass(
         self,
         tenant: str,
-        vector: list[float],
+        candidates: list[Candidate],
+        scope: Scope,
+        debug: dict,
+        known: dict[str, list[Successor]] | None = None,
+    ) -> list[Candidate]:
+        """Withhold what is not current; put the head of a chain in the place
+        of a superseded memory. History mode keeps everything as found."""
+        if scope.history or not candidates:
+            return candidates
+        verdicts = await self._verdicts(tenant, [c.memory for c in candidates], scope.at, known)
+        kept: list[Candidate] = []
+        for candidate in candidates:
+            verdict = verdicts[candidate.id]
+            if verdict.kept:
+                kept.append(candidate)
+            elif verdict.replaced:
+                kept.append(ranking.stand_in(candidate, verdict.head))
+                debug.setdefault("replaced", []).append(
+                    {"id": candidate.id, "head": verdict.head.id, "hops": verdict.hops}
+                )
+            else:
+                debug.setdefault("withheld", []).append({"id": candidate.id, "state": verdict.state.value})
+        return kept
+
+    async def _expand(self, request: RecallRequest, seeds: list[Candidate], taken: set[str]) -> list[Candidate]:
+        """Neighbours of the best results through relations and shared entities."""
+        tenant, scope = request.scope.tenant, request.scope
+        found: dict[str, Candidate] = {}
+        seed_ids = [c.id for c in seeds]
+        if request.expand_relations and seed_ids:
+            edges = await self._graph.neighbours(
+                tenant,
+                seed_ids,
+                types=None,
+                per_memory=request.relation_limit,
+                min_strength=request.expand_min_strength,
+                min_importance=request.expand_min_importance,
+            )
+            for relation, memory in edges:
+                if memory.id in taken or not ranking.in_scope(memory, scope):
+                    continue
+                candidate = found.setdefault(memory.id, Candidate(memory.id, memory=memory, via="relation"))
+                candidate.relation = max(candidate.relation, min(1.0, max(0.0, relation.strength)))
+        if request.expand_entities and seed_ids:
+            shared = await self._graph.entity_neighbours(tenant, seed_ids, request.expansion_limit)
+            top = max((n for _, n in shared), default=1)
+            fresh = [i for i, _ in shared if i not in taken and i not in found]
+            records = await self._graph.read_candidates(tenant, fresh)
+            for memory_id, count in shared:
+                if memory_id in records and ranking.in_scope(records[memory_id][0], scope):
+                    found[memory_id] = Candidate(
+                        memory_id, memory=records[memory_id][0], via="entity", relation=count / top
+                    )
+        ranked = sorted(found.values(), key=lambda c: (-c.relation, -c.memory.importance, c.id))
+        return ranked[: request.expansion_limit]
+
+    async def search(self, request: RecallRequest) -> RecallOutcome:
+        """Hybrid recall: arms, merge, score, state pass, expansion, de-duplication,
+        min_score, ordering, diversity, limit."""
+        tenant, scope = request.scope.tenant, request.scope
+        debug: dict = {}
+        pool = await self._candidates(request, debug)
+        for memory_id in request.priority_ids:
+            pool.setdefault(memory_id, Candidate(memory_id)).via = "priority"
+        known = await self._hydrate(tenant, pool)
+        weights = ranking.weights_for(self._policy, request)
+        candidates = list(pool.values())
+        for candidate in candidates:
+            ranking.score(candidate, request, self._policy, weights)
+        results = await self._state_pass(tenant, candidates, scope, debug, known)
+        if request.expand_relations or request.expand_entities:
+            seeds = ranking.order(results, "score")[: request.limit]
+            extra = await self._expand(request, seeds, {c.id for c in results} | set(pool))
+            for candidate in extra:
+                ranking.score(candidate, request, self._policy, weights)
+            results += await self._state_pass(tenant, extra, scope, debug)
+        results = ranking.dedupe(results)
+        if request.min_score is not None:
+            results = [c for c in results if c.final >= request.min_score]
+        results = ranking.order(results, request.sort)
+        if request.sort == "score":
+            results = ranking.diversify(results, request.diversity_factor, len(results))
+        priority = set(request.priority_ids)
+        results = [c for c in results if c.id in priority] + [c for c in results if c.id not in priority]
+        results = results[: request.limit]
+        relations = await self._graph.relations_of(tenant, [c.id for c in results], request.relation_limit)
+        return RecallOutcome(request, results, relations, debug)
+
+    # Listings -----------------------------------------------------------------------------------------
+
+    async def _current_page(self, tenant: str, memories: list[Memory], scope: Scope, via: str) -> list[Candidate]:
+        """A listing through the state pass; a head already listed is not repeated."""
+        candidates = [Candidate(m.id, memory=m, via=via) for m in memories]
+        passed = await self._state_pass(tenant, candidates, scope, {})
+        seen: set[str] = set()
+        page = []
+        for candidate in passed:
+            if candidate.id not in seen:
+                seen.add(candidate.id)
+                page.append(candidate)
+        return page
+
+    async def list_by_tag(
+        self, tenant: str, tags: list[str], *, limit: int, offset: int, state_mode: str = ""
+    ) -> tuple[list[Candidate], bool, int, int]:
+        """Memories with any of the tags (exact, case-insensitive), ordered
+        importance desc, timestamp desc, id asc; has_more says whether
+        another page exists."""
+        history = resolve_state_mode(state_mode)
+        wanted = ranking.clean_tags(tags)
+        if not wanted:
+            raise InvalidArgument("TAGS_REQUIRED", "'tags' is required", field="tags")
+        if offset < 0:
+            raise InvalidArgument("INVALID_ARGUMENT", "offset must be 0 or more", field="offset")
+        limit = ranking.clamp_limit(limit, self._limits.by_tag_default, self._limits.by_tag_max)
+        scope = Scope(tenant=tenant, at=self._clock(), history=history, tags=wanted, tag_match="exact")
+        found = await self._graph.list_memories(scope, "importance", limit + 1, offset)
+        page = await self._current_page(tenant, found[:limit], scope, "tag")
+        return page, len(found) > limit, limit, offset
+
+    async def startup(self, tenant: str, tags: list[str], *, limit: int, state_mode: str = "") -> list[Candidate]:
+        """What an agent should know at the start of a session: the most
+        important current memories (within the tags, when given)."""
+        history = resolve_state_mode(state_mode)
+        limit = ranking.clamp_limit(limit, self._limits.startup_default, self._policy.max_limit)
+        scope = Scope(tenant=tenant, at=self._clock(), history=history, tags=ranking.clean_tags(tags))
+        found = await self._graph.list_memories(scope, "importance", limit)
+        return await self._current_page(tenant, found, scope, "startup")
+
+    async def related(
+        self,
+        tenant: str,
+        memory_id: str,
         *,
+        relation_types: list[str],
         limit: int,
-        min_score: float | None = None,
-        current: bool = True,
-        exclude_ids: tuple[str, ...] = (),
-    ) -> list[tuple[Memory, float]]:
-        """The vector arm: nearest memories of the tenant, current ones only
-        unless `current` is False, hydrated from the graph (the source of truth)."""
-        self._check_dimension(vector)
-        query = VectorQuery(
-            vector=vector,
-            tenant=tenant,
-            limit=limit,
-            current_at=self._clock() if current else None,
-            exclude_ids=exclude_ids,
-            min_score=min_score,
-        )
-        hits = await self._vectors.search(query)
-        found = await self._graph.get_memories(tenant, [h.id for h in hits])
-        return [(found[h.id], h.score) for h in hits if h.id in found]
+        min_strength: float | None,
+        state_mode: str = "",
+    ) -> list[tuple[Relation, Memory, str | None]]:
+        """The memories one edge away, strongest first; a superseded
+        neighbour is replaced by its head (its id in the third place)."""
+        history = resolve_state_mode(state_mode)
+        memory_id = validate_memory_id(memory_id)
+        types = [t.strip().upper() for t in relation_types if t.strip()]
+        known_types = set(AUTHORABLE_RELATIONS) | set(SYSTEM_RELATIONS) | {"MENTIONS"}
+        for t in types:
+            if t not in known_types:
+                raise InvalidArgument("INVALID_RELATION_TYPE", f"unknown relation type {t!r}", field="relation_types")
+        if min_strength is not None and not 0.0 <= min_strength <= 1.0:
+            raise InvalidArgument("INVALID_ARGUMENT", "min_strength must be between 0 and 1", field="min_strength")
+        if await self._graph.get_memory(tenant, memory_id) is None:
+            raise NotFound("MEMORY_NOT_FOUND", f"memory {memory_id} not found", field="id", id=memory_id)
+        limit = ranking.clamp_limit(limit, self._limits.related_default, self._policy.max_limit)
+        edges = await self._graph.neighbours(
+            tenant, [memory_id], types=types or None, per_memory=limit, min_strength=min_strength or 0.0,
+            min_importance=0.0,
+        )  # fmt: skip
+        if history:
+            return [(relation, memory, None) for relation, memory in edges]
+        now = self._clock()
+        verdicts = await self._verdicts(tenant, [m for _, m in edges], now)
+        related, seen = [], {memory_id}
+        for relation, memory in edges:
+            verdict = verdicts[memory.id]
+            shown = verdict.head if verdict.replaced else (memory if verdict.kept else None)
+            if shown is None or shown.id in seen:
+                continue
+            seen.add(shown.id)
+            related.append((relation, shown, memory.id if verdict.replaced else None))
+        return related
+
+    # The vector index ---------------------------------------------------------------------------------
 
     async def find_similar(
         self, tenant: str, queries: list[tuple[str, list[float]]], *, limit: int, min_score: float
@@ -74,11 +421,39 @@ class RecallHandlers:
         now = self._clock()
         return await self._vectors.search_many(
             [
-                VectorQuery(vector, tenant, limit, current_at=now, exclude_ids=(i,) if i else (), min_score=min_score)
+                VectorQuery(
+                    vector, tenant, limit, current_at=now, exclude_ids=(i,) if i else (), min_score=min_score,
+                    keep_superseded=False,
+                )
                 for i, vector in queries
             ],
             with_payload=True,
-        )
+        )  # fmt: skip
+
+    async def rebuild_index(self, batch_size: int) -> AsyncIterator[RebuildProgress]:
+        """Drop every point and project the graph again, page by page: the
+        index is a projection, so the graph alone reproduces it."""
+        started = time.perf_counter()
+        total = await self._graph.count_memories()
+        await self._vectors.clear()
+        indexed = skipped = 0
+        after = ""
+        while True:
+            page = await self._graph.scan_memories(after, batch_size)
+            if not page:
+                break
+            after = page[-1].id
+            points = [
+                (m.id, m.embedding, vector_payload(m))
+                for m in page
+                if m.embedding is not None and len(m.embedding) == self._vectors.dimension
+            ]
+            await self._vectors.upsert(points)
+            indexed += len(points)
+            skipped += len(page) - len(points)
+            yield RebuildProgress(indexed, skipped, total, False, time.perf_counter() - started)
+        log.info("vector index rebuilt", indexed=indexed, skipped=skipped)
+        yield RebuildProgress(indexed, skipped, total, True, time.perf_counter() - started)
 
     def _check_dimension(self, vector: list[float]) -> None:
         if len(vector) != self._vectors.dimension:

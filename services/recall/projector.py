@@ -13,20 +13,19 @@ from collections import defaultdict
 import structlog
 
 from services.core.adapters.nats_consumer import Delivery, Outcome
-from services.core.domain.model import EventKind
+from services.core.domain.model import SUPERSESSION_RELATIONS, EventKind
 from services.core.domain.projection import vector_payload
 from services.core.ports import GraphStore, VectorIndex
 
 log = structlog.get_logger()
 
-#: Events that change nothing a point holds.
-IGNORED = {EventKind.ASSOCIATED}
-
 
 def _projects(event) -> bool:
-    """A new memory without a vector has no point yet: enrichment's event will bring it."""
-    if event.kind in IGNORED:
-        return False
+    """A new memory without a vector has no point yet: enrichment's event
+    will bring it. An edge changes nothing a point holds, except a
+    supersession edge, which sets its source's superseded_at."""
+    if event.kind is EventKind.ASSOCIATED:
+        return event.relation is not None and event.relation.type in SUPERSESSION_RELATIONS
     return not (event.kind is EventKind.CREATED and not event.has_embedding)
 
 

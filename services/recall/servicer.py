@@ -2,53 +2,141 @@
 
 from __future__ import annotations
 
-from memgrid.v1 import memory_pb2
+import json
+
 from memgrid.v1 import recall_service_pb2 as pb
 from memgrid.v1 import recall_service_pb2_grpc as pb_grpc
 from services.core.codec import memory_to_pb, relation_seen_from, status_to_pb
-from services.core.domain.errors import InvalidArgument
+from services.core.domain.recall import Candidate
+from services.core.domain.times import format_iso
 from services.core.grpc.tenant import tenant_of
 from services.recall.handlers import RecallHandlers
+
+
+def _optional(request, name: str) -> float | None:
+    return getattr(request, name) if request.HasField(name) else None
+
+
+def result_to_pb(candidate: Candidate, relations=()) -> pb.RecallResult:
+    return pb.RecallResult(
+        memory=memory_to_pb(candidate.memory, with_embedding=False),
+        match_type=candidate.match_type,
+        match_score=candidate.match_score,
+        final_score=candidate.final,
+        score_components=candidate.components,
+        relations=[relation_seen_from(candidate.id, r) for r in relations],
+        state_replaces=candidate.state_replaces or "",
+        deduped_from=candidate.deduped_from,
+    )
 
 
 class RecallServicer(pb_grpc.RecallServiceServicer):
     """RPCs not overridden here answer UNIMPLEMENTED."""
 
-    def __init__(self, handlers: RecallHandlers, default_limit: int):
+    def __init__(self, handlers: RecallHandlers, default_limit: int, rebuild_batch_size: int = 1000):
         self._handlers = handlers
         self._default_limit = default_limit
+        self._rebuild_batch_size = rebuild_batch_size
 
     async def GetMemory(self, request: pb.GetMemoryRequest, context) -> pb.GetMemoryResponse:
-        memory, relations = await self._handlers.get_memory(tenant_of(context), request.id)
+        read = await self._handlers.get_memory(tenant_of(context), request.id, request.state_mode)
         return pb.GetMemoryResponse(
-            memory=memory_to_pb(memory),
-            relations=[relation_seen_from(memory.id, r) for r in relations],
-            state="current",
+            memory=memory_to_pb(read.memory),
+            relations=[relation_seen_from(read.memory.id, r) for r in read.relations],
+            state=read.state.value,
+            replaced_by=read.replaced_by or "",
         )
 
     async def SearchMemories(self, request: pb.SearchMemoriesRequest, context) -> pb.SearchMemoriesResponse:
-        """The vector arm only, for now: `embedding` is required (the full
-        hybrid recall replaces this)."""
-        if not request.embedding:
-            raise InvalidArgument("EMBEDDING_REQUIRED", "'embedding' is required", field="embedding")
-        found = await self._handlers.search_by_vector(
+        recall = self._handlers.request(
             tenant_of(context),
-            list(request.embedding),
-            limit=request.limit or self._default_limit,
-            min_score=request.min_score if request.HasField("min_score") else None,
-            current=request.state_mode != memory_pb2.STATE_MODE_HISTORY,
+            queries=[request.query, *request.queries],
+            embedding=list(request.embedding),
+            limit=request.limit,
+            tags=list(request.tags),
+            tag_mode=request.tag_mode,
+            tag_match=request.tag_match,
+            exclude_tags=list(request.exclude_tags),
+            time_query=request.time_query,
+            start=request.start,
+            end=request.end,
+            sort=request.sort,
+            state_mode=request.state_mode,
+            current_only=request.current_only,
+            state_debug=request.state_debug,
+            min_score=_optional(request, "min_score"),
+            priority_ids=list(request.priority_ids),
+            context_tags=list(request.context_tags),
+            context_types=list(request.context_types),
+            expand_relations=request.expand_relations,
+            relation_limit=request.relation_limit,
+            expansion_limit=request.expansion_limit,
+            expand_min_strength=_optional(request, "expand_min_strength"),
+            expand_min_importance=_optional(request, "expand_min_importance"),
+            expand_entities=request.expand_entities,
+            recency_bias=_optional(request, "recency_bias"),
+            as_of=request.as_of,
+            intent=request.intent,
+            diversity_factor=_optional(request, "diversity_factor"),
         )
-        results = [
-            pb.RecallResult(
-                memory=memory_to_pb(m, with_embedding=False),
-                match_type="vector",
-                match_score=score,
-                final_score=score,
-                score_components={"vector": score},
+        outcome = await self._handlers.search(recall)
+        results = [result_to_pb(c, outcome.relations.get(c.id, ())) for c in outcome.results]
+        window = recall.scope.window
+        return pb.SearchMemoriesResponse(
+            results=results,
+            query=" | ".join(recall.queries),
+            queries=list(recall.queries),
+            count=len(results),
+            state_debug_json=json.dumps(outcome.debug) if recall.state_debug else "",
+            window_start=format_iso(window.start) or "",
+            window_end=format_iso(window.end) or "",
+            sort=recall.sort,
+            state_mode="history" if recall.scope.history else "current",
+            intent=recall.intent,
+        )
+
+    async def ListMemoriesByTag(self, request: pb.ListMemoriesByTagRequest, context) -> pb.ListMemoriesByTagResponse:
+        page, has_more, limit, offset = await self._handlers.list_by_tag(
+            tenant_of(context), list(request.tags), limit=request.limit, offset=request.offset,
+            state_mode=request.state_mode,
+        )  # fmt: skip
+        return pb.ListMemoriesByTagResponse(
+            results=[result_to_pb(c) for c in page], has_more=has_more, limit=limit, offset=offset
+        )
+
+    async def StartupRecall(self, request: pb.StartupRecallRequest, context) -> pb.StartupRecallResponse:
+        found = await self._handlers.startup(
+            tenant_of(context), list(request.tags), limit=request.limit, state_mode=request.state_mode
+        )
+        return pb.StartupRecallResponse(results=[result_to_pb(c) for c in found])
+
+    async def ListRelatedMemories(
+        self, request: pb.ListRelatedMemoriesRequest, context
+    ) -> pb.ListRelatedMemoriesResponse:
+        found = await self._handlers.related(
+            tenant_of(context),
+            request.id,
+            relation_types=list(request.relation_types),
+            limit=request.limit,
+            min_strength=_optional(request, "min_strength"),
+            state_mode=request.state_mode,
+        )
+        related = []
+        for relation, memory, replaces in found:
+            seen = relation_seen_from(request.id, relation)
+            seen.memory.CopyFrom(memory_to_pb(memory, with_embedding=False))
+            related.append(pb.RelatedMemory(relation=seen, state_replaces=replaces or ""))
+        return pb.ListRelatedMemoriesResponse(related=related)
+
+    async def RebuildIndex(self, request: pb.RebuildIndexRequest, context):
+        async for progress in self._handlers.rebuild_index(request.batch_size or self._rebuild_batch_size):
+            yield pb.RebuildIndexProgress(
+                indexed=progress.indexed,
+                skipped=progress.skipped,
+                total=progress.total,
+                done=progress.done,
+                elapsed_seconds=progress.elapsed_seconds,
             )
-            for m, score in found
-        ]
-        return pb.SearchMemoriesResponse(results=results, count=len(results))
 
     async def FindSimilar(self, request: pb.FindSimilarRequest, context) -> pb.FindSimilarResponse:
         found = await self._handlers.find_similar(

@@ -143,7 +143,7 @@ async def test_unbuilt_rpcs_answer_unimplemented(stack):
     recall = recall_service_pb2_grpc.RecallServiceStub(stack["recall"][1])
     consolidate = consolidate_service_pb2_grpc.ConsolidateServiceStub(stack["consolidate"][1])
     for call in (
-        recall.ListMemoriesByTag(recall_service_pb2.ListMemoriesByTagRequest(tags=["x"]), metadata=TENANT),
+        recall.AnalyzeMemories(recall_service_pb2.AnalyzeMemoriesRequest(), metadata=TENANT),
         consolidate.RunConsolidation(consolidate_service_pb2.RunConsolidationRequest(mode="decay"), metadata=TENANT),
     ):
         with pytest.raises(grpc.aio.AioRpcError) as unimplemented:

@@ -20,12 +20,23 @@ from memgrid.v1 import events_pb2
 from services.core.adapters.retry import with_backoff
 from services.core.codec import event_from_pb, event_to_pb
 from services.core.domain.errors import Unavailable
-from services.core.domain.model import TIME_FIELDS, ComponentStatus, Memory, MemoryEvent, Relation
+from services.core.domain.model import (
+    SUPERSESSION_RELATIONS,
+    TIME_FIELDS,
+    ComponentStatus,
+    Memory,
+    MemoryEvent,
+    Relation,
+)
+from services.core.domain.recall import Scope
+from services.core.domain.state import Successor
 from services.core.domain.times import from_micros, to_micros
 from services.core.ports import IdempotencyClaim, OutboxEntry
 
 #: The properties enrichment owns (and the version it bumps).
-_ENRICHMENT_FIELDS = ("embedding", "summary", "enriched_at", "metadata", "tags", "tag_prefixes", "version")
+_ENRICHMENT_FIELDS = (
+    "embedding", "summary", "enriched_at", "metadata", "tags", "tag_prefixes", "search_tags", "search_meta", "version",
+)  # fmt: skip
 #: Nullable properties: an update that clears them must remove them.
 _NULLABLE = ("embedding", "relevance_score", "t_invalid", "enriched_at", "superseded_at", "archived_at")
 _INDEXES = (
@@ -35,6 +46,85 @@ _INDEXES = (
     ("Outbox", "created_at"),
     ("IdempotencyKey", "key"),
 )
+
+
+#: Full-text fields of Memory: the keyword, tag and metadata arms.
+_FULLTEXT_FIELDS = ("content", "search_tags", "search_meta")
+#: What a read returns of a node: everything but the embedding and the search copies.
+_READ_FIELDS = (
+    "id", "tenant", "content", "type", "confidence", "importance", "tags", "tag_prefixes", "metadata", "summary",
+    "archived", "relevance_score", "version", *TIME_FIELDS,
+)  # fmt: skip
+_RETURN_FIELDS = ", ".join(f"n.{name}" for name in _READ_FIELDS)
+#: The arm each full-text field serves.
+ARM_FIELDS = {"keyword": "content", "tag": "search_tags", "metadata": "search_meta"}
+
+
+def _read_row(values) -> Memory:
+    return row_to_memory({k: v for k, v in zip(_READ_FIELDS, values, strict=True) if v is not None})
+
+
+def scope_where(scope: Scope, alias: str = "n") -> tuple[str, dict[str, Any]]:
+    """The Cypher condition and parameters of a candidate Scope (the graph
+    arms apply the same rules as VectorQuery does in the vector index)."""
+    n = alias
+    parts = [f"{n}.tenant = $tenant", f"NOT coalesce({n}.archived, false)"]
+    params: dict[str, Any] = {"tenant": scope.tenant}
+    if not scope.history:
+        params["at"] = to_micros(scope.at)
+        parts.append(f"({n}.t_valid IS NULL OR {n}.t_valid <= $at)")
+        parts.append(
+            f"({n}.t_invalid IS NULL OR {n}.t_invalid > $at"
+            f" OR ({n}.superseded_at IS NOT NULL AND {n}.superseded_at <= $at))"
+        )
+    if scope.as_of is not None:
+        params["as_of"] = to_micros(scope.as_of)
+        parts.append(f"{n}.recorded_at <= $as_of")
+    exact = scope.tag_match == "exact"
+    if scope.tags:
+        params["tags"] = list(scope.tags)
+        if exact:
+            one = f"any(t IN {n}.tags WHERE toLower(t) = x)"
+            parts.append(
+                f"any(t IN {n}.tags WHERE toLower(t) IN $tags)"
+                if scope.tag_mode == "any"
+                else f"all(x IN $tags WHERE {one})"
+            )
+        else:
+            parts.append(
+                f"any(p IN {n}.tag_prefixes WHERE p IN $tags)"
+                if scope.tag_mode == "any"
+                else f"all(x IN $tags WHERE x IN {n}.tag_prefixes)"
+            )
+    if scope.exclude_tags:
+        params["exclude_tags"] = list(scope.exclude_tags)
+        field = f"[t IN {n}.tags | toLower(t)]" if exact else f"{n}.tag_prefixes"
+        parts.append(f"NOT any(p IN {field} WHERE p IN $exclude_tags)")
+    if scope.window.start is not None:
+        params["window_start"] = to_micros(scope.window.start)
+        parts.append(f"{n}.timestamp >= $window_start")
+    if scope.window.end is not None:
+        params["window_end"] = to_micros(scope.window.end)
+        parts.append(f"{n}.timestamp < $window_end")
+    return " AND ".join(parts), params
+
+
+def fulltext_query(field: str, words: list[str]) -> str | None:
+    """A RediSearch query matching any of the words in one field; the words
+    are alphanumeric (domain tokens), so nothing needs escaping."""
+    words = [w for w in dict.fromkeys(words) if w.isalnum()]
+    if not words:
+        return None
+    return f"@{field}:({'|'.join(words)})"
+
+
+_ORDERS = {
+    "importance": "n.importance DESC, n.timestamp DESC, n.id ASC",
+    "time_desc": "n.timestamp DESC, n.id ASC",
+    "time_asc": "n.timestamp ASC, n.id ASC",
+    "updated_desc": "n.updated_at DESC, n.id ASC",
+    "updated_asc": "n.updated_at ASC, n.id ASC",
+}
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -83,7 +173,39 @@ def memory_to_row(memory: Memory, *, keep_nulls: bool = False) -> dict[str, Any]
     }
     for name in TIME_FIELDS:
         row[name] = to_micros(getattr(memory, name))
+    row["search_tags"] = search_tags(memory.tags)
+    row["search_meta"] = search_meta(memory.metadata)
     return {k: v for k, v in row.items() if v is not None or (keep_nulls and k in _NULLABLE)}
+
+
+_TAG_SEPARATORS = str.maketrans({":": " ", "/": " ", "-": " ", "_": " "})
+#: Metadata keys the metadata arm does not search (bookkeeping, or copies of the content).
+_UNSEARCHED_METADATA = frozenset({"enrichment", "factuality", "original_content", "summary"})
+_SEARCH_META_CHARS = 2000
+
+
+def search_tags(tags: list[str]) -> str:
+    """The tags as words, for the full-text index (the tag arm)."""
+    return " ".join(tag.translate(_TAG_SEPARATORS) for tag in tags)
+
+
+def search_meta(metadata: dict) -> str:
+    """Metadata's text values (entities included), for the metadata arm."""
+    words: list[str] = []
+
+    def walk(value) -> None:
+        if isinstance(value, str):
+            words.append(value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if key not in _UNSEARCHED_METADATA:
+                    walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(metadata if isinstance(metadata, dict) else {})
+    return " ".join(words)[:_SEARCH_META_CHARS]
 
 
 def row_to_memory(row: dict[str, Any]) -> Memory:
@@ -214,6 +336,19 @@ class FalkorGraphStore:
             except redis_errors.ResponseError as exc:
                 if "already indexed" not in str(exc):
                     raise
+        result = await self._query("CALL db.indexes() YIELD label, properties, types RETURN label, properties, types")
+        indexed = {
+            (label, prop)
+            for label, props, types in result.result_set
+            for prop in props
+            if "FULLTEXT" in types.get(prop, [])
+        }
+        missing = [field for field in _FULLTEXT_FIELDS if ("Memory", field) not in indexed]
+        if missing:
+            fields = ", ".join(f"'{field}'" for field in missing)
+            await self._query(
+                f"CALL db.idx.fulltext.createNodeIndex({{label: 'Memory', language: 'english'}}, {fields})"
+            )
 
     # Writes -------------------------------------------------------------------------------------------
 
@@ -319,6 +454,10 @@ class FalkorGraphStore:
             )
         written: list[int] = []
         for rel_type, items in by_type.items():
+            # A supersession edge makes its source superseded (a system time, kept once set).
+            supersedes = (
+                ", a.superseded_at = coalesce(a.superseded_at, $now)" if rel_type in SUPERSESSION_RELATIONS else ""
+            )
             # Relation types cannot be parameters; rel_type comes from the validated vocabulary.
             result = await self._query(
                 f"""
@@ -326,11 +465,11 @@ class FalkorGraphStore:
                 MATCH (a:Memory {{id: it.src}}) WHERE a.tenant = $tenant
                 MATCH (b:Memory {{id: it.dst}}) WHERE b.tenant = $tenant
                 MERGE (a)-[e:{rel_type}]->(b)
-                SET e += it.props
+                SET e += it.props{supersedes}
                 CREATE (x:Outbox) SET x = it.outbox
                 RETURN it.i
                 """,
-                {"tenant": tenant, "items": items},
+                {"tenant": tenant, "items": items, "now": now_us},
             )
             written.extend(row[0] for row in result.result_set)
         return sorted(written)
@@ -579,6 +718,155 @@ class FalkorGraphStore:
             return None
         row, edges = result.result_set[0]
         return row_to_memory(dict(row)), [_edge_relation(memory_id, *edge) for edge in edges]
+
+    async def search_text(self, scope: Scope, arm: str, words: list[str], limit: int) -> list[tuple[str, float]]:
+        """An arm over the full-text index (keyword: content, tag: tags,
+        metadata: metadata text): (id, score) within the scope, best first."""
+        query = fulltext_query(ARM_FIELDS[arm], words)
+        if query is None:
+            return []
+        where, params = scope_where(scope)
+        result = await self._query(
+            f"""
+            CALL db.idx.fulltext.queryNodes('Memory', $q) YIELD node AS n, score
+            WHERE {where}
+            RETURN n.id, score ORDER BY score DESC LIMIT $limit
+            """,
+            {**params, "q": query, "limit": limit},
+        )
+        return [(memory_id, float(score)) for memory_id, score in result.result_set]
+
+    async def list_memories(self, scope: Scope, order_by: str, limit: int, offset: int = 0) -> list[Memory]:
+        """Memories within the scope in a fixed order (importance: importance
+        desc, timestamp desc, id asc; or a recall sort), paged."""
+        where, params = scope_where(scope)
+        result = await self._query(
+            f"MATCH (n:Memory) WHERE {where} RETURN {_RETURN_FIELDS} "
+            f"ORDER BY {_ORDERS[order_by]} SKIP $offset LIMIT $limit",
+            {**params, "offset": offset, "limit": limit},
+        )
+        return [_read_row(row) for row in result.result_set]
+
+    async def read_candidates(self, tenant: str, ids: list[str]) -> dict[str, tuple[Memory, list[Successor]]]:
+        """Records (without embeddings) and their outgoing supersession edges, in one query."""
+        if not ids:
+            return {}
+        result = await self._query(
+            f"""
+            UNWIND $ids AS id
+            MATCH (n:Memory {{id: id}}) WHERE n.tenant = $tenant
+            OPTIONAL MATCH (n)-[s:INVALIDATED_BY|EVOLVED_INTO]->(h:Memory) WHERE h.tenant = $tenant
+            WITH n, collect(CASE WHEN s IS NULL THEN NULL ELSE [h.id, type(s), s.created_at] END) AS successors
+            RETURN successors, {_RETURN_FIELDS}
+            """,
+            {"tenant": tenant, "ids": ids},
+        )
+        found = {}
+        for successors, *values in result.result_set:
+            memory = _read_row(values)
+            found[memory.id] = (memory, [Successor(t, kind, from_micros(at)) for t, kind, at in successors])
+        return found
+
+    async def successors(self, tenant: str, ids: list[str]) -> dict[str, list[Successor]]:
+        """Outgoing supersession edges of each id (an empty list when none)."""
+        result = await self._query(
+            """
+            UNWIND $ids AS id
+            MATCH (n:Memory {id: id})-[s:INVALIDATED_BY|EVOLVED_INTO]->(h:Memory)
+            WHERE n.tenant = $tenant AND h.tenant = $tenant
+            RETURN n.id, h.id, type(s), s.created_at
+            """,
+            {"tenant": tenant, "ids": ids},
+        )
+        found: dict[str, list[Successor]] = {i: [] for i in ids}
+        for source, target, kind, at in result.result_set:
+            found[source].append(Successor(target, kind, from_micros(at)))
+        return found
+
+    async def relations_of(self, tenant: str, ids: list[str], limit: int) -> dict[str, list[Relation]]:
+        """The strongest `limit` relations of each memory, both directions."""
+        if not ids or limit <= 0:
+            return {i: [] for i in ids}
+        result = await self._query(
+            """
+            UNWIND $ids AS id
+            MATCH (n:Memory {id: id}) WHERE n.tenant = $tenant
+            CALL {
+                WITH n
+                MATCH (n)-[e]-(o:Memory) WHERE o.tenant = $tenant
+                RETURN e, o ORDER BY e.strength DESC LIMIT $limit
+            }
+            RETURN n.id, type(e), startNode(e) = n, o.id, properties(e)
+            """,
+            {"tenant": tenant, "ids": ids, "limit": limit},
+        )
+        found: dict[str, list[Relation]] = {i: [] for i in ids}
+        for memory_id, kind, outgoing, other, props in result.result_set:
+            found[memory_id].append(_edge_relation(memory_id, kind, outgoing, other, props))
+        return found
+
+    async def neighbours(
+        self,
+        tenant: str,
+        ids: list[str],
+        *,
+        types: list[str] | None,
+        per_memory: int,
+        min_strength: float,
+        min_importance: float,
+    ) -> list[tuple[Relation, Memory]]:
+        """Memories one edge away from each id (strongest first, per id), with
+        the edge as seen from that id."""
+        type_filter = "AND type(e) IN $types" if types else ""
+        result = await self._query(
+            f"""
+            UNWIND $ids AS id
+            MATCH (a:Memory {{id: id}}) WHERE a.tenant = $tenant
+            CALL {{
+                WITH a
+                MATCH (a)-[e]-(n:Memory)
+                WHERE n.tenant = $tenant AND coalesce(e.strength, 0.0) >= $min_strength
+                  AND n.importance >= $min_importance {type_filter}
+                RETURN e, n ORDER BY e.strength DESC LIMIT $per
+            }}
+            RETURN a.id, type(e), startNode(e) = a, properties(e), {_RETURN_FIELDS}
+            """,
+            {
+                "tenant": tenant,
+                "ids": ids,
+                "types": types or [],
+                "per": per_memory,
+                "min_strength": min_strength,
+                "min_importance": min_importance,
+            },
+        )
+        found = []
+        for source, kind, outgoing, props, *values in result.result_set:
+            other = _read_row(values)
+            found.append((_edge_relation(source, kind, outgoing, other.id, props), other))
+        return found
+
+    async def entity_neighbours(self, tenant: str, ids: list[str], limit: int) -> list[tuple[str, int]]:
+        """Other memories mentioning the same entities as these, by shared entities."""
+        result = await self._query(
+            """
+            UNWIND $ids AS id
+            MATCH (a:Memory {id: id})-[:MENTIONS]->(e:Entity)<-[:MENTIONS]-(b:Memory)
+            WHERE a.tenant = $tenant AND b.tenant = $tenant AND NOT b.id IN $ids
+            RETURN b.id, count(DISTINCT e) AS shared ORDER BY shared DESC, b.id LIMIT $limit
+            """,
+            {"tenant": tenant, "ids": ids, "limit": limit},
+        )
+        return [(memory_id, int(shared)) for memory_id, shared in result.result_set]
+
+    async def scan_memories(self, after_id: str, limit: int) -> list[Memory]:
+        """Every memory of every tenant, embeddings included, in id order
+        after `after_id` (a page of a full rebuild)."""
+        result = await self._query(
+            "MATCH (m:Memory) WHERE m.id > $after RETURN properties(m) ORDER BY m.id LIMIT $limit",
+            {"after": after_id, "limit": limit},
+        )
+        return [row_to_memory(dict(row[0])) for row in result.result_set]
 
     async def touch_memory(self, tenant: str, memory_id: str, last_accessed_us: int) -> None:
         await self._query(

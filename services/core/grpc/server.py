@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -35,51 +36,74 @@ class Application(Protocol):
     async def stop(self) -> None: ...
 
 
+@asynccontextmanager
+async def _guarded(service: str, method: str, context):
+    """Map what a call raises to a rich status, and count and time the call."""
+    started = time.perf_counter()
+    code = "OK"
+    try:
+        yield
+    except DomainError as exc:
+        code = exc.status
+        status = to_grpc_status(exc)
+        await context.abort(status.code, status.details, status.trailing_metadata)
+    except NotImplementedError:
+        code = "UNIMPLEMENTED"
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not implemented yet")
+    except asyncio.CancelledError:
+        code = "CANCELLED"
+        raise
+    except Exception as exc:
+        if isinstance(exc, grpc.aio.AbortError):
+            code = (context.code() or grpc.StatusCode.UNKNOWN).name
+            raise
+        code = "INTERNAL"
+        log.exception("unhandled error", method=method)
+        await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}")
+    finally:
+        GRPC_REQUESTS.labels(service, method, code).inc()
+        GRPC_LATENCY.labels(service, method).observe(time.perf_counter() - started)
+
+
 class ErrorAndMetricsInterceptor(grpc.aio.ServerInterceptor):
-    """Maps domain errors to rich statuses and counts every unary call."""
+    """Maps domain errors to rich statuses and counts every call (unary, and
+    server streaming such as RebuildIndex)."""
 
     def __init__(self, service: str):
         self._service = service
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
+        if handler is None:
             return handler
         method = handler_call_details.method.rsplit("/", 1)[-1]
-        inner = handler.unary_unary
         service = self._service
+        if handler.unary_unary is not None:
+            unary = handler.unary_unary
 
-        async def wrapper(request, context):
-            started = time.perf_counter()
-            code = "OK"
-            try:
-                return await inner(request, context)
-            except DomainError as exc:
-                code = exc.status
-                status = to_grpc_status(exc)
-                await context.abort(status.code, status.details, status.trailing_metadata)
-            except NotImplementedError:
-                code = "UNIMPLEMENTED"
-                await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not implemented yet")
-            except asyncio.CancelledError:
-                code = "CANCELLED"
-                raise
-            except Exception as exc:
-                if isinstance(exc, grpc.aio.AbortError):
-                    code = (context.code() or grpc.StatusCode.UNKNOWN).name
-                    raise
-                code = "INTERNAL"
-                log.exception("unhandled error", method=method)
-                await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}")
-            finally:
-                GRPC_REQUESTS.labels(service, method, code).inc()
-                GRPC_LATENCY.labels(service, method).observe(time.perf_counter() - started)
+            async def wrapper(request, context):
+                async with _guarded(service, method, context):
+                    return await unary(request, context)
 
-        return grpc.unary_unary_rpc_method_handler(
-            wrapper,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+            return grpc.unary_unary_rpc_method_handler(
+                wrapper,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            stream = handler.unary_stream
+
+            async def stream_wrapper(request, context):
+                async with _guarded(service, method, context):
+                    async for item in stream(request, context):
+                        yield item
+
+            return grpc.unary_stream_rpc_method_handler(
+                stream_wrapper,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
 
 
 @dataclass

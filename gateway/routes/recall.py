@@ -1,0 +1,181 @@
+"""The read routes of spec 003 beyond a single memory: ranked recall,
+startup recall and related memories (served by recall)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+from fastapi import APIRouter, Depends, Request
+
+from gateway.auth import Caller
+from gateway.envelope import ApiError
+from gateway.routes.common import call_options, caller, clients, elapsed_ms, query_int, query_list, query_text
+from gateway.translate import memory_to_json, relation_to_json
+from memgrid.v1 import recall_service_pb2 as recall
+
+router = APIRouter()
+
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off", "")
+
+
+def query_float(request: Request, name: str) -> float | None:
+    text = query_text(request, name)
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ApiError(400, f"'{name}' must be a number, not {text!r}", "INVALID_ARGUMENT") from None
+    if not math.isfinite(value):
+        raise ApiError(400, f"'{name}' must be a finite number", "INVALID_ARGUMENT")
+    return value
+
+
+def query_bool(request: Request, name: str) -> bool:
+    text = query_text(request, name).lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ApiError(400, f"'{name}' must be true or false, not {text!r}", "INVALID_ARGUMENT")
+
+
+def query_embedding(request: Request) -> list[float]:
+    """`embedding` as comma-separated numbers (or a JSON list)."""
+    text = query_text(request, "embedding").strip("[]")
+    if not text:
+        return []
+    try:
+        values = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise ApiError(400, "'embedding' must be a comma-separated list of numbers", "INVALID_ARGUMENT") from None
+    if not all(math.isfinite(v) for v in values):
+        raise ApiError(400, "'embedding' must hold finite numbers", "INVALID_ARGUMENT")
+    return values
+
+
+def result_to_json(result: recall.RecallResult) -> dict:
+    """A ranked result with the fields AutoMem's clients read."""
+    memory = memory_to_json(result.memory, with_embedding=False)
+    return {
+        "id": result.memory.id,
+        "memory": memory,
+        "match_type": result.match_type,
+        "match_score": result.match_score,
+        "final_score": result.final_score,
+        "score": result.final_score,
+        "score_components": dict(result.score_components),
+        "relations": [relation_to_json(r) for r in result.relations],
+        "state_replaces": result.state_replaces or None,
+        "deduped_from": list(result.deduped_from),
+    }
+
+
+def _optional_floats(request: Request, target, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = query_float(request, name)
+        if value is not None:
+            setattr(target, name, value)
+
+
+@router.get("/recall")
+async def recall_memories(request: Request, who: Caller = Depends(caller)):
+    """Hybrid recall; by default only what is current (superseded memories
+    are replaced by the head of their chain). `format` and `offset`, which
+    some clients send, are accepted and ignored."""
+    started = time.perf_counter()
+    search = recall.SearchMemoriesRequest(
+        query=query_text(request, "query") or query_text(request, "q"),
+        queries=query_list(request, "queries"),
+        embedding=query_embedding(request),
+        limit=query_int(request, "limit"),
+        tags=query_list(request, "tags"),
+        tag_mode=query_text(request, "tag_mode"),
+        tag_match=query_text(request, "tag_match"),
+        exclude_tags=query_list(request, "exclude_tags"),
+        time_query=query_text(request, "time_query"),
+        start=query_text(request, "start"),
+        end=query_text(request, "end"),
+        sort=query_text(request, "sort"),
+        state_mode=query_text(request, "state_mode"),
+        current_only=query_text(request, "current_only"),
+        state_debug=query_bool(request, "state_debug"),
+        priority_ids=query_list(request, "priority_ids"),
+        context_tags=query_list(request, "context_tags"),
+        context_types=query_list(request, "context_types"),
+        expand_relations=query_bool(request, "expand_relations"),
+        relation_limit=query_int(request, "relation_limit"),
+        expansion_limit=query_int(request, "expansion_limit"),
+        expand_entities=query_bool(request, "expand_entities"),
+        as_of=query_text(request, "as_of"),
+        intent=query_text(request, "intent"),
+    )
+    _optional_floats(
+        request,
+        search,
+        ("min_score", "expand_min_strength", "expand_min_importance", "recency_bias", "diversity_factor"),
+    )
+    reply = await clients(request).recall.SearchMemories(search, **call_options(request, who))
+    body: dict = {
+        "status": "success",
+        "results": [result_to_json(r) for r in reply.results],
+        "count": reply.count,
+        "query": reply.query,
+        "queries": list(reply.queries),
+        "sort": reply.sort,
+        "state_mode": reply.state_mode,
+        "intent": reply.intent,
+    }
+    if reply.window_start or reply.window_end:
+        body["time_window"] = {"start": reply.window_start or None, "end": reply.window_end or None}
+    if reply.state_debug_json:
+        body["state_debug"] = json.loads(reply.state_debug_json)
+    body["query_time_ms"] = elapsed_ms(started)
+    return body
+
+
+@router.get("/startup-recall")
+async def startup_recall(request: Request, who: Caller = Depends(caller)):
+    """The most important current memories, within the tags when given."""
+    reply = await clients(request).recall.StartupRecall(
+        recall.StartupRecallRequest(
+            tags=query_list(request, "tags"),
+            limit=query_int(request, "limit"),
+            state_mode=query_text(request, "state_mode"),
+        ),
+        **call_options(request, who),
+    )
+    results = [result_to_json(r) for r in reply.results]
+    return {"status": "success", "results": results, "count": len(results)}
+
+
+@router.get("/memories/{memory_id}/related")
+async def related_memories(memory_id: str, request: Request, who: Caller = Depends(caller)):
+    """The memories one edge away, strongest first; superseded ones are
+    replaced by the head of their chain (state_replaces names the old one)."""
+    related = recall.ListRelatedMemoriesRequest(
+        id=memory_id,
+        relation_types=query_list(request, "relation_types") or query_list(request, "types"),
+        limit=query_int(request, "limit"),
+        state_mode=query_text(request, "state_mode"),
+    )
+    _optional_floats(request, related, ("min_strength",))
+    reply = await clients(request).recall.ListRelatedMemories(related, **call_options(request, who))
+    items = []
+    for item in reply.related:
+        relation = relation_to_json(item.relation)
+        items.append(
+            {
+                "id": item.relation.memory.id,
+                "memory": memory_to_json(item.relation.memory, with_embedding=False),
+                "relation_type": relation["type"],
+                "direction": relation["direction"],
+                "strength": relation["strength"],
+                "properties": relation["properties"],
+                "state_replaces": item.state_replaces or None,
+            }
+        )
+    return {"status": "success", "memory_id": memory_id, "related": items, "count": len(items)}

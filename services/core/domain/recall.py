@@ -1,0 +1,447 @@
+"""Ranked recall, pure: parameters, candidate scope, scoring, merging,
+de-duplication, diversity and ordering. The recall handlers run the arms
+(vector, keyword, metadata, tag) through ports and hand the candidates here.
+
+Every weight and limit comes from a RecallPolicy built from settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from services.core.domain.errors import InvalidArgument
+from services.core.domain.model import Memory
+from services.core.domain.timewindow import Window
+
+#: Score components, in the order score_components reports them.
+COMPONENTS = (
+    "vector", "keyword", "metadata", "tag", "exact", "relation", "importance", "confidence", "recency", "trust",
+    "context",
+)  # fmt: skip
+#: The arms that find candidates by the query (match_type is the strongest of these).
+ARMS = ("vector", "keyword", "metadata", "tag")
+SORTS = ("score", "time_desc", "time_asc", "updated_desc", "updated_asc")
+INTENTS = ("recall", "browse")
+TAG_MODES = ("any", "all")
+TAG_MATCHES = ("prefix", "exact")
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+#: Words that carry no signal for the tag and exact-match components.
+_STOPWORD_TEXT = """
+a an the and or but if of at by for with about to from in on is are was were be been being do does did
+have has had i you he she it we they me him her us them my your his its our their this that these those
+what which who whom when where why how not no so than too very can will just should would could
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+def tokens(text: str) -> list[str]:
+    """Lowercase alphanumeric words without stopwords."""
+    return [t for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
+
+
+_SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "ly", "s")
+
+
+def stem(word: str) -> str:
+    """A light suffix stripper: enough to match plural and tense variants."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def coverage(query_words: set[str], content: str) -> float:
+    """The share of the query's (stemmed) words that the content holds."""
+    if not query_words:
+        return 0.0
+    have = {stem(t) for t in tokens(content)}
+    return sum(1 for w in query_words if w in have) / len(query_words)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallPolicy:
+    """The numbers behind ranked recall, from settings."""
+
+    default_limit: int
+    max_limit: int
+    candidate_multiplier: int
+    candidate_min: int
+    candidate_cap: int
+    relation_limit: int
+    expansion_limit: int
+    expand_min_strength: float
+    expand_min_importance: float
+    max_hops: int
+    recency_decay_rate: float
+    diversity_factor: float
+    weights: Mapping[str, Mapping[str, float]]
+    source_trust: Mapping[str, float]
+    default_trust: float
+
+    def candidates_per_arm(self, limit: int) -> int:
+        """How many candidates each arm fetches for `limit` results."""
+        return min(max(limit * self.candidate_multiplier, self.candidate_min), self.candidate_cap)
+
+    def trust(self, memory: Memory) -> float:
+        source = memory.metadata.get("source") if isinstance(memory.metadata, dict) else None
+        if isinstance(source, str):
+            return self.source_trust.get(source.lower(), self.default_trust)
+        return self.default_trust
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Which memories are candidates at all: the caller's tenant, the tag
+    filters, the time window and, unless in history mode, the state at
+    `at` (not yet valid and expired withheld; superseded kept for the pass)."""
+
+    tenant: str
+    at: datetime
+    history: bool = False
+    as_of: datetime | None = None
+    tags: tuple[str, ...] = ()
+    tag_mode: str = "any"
+    tag_match: str = "prefix"
+    exclude_tags: tuple[str, ...] = ()
+    window: Window = field(default_factory=Window)
+
+    @property
+    def current_at(self) -> datetime | None:
+        return None if self.history else self.at
+
+
+@dataclass(frozen=True, slots=True)
+class RecallRequest:
+    """Validated parameters of one ranked recall."""
+
+    queries: tuple[str, ...]
+    embedding: list[float] | None
+    limit: int
+    scope: Scope
+    sort: str
+    state_debug: bool
+    min_score: float | None
+    priority_ids: tuple[str, ...]
+    context_tags: tuple[str, ...]
+    context_types: tuple[str, ...]
+    expand_relations: bool
+    relation_limit: int
+    expansion_limit: int
+    expand_min_strength: float
+    expand_min_importance: float
+    expand_entities: bool
+    recency_bias: float | None
+    intent: str
+    diversity_factor: float
+
+    @property
+    def has_query(self) -> bool:
+        return bool(self.queries) or self.embedding is not None
+
+
+def _choice(value: str | None, allowed: tuple[str, ...], default: str, name: str) -> str:
+    text = (value or "").strip().lower()
+    if not text:
+        return default
+    if text not in allowed:
+        raise InvalidArgument(
+            "INVALID_ARGUMENT", f"{name} must be one of {', '.join(allowed)}, not {value!r}", field=name
+        )
+    return text
+
+
+def _fraction(value: float | None, name: str, default: float) -> float:
+    if value is None:
+        return default
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise InvalidArgument("INVALID_ARGUMENT", f"{name} must be between 0 and 1", field=name)
+    return float(value)
+
+
+def clean_tags(values: Iterable[str]) -> tuple[str, ...]:
+    """Lowercase, trimmed, without blanks or repeats (tag matches ignore case)."""
+    seen: dict[str, None] = {}
+    for value in values:
+        for part in value.split(","):
+            part = part.strip().lower()
+            if part:
+                seen.setdefault(part, None)
+    return tuple(seen)
+
+
+def clamp_limit(limit: int | None, default: int, maximum: int) -> int:
+    """Bad values (missing, zero, negative) fall back to the default; more
+    than the maximum is the maximum."""
+    if limit is None or limit <= 0:
+        return default
+    return min(limit, maximum)
+
+
+def build_request(
+    policy: RecallPolicy,
+    *,
+    tenant: str,
+    now: datetime,
+    history: bool,
+    as_of: datetime | None,
+    window: Window,
+    queries: Iterable[str] = (),
+    embedding: list[float] | None = None,
+    limit: int | None = None,
+    tags: Iterable[str] = (),
+    tag_mode: str | None = None,
+    tag_match: str | None = None,
+    exclude_tags: Iterable[str] = (),
+    sort: str | None = None,
+    state_debug: bool = False,
+    min_score: float | None = None,
+    priority_ids: Iterable[str] = (),
+    context_tags: Iterable[str] = (),
+    context_types: Iterable[str] = (),
+    expand_relations: bool = False,
+    relation_limit: int | None = None,
+    expansion_limit: int | None = None,
+    expand_min_strength: float | None = None,
+    expand_min_importance: float | None = None,
+    expand_entities: bool = False,
+    recency_bias: float | None = None,
+    intent: str | None = None,
+    diversity_factor: float | None = None,
+) -> RecallRequest:
+    """Validate and default every parameter (INVALID_ARGUMENT names the field)."""
+    texts = tuple(dict.fromkeys(q.strip() for q in queries if q and q.strip()))
+    if min_score is not None and not math.isfinite(min_score):
+        raise InvalidArgument("INVALID_ARGUMENT", "min_score must be a number", field="min_score")
+    if recency_bias is not None and (not math.isfinite(recency_bias) or recency_bias < 0):
+        raise InvalidArgument("INVALID_ARGUMENT", "recency_bias must be a number >= 0", field="recency_bias")
+    has_query = bool(texts) or embedding is not None
+    default_sort = "time_desc" if not has_query and not window.empty else "score"
+    scope = Scope(
+        tenant=tenant,
+        at=as_of or now,
+        history=history,
+        as_of=as_of,
+        tags=clean_tags(tags),
+        tag_mode=_choice(tag_mode, TAG_MODES, "any", "tag_mode"),
+        tag_match=_choice(tag_match, TAG_MATCHES, "prefix", "tag_match"),
+        exclude_tags=clean_tags(exclude_tags),
+        window=window,
+    )
+    return RecallRequest(
+        queries=texts,
+        embedding=embedding or None,
+        limit=clamp_limit(limit, policy.default_limit, policy.max_limit),
+        scope=scope,
+        sort=_choice(sort, SORTS, default_sort, "sort"),
+        state_debug=state_debug,
+        min_score=min_score,
+        priority_ids=tuple(dict.fromkeys(i for i in priority_ids if i)),
+        context_tags=clean_tags(context_tags),
+        context_types=tuple(t.strip().lower() for t in context_types if t.strip()),
+        expand_relations=expand_relations,
+        relation_limit=clamp_limit(relation_limit, policy.relation_limit, policy.max_limit),
+        expansion_limit=clamp_limit(expansion_limit, policy.expansion_limit, policy.max_limit),
+        expand_min_strength=_fraction(expand_min_strength, "expand_min_strength", policy.expand_min_strength),
+        expand_min_importance=_fraction(expand_min_importance, "expand_min_importance", policy.expand_min_importance),
+        expand_entities=expand_entities,
+        recency_bias=recency_bias,
+        intent=_choice(intent, INTENTS, "recall", "intent"),
+        diversity_factor=_fraction(diversity_factor, "diversity_factor", policy.diversity_factor),
+    )
+
+
+# Candidates and scores -------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One memory found by one or more arms, with what each arm scored."""
+
+    id: str
+    arms: dict[str, float] = field(default_factory=dict)
+    memory: Memory | None = None
+    relation: float = 0.0
+    via: str | None = None  # how a non-arm candidate came: priority, relation, entity, recent
+    components: dict[str, float] = field(default_factory=dict)
+    final: float = 0.0
+    state_replaces: str | None = None
+    deduped_from: list[str] = field(default_factory=list)
+
+    def add(self, arm: str, score: float) -> None:
+        if score > self.arms.get(arm, -math.inf):
+            self.arms[arm] = score
+
+    @property
+    def match_type(self) -> str:
+        if self.state_replaces:
+            return "state_replacement"
+        if self.via in ("priority",) or not self.arms:
+            return self.via or "recent"
+        return max(self.arms, key=lambda arm: (self.arms[arm], -ARMS.index(arm)))
+
+    @property
+    def match_score(self) -> float:
+        if self.arms:
+            return max(self.arms.values())
+        return self.relation if self.via in ("relation", "entity") else self.final
+
+
+def merge(pool: dict[str, Candidate], arm: str, hits: Iterable[tuple[str, float]], *, normalise: bool = False) -> None:
+    """Add an arm's (id, score) hits to the pool; with `normalise`, scores are
+    divided by the arm's best (full-text scores have no fixed scale)."""
+    hits = list(hits)
+    if not hits:
+        return
+    top = max(score for _, score in hits) if normalise else 1.0
+    for memory_id, score in hits:
+        value = score / top if normalise and top > 0 else score
+        pool.setdefault(memory_id, Candidate(memory_id)).add(arm, max(0.0, min(1.0, value)))
+
+
+def recency(memory: Memory, at: datetime, rate: float) -> float:
+    """exp(-rate × age in days) of the memory's timestamp (spec 004); 1.0 for the future."""
+    age_days = max(0.0, (at - memory.timestamp).total_seconds() / 86_400.0)
+    return math.exp(-rate * age_days)
+
+
+def _tag_words(memory: Memory) -> set[str]:
+    return {w for tag in memory.tags for w in _TOKEN.findall(tag.lower())}
+
+
+def _context(memory: Memory, request: RecallRequest) -> float:
+    if memory.type.lower() in request.context_types:
+        return 1.0
+    prefixes = set(memory.tag_prefixes)
+    return 1.0 if any(t in prefixes for t in request.context_tags) else 0.0
+
+
+def weights_for(policy: RecallPolicy, request: RecallRequest) -> dict[str, float]:
+    """The intent's weight set; recency_bias, when sent, is the recency weight."""
+    weights = dict(policy.weights[request.intent])
+    if request.recency_bias is not None:
+        weights["recency"] = request.recency_bias
+    return weights
+
+
+def score(candidate: Candidate, request: RecallRequest, policy: RecallPolicy, weights: Mapping[str, float]) -> None:
+    """Fill components and the final score of a hydrated candidate."""
+    memory = candidate.memory
+    assert memory is not None
+    query_words = {w for q in request.queries for w in tokens(q)}
+    stems = {stem(w) for w in query_words}
+    # The full-text engine's scores have no fixed scale (and can be 0 for a
+    # match): a keyword hit scores half on the share of query words it holds,
+    # half on its engine score relative to the best hit.
+    keyword = 0.0
+    if "keyword" in candidate.arms:
+        keyword = 0.5 * coverage(stems, memory.content) + 0.5 * candidate.arms["keyword"]
+    content = " ".join(memory.content.lower().split())
+    exact = 0.0
+    if request.queries and any(" ".join(q.lower().split()) in content for q in request.queries):
+        exact = 1.0
+    tag = len(query_words & _tag_words(memory)) / len(query_words) if query_words else 0.0
+    components = {
+        "vector": candidate.arms.get("vector", 0.0),
+        "keyword": keyword,
+        "metadata": candidate.arms.get("metadata", 0.0),
+        "tag": max(tag, candidate.arms.get("tag", 0.0)),
+        "exact": exact,
+        "relation": candidate.relation,
+        "importance": memory.importance,
+        "confidence": memory.confidence,
+        "recency": recency(memory, request.scope.at, policy.recency_decay_rate),
+        "trust": policy.trust(memory),
+        "context": _context(memory, request),
+    }
+    candidate.components = {name: round(components[name], 6) for name in COMPONENTS}
+    candidate.final = sum(weights.get(name, 0.0) * value for name, value in components.items())
+
+
+def fingerprint(content: str) -> str:
+    """Content identity for de-duplication: case and whitespace ignored."""
+    return hashlib.sha1(" ".join(content.lower().split()).encode()).hexdigest()
+
+
+def dedupe(candidates: list[Candidate]) -> list[Candidate]:
+    """One result per id and per content fingerprint: the best-scored one
+    stays and lists the ids merged into it (deduped_from)."""
+    kept: dict[str, Candidate] = {}
+    seen_ids: set[str] = set()
+    for candidate in sorted(candidates, key=lambda c: -c.final):
+        if candidate.memory is None or candidate.memory.id in seen_ids:
+            continue
+        seen_ids.add(candidate.memory.id)
+        key = fingerprint(candidate.memory.content)
+        if key in kept:
+            kept[key].deduped_from.append(candidate.memory.id)
+            continue
+        kept[key] = candidate
+    return list(kept.values())
+
+
+def order(candidates: list[Candidate], sort: str) -> list[Candidate]:
+    """Sort by score (ties: importance, newer, id) or by time."""
+    if sort == "score":
+        return sorted(candidates, key=lambda c: (-c.final, -c.memory.importance, -c.memory.timestamp.timestamp(), c.id))
+    attribute = "timestamp" if sort.startswith("time") else "updated_at"
+    newest_first = sort.endswith("desc")
+    return sorted(candidates, key=lambda c: (getattr(c.memory, attribute).timestamp(), c.id), reverse=newest_first)
+
+
+def source_of(candidate: Candidate) -> str:
+    metadata = candidate.memory.metadata if candidate.memory else {}
+    source = metadata.get("source") if isinstance(metadata, dict) else None
+    return source.lower() if isinstance(source, str) and source else "manual"
+
+
+def diversify(ranked: list[Candidate], factor: float, limit: int) -> list[Candidate]:
+    """Greedy interleaved diversity over sources (spec 004): each slot takes
+    the best candidate of the least-represented source if its score is
+    within `factor` of the best remaining, else the best remaining.
+    0 keeps the ranking as it is."""
+    if factor <= 0 or len(ranked) <= 1:
+        return ranked[:limit]
+    remaining = list(ranked)
+    chosen: list[Candidate] = []
+    counts: dict[str, int] = {}
+    while remaining and len(chosen) < limit:
+        best = remaining[0]
+        fewest = min(counts.get(source_of(c), 0) for c in remaining)
+        pick = next(c for c in remaining if counts.get(source_of(c), 0) == fewest)
+        if best.final - pick.final > factor:
+            pick = best
+        remaining.remove(pick)
+        chosen.append(pick)
+        counts[source_of(pick)] = counts.get(source_of(pick), 0) + 1
+    return chosen
+
+
+def stand_in(candidate: Candidate, head: Memory) -> Candidate:
+    """The head of a chain in a superseded candidate's place and score."""
+    return replace(candidate, id=head.id, memory=head, state_replaces=candidate.id, deduped_from=[])
+
+
+def in_scope(memory: Memory, scope: Scope) -> bool:
+    """Whether a memory reached by expansion is inside the caller's tag
+    filters and time window (the arms apply the same rules in their stores)."""
+    if memory.tenant != scope.tenant or memory.archived:
+        return False
+    if scope.as_of is not None and memory.recorded_at > scope.as_of:
+        return False
+    window = scope.window
+    if window.start is not None and memory.timestamp < window.start:
+        return False
+    if window.end is not None and memory.timestamp >= window.end:
+        return False
+    have = {t.lower() for t in memory.tags} if scope.tag_match == "exact" else set(memory.tag_prefixes)
+    if scope.tags:
+        matched = [t in have for t in scope.tags]
+        if not (all(matched) if scope.tag_mode == "all" else any(matched)):
+            return False
+    return not any(t in have for t in scope.exclude_tags)
