@@ -49,11 +49,17 @@ _SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "ly", "s")
 
 
 def stem(word: str) -> str:
-    """A light suffix stripper: enough to match plural and tense variants."""
+    """A light suffix stripper: enough to match plural and tense variants
+    (memory/memories, database/databases, cache/cached/caching, class/classes)."""
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            if suffix == "s" and word.endswith("ss"):
+                return word
+            if suffix in ("ies", "ied"):
+                return stem(word[: -len(suffix)] + "y")
             return word[: -len(suffix)]
-    return word
+    # A final e goes, as it does before -es, -ed and -ing.
+    return word[:-1] if word.endswith("e") and len(word) > 3 else word
 
 
 def coverage(query_words: set[str], content: str) -> float:
@@ -216,6 +222,7 @@ def build_request(
 ) -> RecallRequest:
     """Validate and default every parameter (INVALID_ARGUMENT names the field)."""
     texts = tuple(dict.fromkeys(q.strip() for q in queries if q and q.strip()))
+    embedding = embedding or None  # an empty vector is no query
     if min_score is not None and not math.isfinite(min_score):
         raise InvalidArgument("INVALID_ARGUMENT", "min_score must be a number", field="min_score")
     if recency_bias is not None and (not math.isfinite(recency_bias) or recency_bias < 0):
@@ -235,7 +242,7 @@ def build_request(
     )
     return RecallRequest(
         queries=texts,
-        embedding=embedding or None,
+        embedding=embedding,
         limit=clamp_limit(limit, policy.default_limit, policy.max_limit),
         scope=scope,
         sort=_choice(sort, SORTS, default_sort, "sort"),

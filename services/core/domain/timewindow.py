@@ -7,6 +7,7 @@ memory (spec 000).
 
 from __future__ import annotations
 
+import calendar
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -62,12 +63,11 @@ def _add_months(at: datetime, months: int) -> datetime:
 
 
 def _shift(now: datetime, count: int, unit: str) -> datetime:
-    if unit == "month":
-        index = now.year * 12 + now.month - 1 - count
+    if unit in ("month", "year"):
+        index = now.year * 12 + now.month - 1 - count * (12 if unit == "year" else 1)
         year, month = index // 12, index % 12 + 1
-        return now.replace(year=year, month=month, day=min(now.day, 28))
-    if unit == "year":
-        return now.replace(year=now.year - count, day=min(now.day, 28))
+        # The same day of the month, or the month's last day when it is shorter.
+        return now.replace(year=year, month=month, day=min(now.day, calendar.monthrange(year, month)[1]))
     return now - timedelta(**{_UNITS[unit]: count})
 
 
@@ -78,7 +78,18 @@ def _count(text: str) -> int:
 def parse_time_query(text: str, now: datetime) -> Window:
     """A window from a phrase; INVALID_ARGUMENT (field time_query) when the
     phrase is not one of ACCEPTED."""
-    phrase = " ".join(text.strip().lower().split())
+    try:
+        window = _window_of(" ".join(text.strip().lower().split()), now)
+    except (ValueError, OverflowError):  # a count or a year beyond the calendar
+        window = None
+    if window is None:
+        raise InvalidArgument(
+            "INVALID_TIME_QUERY", f"time_query {text!r} is not understood; use {ACCEPTED}", field="time_query"
+        )
+    return window
+
+
+def _window_of(phrase: str, now: datetime) -> Window | None:
     today = _day(now)
     fixed = {
         "today": (today, today + timedelta(days=1)),
@@ -115,9 +126,7 @@ def parse_time_query(text: str, now: datetime) -> Window:
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}", phrase):
         day = parse_iso(phrase, "time_query")
         return Window(day, day + timedelta(days=1))
-    raise InvalidArgument(
-        "INVALID_TIME_QUERY", f"time_query {text!r} is not understood; use {ACCEPTED}", field="time_query"
-    )
+    return None
 
 
 def resolve_window(time_query: str | None, start: str | None, end: str | None, now: datetime) -> Window:
