@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PROTOS := $(wildcard protos/memgrid/v1/*.proto)
 GEN    := gen/memgrid/v1/.generated
 
-.PHONY: install proto run test test-unit lint bench bench-quality clean
+.PHONY: install proto run test test-unit lint bench bench-quality reindex clean
 
 install: $(STAMP)
 
@@ -47,6 +47,9 @@ bench: install proto
 	$(PY) -m benchmarks
 
 # Recall quality on LoCoMo dev; options through ARGS, e.g. ARGS="--offline-only".
+reindex: install proto
+	$(PY) -m services.recall.reindex
+
 bench-quality: install proto
 	$(PY) -m benchmarks.quality $(ARGS)
 

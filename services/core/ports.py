@@ -94,8 +94,11 @@ class GraphStore(Protocol):
     ) -> tuple[Memory, list[Relation]] | None:
         """A read by id in one query: record (access time bumped) and relations."""
 
-    async def search_text(self, scope: Scope, arm: str, words: list[str], limit: int) -> list[tuple[str, float]]:
-        """A full-text arm (keyword, tag, metadata) within the scope, best first."""
+    async def search_text(
+        self, scope: Scope, arm: str, words: list[str], limit: int, *, max_df: int | None = None
+    ) -> list[tuple[str, float]]:
+        """A full-text arm (keyword, tag, metadata) within the scope, best
+        first; words in more than max_df memories are left out."""
 
     async def list_memories(self, scope: Scope, order_by: str, limit: int, offset: int = 0) -> list[Memory]:
         """Memories within the scope in a fixed order (importance or a recall sort)."""

@@ -145,6 +145,9 @@ class Settings(BaseSettings):
     recall_recency_decay_rate: float = 0.005  # recency = exp(-rate x age in days)
     recall_diversity_factor: float = 0.15  # 0 turns diversity ordering off
     recall_query_cache_size: int = 1024  # query embeddings kept in memory
+    # The text arms leave out words held by more than this share of memories (at least recall_keyword_min_df).
+    recall_keyword_max_df_ratio: float = 0.02
+    recall_keyword_min_df: int = 200
     # Weight sets per intent over the score components (services/core/domain/recall.py COMPONENTS).
     recall_weights: dict[str, dict[str, float]] = {
         "recall": {
@@ -202,6 +205,8 @@ class Settings(BaseSettings):
             weights=self.recall_weights,
             source_trust={k.lower(): v for k, v in self.source_trust.items()},
             default_trust=self.source_trust_default,
+            keyword_max_df_ratio=self.recall_keyword_max_df_ratio,
+            keyword_min_df=self.recall_keyword_min_df,
         )
 
     @property

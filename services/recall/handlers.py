@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
@@ -23,6 +24,9 @@ from services.core.domain.timewindow import resolve_window
 from services.core.ports import Embedder, EventPublisher, GraphStore, VectorIndex
 
 log = structlog.get_logger()
+
+#: How often the corpus size behind the text arms' stopword bound is recounted.
+CORPUS_COUNT_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,15 @@ class RecallHandlers:
         self._limits = limits
         self._queries = QueryEmbeddings(embedder, query_cache_size)
         self._clock = clock
+        self._corpus: tuple[int, float] = (0, -math.inf)  # (memories, when counted)
+
+    async def _max_df(self) -> int:
+        """The text arms' document-frequency bound, from a corpus size counted once a minute."""
+        size, counted = self._corpus
+        if time.monotonic() - counted > CORPUS_COUNT_SECONDS:
+            size = await self._graph.count_memories()
+            self._corpus = (size, time.monotonic())
+        return self._policy.max_document_frequency(size)
 
     # The current-state pass ---------------------------------------------------------------------------
 
@@ -211,10 +224,14 @@ class RecallHandlers:
             for memory in await self._graph.list_memories(scope, order_by, fetch):
                 pool.setdefault(memory.id, Candidate(memory.id, via="recent"))
             return pool
+        max_df = await self._max_df()
         text_arms = [(arm, query) for query in request.queries for arm in ("keyword", "metadata", "tag")]
         results = await asyncio.gather(
             self._vector_arm(request, fetch, debug),
-            *(self._graph.search_text(scope, arm, ranking.tokens(query), fetch) for arm, query in text_arms),
+            *(
+                self._graph.search_text(scope, arm, ranking.tokens(query), fetch, max_df=max_df)
+                for arm, query in text_arms
+            ),
         )
         for hits in results[0]:
             ranking.merge(pool, "vector", ((h.id, h.score) for h in hits))

@@ -9,8 +9,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.core.adapters.embedders import PlaceholderEmbedder
-
 pytestmark = pytest.mark.e2e
 
 RESULT_FIELDS = {
@@ -91,11 +89,13 @@ async def test_the_vector_arm_withholds_a_memory_once_its_window_closes(client):
     """The reference's bug: t_invalid set at store time, no client embedding,
     the payload written by the default path; once expired, the vector arm
     must not return it."""
-    closes = datetime.now(UTC) + timedelta(seconds=4)
+    closes = datetime.now(UTC) + timedelta(seconds=6)
     memory_id = await store(client, "The staging password rotates weekly", t_invalid=closes.isoformat())
-    await indexed(client, memory_id, state_mode="current")
+    await indexed(client, memory_id)
     memory = (await client.get(f"/memory/{memory_id}")).json()["memory"]
     vector = ",".join(str(v) for v in memory["embedding"])
+    if datetime.now(UTC) < closes - timedelta(seconds=1):  # still open: current recall finds it
+        assert memory_id in ids_of(await client.get("/recall", params={"embedding": vector}))
     await asyncio.sleep(max(0.0, (closes - datetime.now(UTC)).total_seconds()) + 0.2)
     assert memory_id not in ids_of(await client.get("/recall", params={"embedding": vector}))
     assert memory_id not in ids_of(await client.get("/recall", params={"query": "staging password rotates"}))
@@ -342,3 +342,33 @@ async def test_by_tag_pages_in_a_stable_order(client):
     assert (await client.get("/memory/by-tag")).status_code == 400
     over = (await client.get("/memory/by-tag", params={"tags": "paging", "limit": 5000})).json()
     assert over["limit"] == 200
+
+
+async def test_rebuild_from_the_graph_reproduces_the_index(client, stack_services):
+    import io
+
+    from services.recall.reindex import rebuild
+
+    expired = (datetime.now(UTC) + timedelta(seconds=2)).isoformat()
+    ids = [await store(client, f"Rebuild check memory {i} about vector projections") for i in range(6)]
+    closing = await store(client, "Rebuild check memory that expires soon", t_invalid=expired)
+    old = ids[0]
+    new = (
+        await client.post("/memory", json={"content": "Rebuild check replacement", "supersedes_memory_id": old})
+    ).json()["memory_id"]
+    await indexed(client, *ids[1:], closing, new)
+    await asyncio.sleep(2.2)
+    query = {"query": "rebuild check memory vector projections", "limit": 20, "diversity_factor": 0}
+    before = (await client.get("/recall", params=query)).json()["results"]
+    out = io.StringIO()
+    last = await rebuild(f"127.0.0.1:{stack_services['recall'].port}", batch_size=3, out=out)
+    assert last.done and last.total >= 8 and last.indexed == last.total - last.skipped
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 3 and lines[-1].endswith("done")  # progress per batch of 3
+    after = (await client.get("/recall", params=query)).json()["results"]
+    assert [(r["id"], round(r["final_score"], 6)) for r in after] == [
+        (r["id"], round(r["final_score"], 6)) for r in before
+    ]
+    assert closing not in [r["id"] for r in after]  # the window survives the rebuild
+    replaced = [r for r in after if r["state_replaces"] == old]
+    assert replaced and replaced[0]["id"] == new  # and so does the supersession

@@ -69,6 +69,8 @@ def policy(**changes) -> RecallPolicy:
         "weights": {"recall": RECALL_WEIGHTS, "browse": BROWSE_WEIGHTS},
         "source_trust": {"gmail": 0.95, "slack": 0.9, "manual": 0.7},
         "default_trust": 0.7,
+        "keyword_max_df_ratio": 0.02,
+        "keyword_min_df": 200,
     }
     values.update(changes)
     return RecallPolicy(**values)
@@ -833,3 +835,9 @@ def test_in_scope_as_of_uses_recorded_at():
     assert in_scope(mem(recorded_at=as_of), scope(as_of=as_of))
     assert in_scope(mem(recorded_at=as_of - timedelta(days=1)), scope(as_of=as_of))
     assert in_scope(late, scope())
+
+
+def test_the_text_arms_document_frequency_bound_grows_with_the_corpus():
+    assert POLICY.max_document_frequency(0) == 200
+    assert POLICY.max_document_frequency(10_000) == 200
+    assert POLICY.max_document_frequency(100_000) == 2000

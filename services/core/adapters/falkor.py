@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 from array import array
 from typing import Any
 
@@ -48,6 +49,9 @@ _INDEXES = (
 )
 
 
+#: How long a word's document frequency is trusted, and how many are kept.
+DF_CACHE_SECONDS = 300.0
+DF_CACHE_SIZE = 50_000
 #: Full-text fields of Memory: the keyword, tag and metadata arms.
 _FULLTEXT_FIELDS = ("content", "search_tags", "search_meta")
 #: What a read returns of a node: everything but the embedding and the search copies.
@@ -304,6 +308,7 @@ class FalkorGraphStore:
         self._initial = retry_initial_seconds
         self._max = retry_max_seconds
         self._request_retry = request_retry_seconds
+        self._df_cache: dict[tuple[str, str], tuple[int, float]] = {}
 
     async def _attempt(self, cypher: str, params: dict[str, Any] | None):
         if self._graph is None:
@@ -719,10 +724,55 @@ class FalkorGraphStore:
         row, edges = result.result_set[0]
         return row_to_memory(dict(row)), [_edge_relation(memory_id, *edge) for edge in edges]
 
-    async def search_text(self, scope: Scope, arm: str, words: list[str], limit: int) -> list[tuple[str, float]]:
+    async def document_frequencies(self, field: str, words: list[str]) -> dict[str, int]:
+        """How many memories (all tenants) hold each word in a full-text
+        field; cached for DF_CACHE_SECONDS (a stopword filter, not a count)."""
+        now = time.monotonic()
+        found: dict[str, int] = {}
+        missing = []
+        for word in dict.fromkeys(words):
+            cached = self._df_cache.get((field, word))
+            if cached is not None and now - cached[1] < DF_CACHE_SECONDS:
+                found[word] = cached[0]
+            elif word.isalnum():
+                missing.append(word)
+        if missing:
+            result = await self._query(
+                f"""
+                UNWIND $words AS w
+                CALL db.idx.fulltext.queryNodes('Memory', '@{field}:' + w) YIELD node
+                RETURN w, count(node)
+                """,
+                {"words": missing},
+            )
+            counted = {w: int(n) for w, n in result.result_set}
+            for word in missing:
+                found[word] = counted.get(word, 0)
+                self._df_cache[(field, word)] = (found[word], now)
+            while len(self._df_cache) > DF_CACHE_SIZE:
+                self._df_cache.pop(next(iter(self._df_cache)))
+        return found
+
+    async def search_text(
+        self, scope: Scope, arm: str, words: list[str], limit: int, *, max_df: int | None = None
+    ) -> list[tuple[str, float]]:
         """An arm over the full-text index (keyword: content, tag: tags,
-        metadata: metadata text): (id, score) within the scope, best first."""
-        query = fulltext_query(ARM_FIELDS[arm], words)
+        metadata: metadata text): (id, score) within the scope, best first.
+
+        With max_df, words held by more memories than that are left out (they
+        say little, and every match costs a row): the engine returns all
+        matches, so this bounds the arm's cost at scale. When every word is
+        that common, the rarest one alone is searched if it is within
+        10 x max_df; otherwise the arm finds nothing."""
+        field = ARM_FIELDS[arm]
+        if max_df is not None and words:
+            df = await self.document_frequencies(field, words)
+            kept = [w for w in words if df.get(w, 0) <= max_df]
+            if not kept:
+                rarest = min(words, key=lambda w: (df.get(w, 0), w))
+                kept = [rarest] if df.get(rarest, 0) <= 10 * max_df else []
+            words = [w for w in kept if df.get(w, 0) > 0]
+        query = fulltext_query(field, words)
         if query is None:
             return []
         where, params = scope_where(scope)
@@ -863,7 +913,7 @@ class FalkorGraphStore:
         """Every memory of every tenant, embeddings included, in id order
         after `after_id` (a page of a full rebuild)."""
         result = await self._query(
-            "MATCH (m:Memory) WHERE m.id > $after RETURN properties(m) ORDER BY m.id LIMIT $limit",
+            "MATCH (m:Memory) WHERE m.id > $after WITH m ORDER BY m.id LIMIT $limit RETURN properties(m)",
             {"after": after_id, "limit": limit},
         )
         return [row_to_memory(dict(row[0])) for row in result.result_set]

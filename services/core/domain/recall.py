@@ -89,10 +89,17 @@ class RecallPolicy:
     weights: Mapping[str, Mapping[str, float]]
     source_trust: Mapping[str, float]
     default_trust: float
+    keyword_max_df_ratio: float
+    keyword_min_df: int
 
     def candidates_per_arm(self, limit: int) -> int:
         """How many candidates each arm fetches for `limit` results."""
         return min(max(limit * self.candidate_multiplier, self.candidate_min), self.candidate_cap)
+
+    def max_document_frequency(self, corpus_size: int) -> int:
+        """Words held by more memories than this are left out of the text
+        arms (stopwords of this corpus; they would cost a row per match)."""
+        return max(self.keyword_min_df, int(self.keyword_max_df_ratio * corpus_size))
 
     def trust(self, memory: Memory) -> float:
         source = memory.metadata.get("source") if isinstance(memory.metadata, dict) else None

@@ -1,0 +1,137 @@
+"""Recall latency through REST at 10k and 100k memories on the embedded stack.
+
+Memories are written straight into the graph (embedding included, enriched,
+no events: seeding 100k through the API and the embedder would take most of
+an hour), then recall's RebuildIndex projects them into the vector index,
+which also measures the rebuild. Stored vectors are seeded random unit
+vectors (dense, the hard case for HNSW); every query is embedded by the local
+MiniLM inside recall, and queries are distinct so the query cache never
+answers. Content is drawn from a Zipf-weighted vocabulary, so the full-text
+arms see realistic posting lists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import numpy as np
+
+from benchmarks.report import line, percentiles, progress
+from benchmarks.stack import BenchStack
+from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
+from services.core.adapters.falkor import FalkorGraphStore, memory_to_row
+from services.core.domain.model import Memory
+from services.core.domain.tags import tag_prefixes
+
+VOCABULARY_SIZE = 5000
+PROJECTS = [f"project-{i}" for i in range(50)]
+SEED_BATCH = 2000
+
+
+def vocabulary(rng: np.random.Generator) -> list[str]:
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words = set()
+    while len(words) < VOCABULARY_SIZE:
+        words.add("".join(rng.choice(letters, size=int(rng.integers(4, 10)))))
+    return sorted(words)
+
+
+def zipf_words(rng: np.random.Generator, words: list[str], count: int) -> list[str]:
+    ranks = np.minimum(rng.zipf(1.3, size=count), len(words)) - 1
+    return [words[r] for r in ranks]
+
+
+def memories(rng: np.random.Generator, words: list[str], start: int, count: int, dimension: int) -> list[Memory]:
+    now = datetime.now(UTC)
+    vectors = rng.standard_normal((count, dimension)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    out = []
+    for i in range(count):
+        stamp = now - timedelta(days=float(rng.uniform(0, 365)))
+        tags = [PROJECTS[int(rng.integers(0, len(PROJECTS)))]]
+        out.append(
+            Memory(
+                id=str(uuid.UUID(int=int(rng.integers(0, 2**63)) << 64 | (start + i))),
+                tenant="default",
+                content=" ".join(zipf_words(rng, words, int(rng.integers(10, 25)))),
+                type="Context",
+                confidence=0.9,
+                importance=float(rng.uniform(0.3, 0.9)),
+                timestamp=stamp,
+                t_valid=stamp,
+                updated_at=stamp,
+                last_accessed=stamp,
+                recorded_at=stamp,
+                enriched_at=now,
+                tags=tags,
+                tag_prefixes=tag_prefixes(tags),
+                embedding=vectors[i].tolist(),
+            )
+        )
+    return out
+
+
+async def seed(graph: FalkorGraphStore, rng, words, start: int, count: int, dimension: int) -> None:
+    for offset in range(0, count, SEED_BATCH):
+        batch = memories(rng, words, start + offset, min(SEED_BATCH, count - offset), dimension)
+        await graph._query(  # a benchmark seeds the store directly: no events, nothing to enrich
+            "UNWIND $rows AS r CREATE (m:Memory) SET m = r", {"rows": [memory_to_row(m) for m in batch]}
+        )
+        progress(f"seeded {start + offset + len(batch)}")
+
+
+async def reindex(stack: BenchStack) -> None:
+    started = time.perf_counter()
+    async with grpc.aio.insecure_channel(stack.grpc_target("recall")) as channel:
+        stub = recall_service_pb2_grpc.RecallServiceStub(channel)
+        last = None
+        async for last in stub.RebuildIndex(recall_service_pb2.RebuildIndexRequest(), timeout=3600):
+            if last.indexed and last.indexed % 20_000 < 1000:
+                progress(f"reindexed {last.indexed}/{last.total}")
+    elapsed = time.perf_counter() - started
+    line(f"RebuildIndex {last.indexed} points", f"{last.indexed / elapsed:9.0f} points/s  ({elapsed:.1f} s)")
+
+
+def measure(client, label: str, queries: list[str], tags: list[str] | None = None) -> None:
+    samples = []
+    for i, query in enumerate(queries):
+        params = {"query": query, "limit": 10}
+        if tags:
+            params["tags"] = tags[i % len(tags)]
+        started = time.perf_counter()
+        reply = client.get("/recall", params=params)
+        samples.append(time.perf_counter() - started)
+        reply.raise_for_status()
+    line(label, percentiles(samples))
+
+
+def run(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 200) -> None:
+    rng = np.random.default_rng(7)
+    words = vocabulary(rng)
+    env = {"ENRICHMENT_ENABLED": "false", "EMBEDDING_PROVIDER": "local"}
+    with BenchStack(**env) as stack, stack.client() as client:
+        print(f"\nrecall latency: REST GET /recall, limit 10, {queries} distinct queries per figure, one client")
+        seeded = 0
+
+        async def grow(start: int, size: int) -> None:
+            graph = FalkorGraphStore(host="127.0.0.1", port=int(stack.env["FALKORDB_PORT"]), graph="memories")
+            try:
+                await seed(graph, rng, words, start, size - start, 384)
+            finally:
+                await graph.close()
+            await reindex(stack)
+
+        for size in sizes:
+            asyncio.run(grow(seeded, size))
+            seeded = size
+            time.sleep(5)  # let the background HNSW optimisation start; queries never wait for it
+            for warm in range(20):
+                client.get("/recall", params={"query": f"warm up {warm}"})
+            texts = [" ".join(zipf_words(rng, words, int(rng.integers(3, 7)))) for _ in range(queries)]
+            measure(client, f"{size // 1000}k memories, query", texts)
+            texts = [" ".join(zipf_words(rng, words, int(rng.integers(3, 7)))) for _ in range(queries)]
+            measure(client, f"{size // 1000}k memories, query + tag", texts, PROJECTS)
