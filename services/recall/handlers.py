@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import structlog
+from prometheus_client import Histogram
 
 from services.core.domain import recall as ranking
 from services.core.domain.errors import InvalidArgument, NotFound
@@ -24,6 +25,28 @@ from services.core.domain.timewindow import resolve_window
 from services.core.ports import Embedder, EventPublisher, GraphStore, VectorIndex
 
 log = structlog.get_logger()
+
+STAGE_SECONDS = Histogram(
+    "memgrid_recall_stage_seconds",
+    "Time per stage of a ranked recall",
+    ["stage"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+)
+
+
+class Stopwatch:
+    """Times the stages of one recall (Prometheus, and state_debug's timings_ms)."""
+
+    def __init__(self, debug: dict):
+        self._timings = debug.setdefault("timings_ms", {})
+        self._last = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        STAGE_SECONDS.labels(stage).observe(now - self._last)
+        self._timings[stage] = round((now - self._last) * 1000, 2)
+        self._last = now
+
 
 #: How often the corpus size behind the text arms' stopword bound is recounted.
 CORPUS_COUNT_SECONDS = 60.0
@@ -195,26 +218,32 @@ class RecallHandlers:
             recorded_before=scope.as_of,
         )
 
-    async def _vector_arm(self, request: RecallRequest, fetch: int, debug: dict) -> list[list[VectorHit]]:
-        vectors: list[list[float]] = []
+    async def _query_vectors(self, request: RecallRequest, debug: dict) -> list[list[float]]:
+        """The request's embedding, or its queries embedded (cached); none
+        when the embedder is missing or failing (the other arms still answer)."""
         if request.embedding is not None:
-            vectors.append(request.embedding)
-        elif request.queries:
-            if not self._queries.available:
-                debug.setdefault("degraded", []).append("vector: no embedder configured")
-                return []
-            try:
-                vectors = await self._queries.vectors(request.queries)
-            except Exception as exc:  # the other arms still answer
-                log.warning("query embedding failed; recalling without the vector arm", error=str(exc))
-                debug.setdefault("degraded", []).append(f"vector: {exc}")
-                return []
+            return [request.embedding]
+        if not request.queries:
+            return []
+        if not self._queries.available:
+            debug.setdefault("degraded", []).append("vector: no embedder configured")
+            return []
+        try:
+            return await self._queries.vectors(request.queries)
+        except Exception as exc:
+            log.warning("query embedding failed; recalling without the vector arm", error=str(exc))
+            debug.setdefault("degraded", []).append(f"vector: {exc}")
+            return []
+
+    async def _vector_arm(
+        self, request: RecallRequest, vectors: list[list[float]], fetch: int
+    ) -> list[list[VectorHit]]:
         if not vectors:
             return []
         hits = await self._vectors.search_many([self._vector_query(v, request.scope, fetch) for v in vectors])
         return [[h for h in found if h.score > 0] for found in hits]
 
-    async def _candidates(self, request: RecallRequest, debug: dict) -> dict[str, Candidate]:
+    async def _candidates(self, request: RecallRequest, debug: dict, watch: Stopwatch) -> dict[str, Candidate]:
         """Run the arms concurrently and pool their hits by id."""
         scope = request.scope
         fetch = self._policy.candidates_per_arm(request.limit)
@@ -223,16 +252,20 @@ class RecallHandlers:
             order_by = request.sort if request.sort != "score" else "time_desc"
             for memory in await self._graph.list_memories(scope, order_by, fetch):
                 pool.setdefault(memory.id, Candidate(memory.id, via="recent"))
+            watch.lap("list")
             return pool
         max_df = await self._max_df()
+        vectors = await self._query_vectors(request, debug)
+        watch.lap("embed")
         text_arms = [(arm, query) for query in request.queries for arm in ("keyword", "metadata", "tag")]
         results = await asyncio.gather(
-            self._vector_arm(request, fetch, debug),
+            self._vector_arm(request, vectors, fetch),
             *(
                 self._graph.search_text(scope, arm, ranking.tokens(query), fetch, max_df=max_df)
                 for arm, query in text_arms
             ),
         )
+        watch.lap("arms")
         for hits in results[0]:
             ranking.merge(pool, "vector", ((h.id, h.score) for h in hits))
         for (arm, _), hits in zip(text_arms, results[1:], strict=True):
@@ -317,21 +350,29 @@ class RecallHandlers:
         min_score, ordering, diversity, limit."""
         tenant, scope = request.scope.tenant, request.scope
         debug: dict = {}
-        pool = await self._candidates(request, debug)
+        watch = Stopwatch(debug)
+        pool = await self._candidates(request, debug, watch)
         for memory_id in request.priority_ids:
             pool.setdefault(memory_id, Candidate(memory_id)).via = "priority"
-        known = await self._hydrate(tenant, pool)
         weights = ranking.weights_for(self._policy, request)
+        shortlist = ranking.shortlist(pool, weights, self._policy.candidates_per_arm(request.limit))
+        debug["candidates"] = {"found": len(pool), "read": len(shortlist)}
+        pool = {c.id: c for c in shortlist}
+        known = await self._hydrate(tenant, pool)
+        watch.lap("hydrate")
         candidates = list(pool.values())
         for candidate in candidates:
             ranking.score(candidate, request, self._policy, weights)
+        watch.lap("score")
         results = await self._state_pass(tenant, candidates, scope, debug, known)
+        watch.lap("state_pass")
         if request.expand_relations or request.expand_entities:
             seeds = ranking.order(results, "score")[: request.limit]
             extra = await self._expand(request, seeds, {c.id for c in results} | set(pool))
             for candidate in extra:
                 ranking.score(candidate, request, self._policy, weights)
             results += await self._state_pass(tenant, extra, scope, debug)
+            watch.lap("expand")
         results = ranking.dedupe(results)
         if request.min_score is not None:
             results = [c for c in results if c.final >= request.min_score]
@@ -341,7 +382,9 @@ class RecallHandlers:
         priority = set(request.priority_ids)
         results = [c for c in results if c.id in priority] + [c for c in results if c.id not in priority]
         results = results[: request.limit]
+        watch.lap("rank")
         relations = await self._graph.relations_of(tenant, [c.id for c in results], request.relation_limit)
+        watch.lap("relations")
         return RecallOutcome(request, results, relations, debug)
 
     # Listings -----------------------------------------------------------------------------------------

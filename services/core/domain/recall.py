@@ -318,6 +318,20 @@ def merge(pool: dict[str, Candidate], arm: str, hits: Iterable[tuple[str, float]
         pool.setdefault(memory_id, Candidate(memory_id)).add(arm, max(0.0, min(1.0, value)))
 
 
+def shortlist(pool: Mapping[str, Candidate], weights: Mapping[str, float], size: int) -> list[Candidate]:
+    """The candidates worth reading from the graph: the best `size` by their
+    weighted arm scores (what is known before hydration), plus every
+    candidate that did not come from an arm (priority, listing)."""
+
+    def preliminary(c: Candidate) -> float:
+        return sum(weights.get(arm, 0.0) * value for arm, value in c.arms.items())
+
+    found = [c for c in pool.values() if c.arms]
+    rest = [c for c in pool.values() if not c.arms or c.via == "priority"]
+    best = sorted(found, key=lambda c: (-preliminary(c), c.id))[:size]
+    return list({c.id: c for c in [*best, *rest]}.values())
+
+
 def recency(memory: Memory, at: datetime, rate: float) -> float:
     """exp(-rate × age in days) of the memory's timestamp (spec 004); 1.0 for the future."""
     age_days = max(0.0, (at - memory.timestamp).total_seconds() / 86_400.0)
