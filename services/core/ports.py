@@ -14,7 +14,7 @@ from services.core.domain.classification import Classification
 from services.core.domain.factuality import Factuality
 from services.core.domain.model import ComponentStatus, Memory, MemoryEvent, Relation
 from services.core.domain.projection import VectorHit, VectorQuery
-from services.core.domain.recall import Scope
+from services.core.domain.recall import Scope, TextHit
 from services.core.domain.state import Successor
 
 
@@ -96,9 +96,13 @@ class GraphStore(Protocol):
 
     async def search_text(
         self, scope: Scope, arm: str, words: list[str], limit: int, *, max_df: int | None = None
-    ) -> list[tuple[str, float]]:
+    ) -> list[TextHit]:
         """A full-text arm (keyword, tag, metadata) within the scope, best
-        first; words in more than max_df memories are left out."""
+        first, with the text matched; words in more than max_df memories are
+        left out."""
+
+    async def document_frequencies(self, field: str, words: list[str]) -> dict[str, int]:
+        """How many memories hold each word in a full-text field (cached)."""
 
     async def list_memories(self, scope: Scope, order_by: str, limit: int, offset: int = 0) -> list[Memory]:
         """Memories within the scope in a fixed order (importance or a recall sort)."""

@@ -94,6 +94,12 @@ class Settings(BaseSettings):
     admin_api_token: str | None = None
     default_tenant: str = "default"
     grpc_timeout_seconds: float = 10.0
+    # Many tenants: a JSON list of {token_sha256, tenant, role[, memory_limit]} (gateway/tokens_file.py).
+    memgrid_tokens_file: Path | None = None
+    tokens_file_check_seconds: float = 1.0  # how often the file is checked for changes
+
+    # Quotas (spec 004): memories a tenant may hold; a tokens file entry's memory_limit wins. None: unlimited.
+    tenant_memory_limit: int | None = Field(default=None, ge=0)
 
     # Resilience.
     dependency_wait_seconds: float = 120.0
@@ -148,11 +154,14 @@ class Settings(BaseSettings):
     # The text arms leave out words held by more than this share of memories (at least recall_keyword_min_df).
     recall_keyword_max_df_ratio: float = 0.02
     recall_keyword_min_df: int = 200
+    recall_keyword_candidates: int = 100  # the keyword arm re-ranks this many full-text matches by BM25
+    recall_bm25_k1: float = 1.2
+    recall_bm25_b: float = 0.75
     # Weight sets per intent over the score components (services/core/domain/recall.py COMPONENTS).
     recall_weights: dict[str, dict[str, float]] = {
         "recall": {
-            "vector": 0.45, "keyword": 0.25, "metadata": 0.05, "tag": 0.05, "exact": 0.05, "relation": 0.10,
-            "importance": 0.03, "confidence": 0.01, "recency": 0.02, "trust": 0.02, "context": 0.10,
+            "vector": 0.50, "keyword": 0.25, "metadata": 0.02, "tag": 0.02, "exact": 0.03, "relation": 0.05,
+            "importance": 0.04, "confidence": 0.01, "recency": 0.03, "trust": 0.02, "context": 0.10,
         },
         "browse": {
             "vector": 0.30, "keyword": 0.10, "metadata": 0.03, "tag": 0.05, "exact": 0.02, "relation": 0.05,
@@ -207,6 +216,9 @@ class Settings(BaseSettings):
             default_trust=self.source_trust_default,
             keyword_max_df_ratio=self.recall_keyword_max_df_ratio,
             keyword_min_df=self.recall_keyword_min_df,
+            keyword_candidates=self.recall_keyword_candidates,
+            bm25_k1=self.recall_bm25_k1,
+            bm25_b=self.recall_bm25_b,
         )
 
     @property

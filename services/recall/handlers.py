@@ -18,7 +18,7 @@ from services.core.domain.errors import InvalidArgument, NotFound
 from services.core.domain.ids import validate_memory_id
 from services.core.domain.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS, ComponentStatus, Memory, Relation
 from services.core.domain.projection import VectorHit, VectorQuery, vector_payload
-from services.core.domain.recall import Candidate, RecallPolicy, RecallRequest, Scope
+from services.core.domain.recall import Candidate, RecallPolicy, RecallRequest, Scope, TextHit
 from services.core.domain.state import State, Successor, Verdict, advance, judge, resolve_state_mode, start_chains
 from services.core.domain.times import parse_iso, to_micros
 from services.core.domain.timewindow import resolve_window
@@ -258,24 +258,46 @@ class RecallHandlers:
         vectors = await self._query_vectors(request, debug)
         watch.lap("embed")
         text_arms = [(arm, query) for query in request.queries for arm in ("keyword", "metadata", "tag")]
+        keyword_fetch = max(fetch, self._policy.keyword_candidates)
         results = await asyncio.gather(
             self._vector_arm(request, vectors, fetch),
             *(
-                self._graph.search_text(scope, arm, ranking.tokens(query), fetch, max_df=max_df)
+                self._graph.search_text(
+                    scope, arm, ranking.tokens(query), keyword_fetch if arm == "keyword" else fetch, max_df=max_df
+                )
                 for arm, query in text_arms
             ),
         )
         watch.lap("arms")
         for hits in results[0]:
             ranking.merge(pool, "vector", ((h.id, h.score) for h in hits))
-        for (arm, _), hits in zip(text_arms, results[1:], strict=True):
-            ranking.merge(pool, arm, hits, normalise=True)
-        debug["arms"] = {
-            "vector": sum(len(h) for h in results[0]),
-            **{arm: sum(len(h) for (a, _), h in zip(text_arms, results[1:], strict=True) if a == arm)
-               for arm in ("keyword", "metadata", "tag")},
-        }  # fmt: skip
+        counts = {"vector": sum(len(h) for h in results[0]), "keyword": 0, "metadata": 0, "tag": 0}
+        for (arm, query), hits in zip(text_arms, results[1:], strict=True):
+            counts[arm] += len(hits)
+            if arm == "keyword":
+                hits = await self._bm25(query, hits)
+            ranking.merge(pool, arm, ((h.id, h.score) for h in hits[:fetch]), normalise=True)
+        debug["arms"] = counts
+        watch.lap("bm25")
         return pool
+
+    async def _bm25(self, query: str, hits: list[TextHit]) -> list[TextHit]:
+        """The keyword arm's matches re-ranked by BM25, best first."""
+        if not hits:
+            return hits
+        words = ranking.tokens(query)
+        frequencies = await self._graph.document_frequencies("content", words)
+        size, _ = self._corpus
+        scores = ranking.bm25(
+            words,
+            {h.id: h.text for h in hits},
+            frequencies,
+            size,
+            k1=self._policy.bm25_k1,
+            b=self._policy.bm25_b,
+        )
+        ranked = sorted(hits, key=lambda h: (-scores.get(h.id, 0.0), h.id))
+        return [TextHit(h.id, scores.get(h.id, 0.0)) for h in ranked if scores.get(h.id, 0.0) > 0]
 
     async def _hydrate(self, tenant: str, pool: dict[str, Candidate]) -> dict[str, list[Successor]]:
         found = await self._graph.read_candidates(tenant, list(pool))

@@ -17,9 +17,9 @@ from services.core.domain.recall import (
     Candidate,
     RecallPolicy,
     Scope,
+    bm25,
     build_request,
     clean_tags,
-    coverage,
     dedupe,
     diversify,
     fingerprint,
@@ -71,6 +71,9 @@ def policy(**changes) -> RecallPolicy:
         "default_trust": 0.7,
         "keyword_max_df_ratio": 0.02,
         "keyword_min_df": 200,
+        "keyword_candidates": 100,
+        "bm25_k1": 1.2,
+        "bm25_b": 0.75,
     }
     values.update(changes)
     return RecallPolicy(**values)
@@ -329,17 +332,6 @@ def test_stem_does_not_merge_unrelated_words():
     assert stem("class") != stem("clas")
 
 
-def test_coverage_is_the_share_of_stemmed_query_words_held():
-    words = {stem(w) for w in ("deploy", "kubernetes", "cluster")}
-    assert coverage(words, "Deployed the Kubernetes operator") == pytest.approx(2 / 3)
-    assert coverage(words, "deploying clusters on kubernetes") == 1.0
-    assert coverage(words, "nothing relevant") == 0.0
-    assert coverage(set(), "anything") == 0.0
-
-
-# merge ---------------------------------------------------------------------------------------------------
-
-
 def test_merge_normalise_divides_by_the_arms_best():
     pool: dict[str, Candidate] = {}
     merge(pool, "keyword", [("a", 4.0), ("b", 2.0), ("c", 0.0)], normalise=True)
@@ -574,13 +566,29 @@ def test_exact_match_with_any_of_several_queries():
     assert scored(memory, req(embedding=[0.1, 0.2])).components["exact"] == 0.0
 
 
-def test_keyword_component_mixes_coverage_and_the_engine_score():
+def test_keyword_component_is_the_arms_bm25_score():
     memory = mem(content="Deployed the Kubernetes operator")
     request = req(queries=["deploy kubernetes cluster"])
-    candidate = scored(memory, request, arms={"keyword": 0.6})
-    assert candidate.components["keyword"] == pytest.approx(0.5 * (2 / 3) + 0.5 * 0.6, abs=1e-6)
-    full = scored(mem(content="deploying clusters on kubernetes"), request, arms={"keyword": 0.0})
-    assert full.components["keyword"] == pytest.approx(0.5)
+    assert scored(memory, request, arms={"keyword": 0.6}).components["keyword"] == pytest.approx(0.6)
+
+
+def test_bm25_prefers_rare_words_repeated_terms_and_short_texts():
+    texts = {
+        "rare": "the studio opening party",
+        "common": "gina said hello to jon",
+        "both": "gina opening her studio",
+        "long": "gina opening her studio after a very long and winding story about many other things",
+        "none": "nothing here",
+    }
+    df = {"gina": 900, "studio": 12, "opening": 40}
+    scores = bm25(["gina", "studio", "opening"], texts, df, 1000, k1=1.2, b=0.75)
+    assert scores["none"] == 0.0
+    assert scores["both"] > scores["rare"] > scores["common"] > 0  # rare words weigh most
+    assert scores["both"] > scores["long"]  # length normalisation
+    plural = bm25(["studio"], {"a": "two studios", "b": "one studio"}, {"studio": 5}, 100, k1=1.2, b=0.75)
+    assert plural["a"] == pytest.approx(plural["b"])  # stemmed alike
+    assert bm25([], texts, df, 1000, k1=1.2, b=0.75) == {}
+    assert bm25(["gina"], {}, df, 1000, k1=1.2, b=0.75) == {}
 
 
 def test_keyword_component_is_zero_without_a_keyword_hit():

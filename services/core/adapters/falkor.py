@@ -29,7 +29,7 @@ from services.core.domain.model import (
     MemoryEvent,
     Relation,
 )
-from services.core.domain.recall import Scope
+from services.core.domain.recall import Scope, TextHit
 from services.core.domain.state import Successor
 from services.core.domain.times import from_micros, to_micros
 from services.core.ports import IdempotencyClaim, OutboxEntry
@@ -755,7 +755,7 @@ class FalkorGraphStore:
 
     async def search_text(
         self, scope: Scope, arm: str, words: list[str], limit: int, *, max_df: int | None = None
-    ) -> list[tuple[str, float]]:
+    ) -> list[TextHit]:
         """An arm over the full-text index (keyword: content, tag: tags,
         metadata: metadata text): (id, score) within the scope, best first.
 
@@ -780,11 +780,11 @@ class FalkorGraphStore:
             f"""
             CALL db.idx.fulltext.queryNodes('Memory', $q) YIELD node AS n, score
             WHERE {where}
-            RETURN n.id, score ORDER BY score DESC LIMIT $limit
+            RETURN n.id, score, n.{field} ORDER BY score DESC LIMIT $limit
             """,
             {**params, "q": query, "limit": limit},
         )
-        return [(memory_id, float(score)) for memory_id, score in result.result_set]
+        return [TextHit(memory_id, float(score), text or "") for memory_id, score, text in result.result_set]
 
     async def list_memories(self, scope: Scope, order_by: str, limit: int, offset: int = 0) -> list[Memory]:
         """Memories within the scope in a fixed order (importance: importance

@@ -62,12 +62,49 @@ def stem(word: str) -> str:
     return word[:-1] if word.endswith("e") and len(word) > 3 else word
 
 
-def coverage(query_words: set[str], content: str) -> float:
-    """The share of the query's (stemmed) words that the content holds."""
-    if not query_words:
-        return 0.0
-    have = {stem(t) for t in tokens(content)}
-    return sum(1 for w in query_words if w in have) / len(query_words)
+@dataclass(frozen=True, slots=True)
+class TextHit:
+    """A full-text arm's hit: the engine's score and the text it matched."""
+
+    id: str
+    score: float
+    text: str = ""
+
+
+def bm25(
+    query_words: Iterable[str],
+    texts: Mapping[str, str],
+    document_frequency: Mapping[str, int],
+    corpus_size: int,
+    *,
+    k1: float,
+    b: float,
+) -> dict[str, float]:
+    """Okapi BM25 of each text for the query: term frequencies from the
+    texts (light stemming), document frequencies from the full-text index
+    (corpus-wide), Lucene's non-negative IDF, and the texts' mean length
+    standing in for the corpus's. The engine's own scores rank poorly, so
+    the keyword arm re-ranks its candidates with this."""
+    words = list(dict.fromkeys(query_words))
+    if not words or not texts:
+        return {}
+    terms = {i: [stem(t) for t in tokens(text)] for i, text in texts.items()}
+    average = sum(len(t) for t in terms.values()) / len(terms) or 1.0
+    n = max(corpus_size, max(document_frequency.values(), default=0), 1)
+    weights = {}
+    for word in words:
+        df = min(document_frequency.get(word, 0), n)
+        weights[stem(word)] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    scores = {}
+    for memory_id, stems in terms.items():
+        length = len(stems)
+        total = 0.0
+        for word_stem, idf in weights.items():
+            tf = stems.count(word_stem)
+            if tf:
+                total += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average))
+        scores[memory_id] = total
+    return scores
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +128,9 @@ class RecallPolicy:
     default_trust: float
     keyword_max_df_ratio: float
     keyword_min_df: int
+    keyword_candidates: int
+    bm25_k1: float
+    bm25_b: float
 
     def candidates_per_arm(self, limit: int) -> int:
         """How many candidates each arm fetches for `limit` results."""
@@ -362,13 +402,6 @@ def score(candidate: Candidate, request: RecallRequest, policy: RecallPolicy, we
     memory = candidate.memory
     assert memory is not None
     query_words = {w for q in request.queries for w in tokens(q)}
-    stems = {stem(w) for w in query_words}
-    # The full-text engine's scores have no fixed scale (and can be 0 for a
-    # match): a keyword hit scores half on the share of query words it holds,
-    # half on its engine score relative to the best hit.
-    keyword = 0.0
-    if "keyword" in candidate.arms:
-        keyword = 0.5 * coverage(stems, memory.content) + 0.5 * candidate.arms["keyword"]
     content = " ".join(memory.content.lower().split())
     exact = 0.0
     if request.queries and any(" ".join(q.lower().split()) in content for q in request.queries):
@@ -376,7 +409,7 @@ def score(candidate: Candidate, request: RecallRequest, policy: RecallPolicy, we
     tag = len(query_words & _tag_words(memory)) / len(query_words) if query_words else 0.0
     components = {
         "vector": candidate.arms.get("vector", 0.0),
-        "keyword": keyword,
+        "keyword": candidate.arms.get("keyword", 0.0),
         "metadata": candidate.arms.get("metadata", 0.0),
         "tag": max(tag, candidate.arms.get("tag", 0.0)),
         "exact": exact,
