@@ -15,8 +15,11 @@ from gateway.routes import router
 from services.core.settings import Settings
 
 
-def create_app(settings: Settings, api_token: str, clients: ServiceClients | None = None) -> FastAPI:
-    """The ASGI app; `clients` defaults to channels built from settings."""
+def create_app(settings: Settings, api_token: str | None, clients: ServiceClients | None = None) -> FastAPI:
+    """The ASGI app; `clients` defaults to channels built from settings.
+
+    `api_token` is the single-tenant token (None: only the tokens file's
+    tokens); raises TokensFileError when MEMGRID_TOKENS_FILE is unusable."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -28,7 +31,7 @@ def create_app(settings: Settings, api_token: str, clients: ServiceClients | Non
 
     app = FastAPI(title="memgrid", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
-    app.state.auth = TokenAuth(api_token, settings.default_tenant, settings.admin_api_token)
+    app.state.auth = TokenAuth.from_settings(settings, api_token)
     envelope.install(app)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"])
     app.include_router(router)

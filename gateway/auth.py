@@ -1,24 +1,43 @@
-"""API tokens: Authorization: Bearer, X-API-Key, or ?api_key= (spec 003)."""
+"""API tokens (Authorization: Bearer, X-API-Key, or ?api_key=, spec 003),
+the caller they stand for, and roles.
+
+Roles, each including the ones before it: read (every GET), write (create,
+update, delete, associate, supersede), review (write, reserved for the human
+review of memories), admin (everything, admin routes included)."""
 
 from __future__ import annotations
 
 import hmac
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fastapi import Request
 
 from gateway.envelope import ApiError
+from gateway.tokens_file import ROLES, TokensFile, token_digest
+from services.core.settings import Settings
 
 TOKEN_FILE_NAME = "api_token"
 
 
 @dataclass(frozen=True)
 class Caller:
+    """Who is calling: the tenant every call is scoped to, the role, and the
+    tenant's memory limit (None: unlimited)."""
+
     tenant: str
     role: str
+    memory_limit: int | None = None
+    #: True for the single-tenant AUTOMEM_API_TOKEN, which reaches admin
+    #: routes only with X-Admin-Token, as the reference does.
+    legacy: bool = False
+
+
+def role_allows(role: str, needed: str) -> bool:
+    """Whether `role` includes the rights of `needed` (ROLES is ordered)."""
+    return ROLES.index(role) >= ROLES.index(needed)
 
 
 def presented_token(request: Request) -> str | None:
@@ -29,30 +48,74 @@ def presented_token(request: Request) -> str | None:
 
 
 class TokenAuth:
-    """Single-tenant compatibility: one API token, tenant `default_tenant`;
-    admin routes also need ADMIN_API_TOKEN in X-Admin-Token."""
+    """Both token sources: AUTOMEM_API_TOKEN (tenant `default_tenant`, role
+    write; admin routes also need ADMIN_API_TOKEN in X-Admin-Token) and the
+    tokens file (a tenant and role per token). Either may be absent.
 
-    def __init__(self, api_token: str, default_tenant: str, admin_token: str | None = None):
-        self._token = api_token.encode()
+    Tokens are compared as sha256 digests with hmac.compare_digest, so
+    neither their content nor their length shows in the timing; they are
+    never logged or echoed."""
+
+    def __init__(
+        self,
+        api_token: str | None,
+        default_tenant: str,
+        admin_token: str | None = None,
+        *,
+        tokens: TokensFile | None = None,
+        memory_limit: int | None = None,
+    ):
+        self._token = token_digest(api_token) if api_token else None
         self._tenant = default_tenant
-        self._admin = admin_token.encode() if admin_token else None
+        self._admin = token_digest(admin_token) if admin_token else None
+        self._tokens = tokens
+        self._memory_limit = memory_limit
 
-    def authenticate_admin(self, request: Request) -> Caller:
-        caller = self.authenticate(request)
-        if self._admin is None:
-            raise ApiError(403, "admin routes are disabled: ADMIN_API_TOKEN is not set", "PERMISSION_DENIED")
-        presented = request.headers.get("x-admin-token", "")
-        if not hmac.compare_digest(presented.encode(), self._admin):
-            raise ApiError(403, "admin token required in X-Admin-Token", "PERMISSION_DENIED")
-        return Caller(caller.tenant, "admin")
+    @classmethod
+    def from_settings(cls, settings: Settings, api_token: str | None) -> TokenAuth:
+        """Raises TokensFileError when MEMGRID_TOKENS_FILE is set but unusable."""
+        tokens = None
+        if settings.memgrid_tokens_file is not None:
+            tokens = TokensFile(settings.memgrid_tokens_file, check_seconds=settings.tokens_file_check_seconds)
+        return cls(
+            api_token,
+            settings.default_tenant,
+            settings.admin_api_token,
+            tokens=tokens,
+            memory_limit=settings.tenant_memory_limit,
+        )
 
     def authenticate(self, request: Request) -> Caller:
+        """The caller behind the presented token; 401 when there is none."""
         token = presented_token(request)
         if token is None:
             raise ApiError(401, "missing API token", "UNAUTHENTICATED")
-        if not hmac.compare_digest(token.encode(), self._token):
-            raise ApiError(401, "invalid API token", "UNAUTHENTICATED")
-        return Caller(self._tenant, "write")
+        digest = token_digest(token)
+        if self._tokens is not None and (entry := self._tokens.lookup(digest)) is not None:
+            limit = entry.memory_limit if entry.memory_limit is not None else self._memory_limit
+            return Caller(entry.tenant, entry.role, limit)
+        if self._token is not None and hmac.compare_digest(digest, self._token):
+            return Caller(self._tenant, "write", self._memory_limit, legacy=True)
+        raise ApiError(401, "invalid API token", "UNAUTHENTICATED")
+
+    def authorize(self, request: Request, needed: str) -> Caller:
+        """The caller, if their role includes `needed`; 401 or 403 otherwise."""
+        caller = self.authenticate(request)
+        if role_allows(caller.role, needed):
+            return caller
+        if needed == "admin" and caller.legacy:
+            self._check_admin_header(request)
+            return replace(caller, role="admin")
+        raise ApiError(
+            403, f"this token's role '{caller.role}' may not do this: it needs the '{needed}' role", "PERMISSION_DENIED"
+        )
+
+    def _check_admin_header(self, request: Request) -> None:
+        if self._admin is None:
+            raise ApiError(403, "admin routes are disabled: ADMIN_API_TOKEN is not set", "PERMISSION_DENIED")
+        presented = request.headers.get("x-admin-token", "")
+        if not hmac.compare_digest(token_digest(presented), self._admin):
+            raise ApiError(403, "admin token required in X-Admin-Token", "PERMISSION_DENIED")
 
 
 def load_or_create_token(data_dir: Path) -> tuple[str, bool]:

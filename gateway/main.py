@@ -7,6 +7,7 @@ import uvicorn
 
 from gateway.app import create_app
 from gateway.auth import load_or_create_token
+from gateway.tokens_file import TokensFileError
 from services.core.observability import configure_logging
 from services.core.settings import Settings
 
@@ -17,15 +18,19 @@ def main() -> None:
     log = structlog.get_logger()
     token = settings.automem_api_token
     host = settings.gateway_host
-    if not token:
+    if not token and settings.memgrid_tokens_file is None:
         token, created = load_or_create_token(settings.memgrid_data_dir)
         host = host or "127.0.0.1"  # a generated token: local access only
         where = settings.memgrid_data_dir / "api_token"
         print(f"memgrid API token ({'generated' if created else 'loaded'}, saved in {where}): {token}", flush=True)
     host = host or "0.0.0.0"
+    try:
+        app = create_app(settings, token)
+    except TokensFileError as exc:
+        raise SystemExit(f"gateway not started: {exc}") from None
     log.info("gateway listening", host=host, port=settings.port)
     uvicorn.run(
-        create_app(settings, token),
+        app,
         host=host,
         port=settings.port,
         log_level="warning",

@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
-from gateway.routes.common import call_options, caller, clients, json_body
+from gateway.routes.common import call_options, clients, json_body, require
 from gateway.translate import association_from_json, association_to_json, iso, require_object
 from memgrid.v1 import ingest_service_pb2 as ingest
 
@@ -15,7 +15,7 @@ router = APIRouter()
 
 
 @router.post("/associate", status_code=201)
-async def associate(request: Request, who: Caller = Depends(caller)):
+async def associate(request: Request, who: Caller = Depends(require("write"))):
     body = require_object(await json_body(request))
     if "associations" not in body:
         reply = await clients(request).ingest.CreateAssociation(

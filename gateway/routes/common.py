@@ -4,20 +4,35 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 from fastapi import Request
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
-from services.core.grpc.tenant import tenant_metadata
+from gateway.tokens_file import ROLES
+from services.core.grpc.tenant import caller_metadata
 
 
-def caller(request: Request) -> Caller:
-    return request.app.state.auth.authenticate(request)
+def _role_dependency(role: str) -> Callable[[Request], Caller]:
+    def dependency(request: Request) -> Caller:
+        return request.app.state.auth.authorize(request, role)
+
+    dependency.__name__ = f"require_{role}"
+    dependency.role = role  # read by the test that checks every route has one
+    return dependency
 
 
-def admin(request: Request) -> Caller:
-    return request.app.state.auth.authenticate_admin(request)
+_REQUIRE = {role: _role_dependency(role) for role in ROLES}
+
+
+def require(role: str) -> Callable[[Request], Caller]:
+    """A FastAPI dependency giving the caller, refused with 401 (no or an
+    unknown token) or 403 (a role without `role`'s rights). Every route but
+    /health takes one: `who: Caller = Depends(require("write"))`."""
+    if role not in _REQUIRE:
+        raise ValueError(f"unknown role {role!r}; one of {', '.join(ROLES)}")
+    return _REQUIRE[role]
 
 
 def clients(request: Request):
@@ -25,8 +40,11 @@ def clients(request: Request):
 
 
 def call_options(request: Request, who: Caller) -> dict:
-    """Metadata (the tenant) and deadline for a call on the caller's behalf."""
-    return {"metadata": tenant_metadata(who.tenant), "timeout": request.app.state.settings.grpc_timeout_seconds}
+    """Metadata (the tenant, its memory limit) and deadline for a call on the caller's behalf."""
+    return {
+        "metadata": caller_metadata(who.tenant, who.memory_limit),
+        "timeout": request.app.state.settings.grpc_timeout_seconds,
+    }
 
 
 async def json_body(request: Request) -> object:

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
-from gateway.routes.common import admin, call_options, caller, clients, json_body
+from gateway.routes.common import call_options, clients, json_body, require
 from gateway.translate import require_object
 from memgrid.v1 import enrich_service_pb2 as enrich
 
@@ -17,7 +17,7 @@ router = APIRouter()
 
 
 @router.get("/enrichment/status")
-async def status(request: Request, who: Caller = Depends(caller)):
+async def status(request: Request, who: Caller = Depends(require("read"))):
     reply = await clients(request).enrich.GetEnrichmentStatus(
         enrich.GetEnrichmentStatusRequest(), **call_options(request, who)
     )
@@ -34,7 +34,7 @@ async def status(request: Request, who: Caller = Depends(caller)):
 
 
 @router.post("/enrichment/reprocess", status_code=202)
-async def reprocess(request: Request, who: Caller = Depends(admin)):
+async def reprocess(request: Request, who: Caller = Depends(require("admin"))):
     body = require_object(await json_body(request))
     ids = body.get("ids")
     if isinstance(ids, str):

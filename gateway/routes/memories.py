@@ -12,13 +12,13 @@ from gateway.auth import Caller
 from gateway.envelope import ApiError
 from gateway.routes.common import (
     call_options,
-    caller,
     clients,
     elapsed_ms,
     json_body,
     query_int,
     query_list,
     query_text,
+    require,
 )
 from gateway.translate import draft_from_json, iso, memory_to_json, relation_to_json, require_object, update_from_json
 from memgrid.v1 import ingest_service_pb2 as ingest
@@ -56,7 +56,7 @@ def _replay_headers(replayed: bool) -> dict[str, str]:
 
 
 @router.post("/memory", status_code=201)
-async def create_memory(request: Request, who: Caller = Depends(caller)):
+async def create_memory(request: Request, who: Caller = Depends(require("write"))):
     """Store a memory; with supersedes_memory_id, replace an old one in one step."""
     started = time.perf_counter()
     body = require_object(await json_body(request))
@@ -86,7 +86,7 @@ async def create_memory(request: Request, who: Caller = Depends(caller)):
 
 
 @router.post("/memory/batch", status_code=201)
-async def batch_create(request: Request, who: Caller = Depends(caller)):
+async def batch_create(request: Request, who: Caller = Depends(require("write"))):
     """Store 1..500 memories in one request: all of them or none."""
     started = time.perf_counter()
     body = await json_body(request)
@@ -116,7 +116,7 @@ async def batch_create(request: Request, who: Caller = Depends(caller)):
 
 
 @router.get("/memory/by-tag")
-async def list_by_tag(request: Request, who: Caller = Depends(caller)):
+async def list_by_tag(request: Request, who: Caller = Depends(require("read"))):
     """Memories with any of the tags (exact, case-insensitive), ordered
     importance desc, timestamp desc, id asc, paged with limit (1..200,
     default 20) and offset; superseded ones are replaced by their head."""
@@ -150,7 +150,7 @@ async def list_by_tag(request: Request, who: Caller = Depends(caller)):
 
 
 @router.delete("/memory/by-tag")
-async def delete_by_tag(request: Request, who: Caller = Depends(caller)):
+async def delete_by_tag(request: Request, who: Caller = Depends(require("write"))):
     """Delete every memory with any of the tags (exact, case-insensitive)."""
     tags = query_list(request, "tags")
     reply = await clients(request).ingest.DeleteMemoriesByTag(
@@ -160,7 +160,7 @@ async def delete_by_tag(request: Request, who: Caller = Depends(caller)):
 
 
 @router.get("/memory/{memory_id}")
-async def get_memory(memory_id: str, request: Request, who: Caller = Depends(caller)):
+async def get_memory(memory_id: str, request: Request, who: Caller = Depends(require("read"))):
     """One memory with every stored field."""
     reply = await clients(request).recall.GetMemory(
         recall.GetMemoryRequest(id=memory_id, state_mode=query_text(request, "state_mode")),
@@ -175,7 +175,7 @@ async def get_memory(memory_id: str, request: Request, who: Caller = Depends(cal
 
 
 @router.patch("/memory/{memory_id}")
-async def update_memory(memory_id: str, request: Request, who: Caller = Depends(caller)):
+async def update_memory(memory_id: str, request: Request, who: Caller = Depends(require("write"))):
     """A partial update: only the fields sent change; metadata is replaced."""
     draft, mask = update_from_json(require_object(await json_body(request)))
     request_pb = ingest.UpdateMemoryRequest(id=memory_id, memory=draft)
@@ -190,7 +190,7 @@ async def update_memory(memory_id: str, request: Request, who: Caller = Depends(
 
 
 @router.delete("/memory/{memory_id}")
-async def delete_memory(memory_id: str, request: Request, who: Caller = Depends(caller)):
+async def delete_memory(memory_id: str, request: Request, who: Caller = Depends(require("write"))):
     """Delete a memory, its edges and its vector."""
     reply = await clients(request).ingest.DeleteMemory(
         ingest.DeleteMemoryRequest(id=memory_id), **call_options(request, who)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Request
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
-from gateway.routes.common import call_options, caller, clients, elapsed_ms, query_int, query_list, query_text
+from gateway.routes.common import call_options, clients, elapsed_ms, query_int, query_list, query_text, require
 from gateway.translate import memory_to_json, relation_to_json
 from memgrid.v1 import recall_service_pb2 as recall
 
@@ -82,7 +82,7 @@ def _optional_floats(request: Request, target, names: tuple[str, ...]) -> None:
 
 
 @router.get("/recall")
-async def recall_memories(request: Request, who: Caller = Depends(caller)):
+async def recall_memories(request: Request, who: Caller = Depends(require("read"))):
     """Hybrid recall; by default only what is current (superseded memories
     are replaced by the head of their chain). `format` and `offset`, which
     some clients send, are accepted and ignored."""
@@ -138,7 +138,7 @@ async def recall_memories(request: Request, who: Caller = Depends(caller)):
 
 
 @router.get("/startup-recall")
-async def startup_recall(request: Request, who: Caller = Depends(caller)):
+async def startup_recall(request: Request, who: Caller = Depends(require("read"))):
     """The most important current memories, within the tags when given."""
     reply = await clients(request).recall.StartupRecall(
         recall.StartupRecallRequest(
@@ -153,7 +153,7 @@ async def startup_recall(request: Request, who: Caller = Depends(caller)):
 
 
 @router.get("/memories/{memory_id}/related")
-async def related_memories(memory_id: str, request: Request, who: Caller = Depends(caller)):
+async def related_memories(memory_id: str, request: Request, who: Caller = Depends(require("read"))):
     """The memories one edge away, strongest first; superseded ones are
     replaced by the head of their chain (state_replaces names the old one)."""
     related = recall.ListRelatedMemoriesRequest(

@@ -1,0 +1,164 @@
+"""Many tenants: MEMGRID_TOKENS_FILE, a JSON list of token entries.
+
+    [{"token_sha256": "<hex sha256 of the token>", "tenant": "acme", "role": "write",
+      "memory_limit": 10000}]
+
+Only digests are stored, so the file holds no secret. The file is re-read when
+it changes (size, mtime or inode differ), checked at most once per
+`check_seconds`; a file that turns bad on reload is refused and the last good
+one stays in force. Error messages name the entry and field, never a value (a
+raw token pasted by mistake must not reach a log).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger()
+
+#: Roles, weakest first; each includes every right of those before it.
+ROLES = ("read", "write", "review", "admin")
+#: Tenant names become NATS subject tokens (memory.events.<tenant>.<kind>), so
+#: only characters that survive there unchanged are allowed (no collisions).
+TENANT_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_DIGEST_PATTERN = re.compile(r"[0-9a-fA-F]{64}")
+_FIELDS = {"token_sha256", "tenant", "role", "memory_limit"}
+_MISSING = (-1, -1, -1)  # the signature of a file that cannot be stat'ed
+
+
+class TokensFileError(ValueError):
+    """The tokens file cannot be used as it is."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenEntry:
+    digest: bytes
+    tenant: str
+    role: str
+    memory_limit: int | None = None
+
+
+def token_digest(token: str) -> bytes:
+    """The sha256 of a token, the only form in which tokens are compared."""
+    return hashlib.sha256(token.encode()).digest()
+
+
+def _entry(index: int, item: object) -> TokenEntry:
+    where = f"entry {index}"
+    if not isinstance(item, dict):
+        raise TokensFileError(f"{where} must be a JSON object")
+    unknown = sorted(set(item) - _FIELDS)
+    if unknown:
+        raise TokensFileError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    digest = item.get("token_sha256")
+    if not isinstance(digest, str) or not _DIGEST_PATTERN.fullmatch(digest):
+        raise TokensFileError(f"{where}: 'token_sha256' must be 64 hex characters (the sha256 of the token)")
+    tenant = item.get("tenant")
+    if not isinstance(tenant, str) or not TENANT_PATTERN.fullmatch(tenant):
+        raise TokensFileError(f"{where}: 'tenant' must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'")
+    role = item.get("role")
+    if role not in ROLES:
+        raise TokensFileError(f"{where}: 'role' must be one of {', '.join(ROLES)}")
+    limit = item.get("memory_limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise TokensFileError(f"{where}: 'memory_limit' must be a whole number >= 0")
+    return TokenEntry(bytes.fromhex(digest), tenant, role, limit)
+
+
+def parse_tokens(text: str) -> dict[bytes, TokenEntry]:
+    """The entries of a tokens file by digest; TokensFileError when malformed."""
+    try:
+        items = json.loads(text)
+    except ValueError as exc:
+        raise TokensFileError(f"not valid JSON ({exc})") from None
+    if not isinstance(items, list):
+        raise TokensFileError("must be a JSON list of token entries")
+    entries: dict[bytes, TokenEntry] = {}
+    for index, item in enumerate(items):
+        entry = _entry(index, item)
+        if entry.digest in entries:
+            raise TokensFileError(f"entry {index}: the same token_sha256 appears twice")
+        entries[entry.digest] = entry
+    return entries
+
+
+def _signature(path: Path) -> tuple[int, int, int]:
+    stat = path.stat()
+    return stat.st_mtime_ns, stat.st_size, stat.st_ino
+
+
+class TokensFile:
+    """The entries of a tokens file, kept current with the file.
+
+    Raises TokensFileError at construction when the file is missing or
+    malformed: the gateway refuses to start rather than lock everyone out."""
+
+    def __init__(self, path: Path, *, check_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic):
+        self.path = Path(path)
+        self._check_seconds = check_seconds
+        self._clock = clock
+        self._checked = clock()
+        self._refused: tuple[int, int, int] | None = None  # the bad version already warned about
+        try:
+            self._signature = _signature(self.path)
+            self._entries = parse_tokens(self.path.read_text())
+        except OSError as exc:
+            raise TokensFileError(f"tokens file {self.path}: cannot be read ({exc.strerror})") from None
+        except TokensFileError as exc:
+            raise TokensFileError(f"tokens file {self.path}: {exc}") from None
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def lookup(self, digest: bytes) -> TokenEntry | None:
+        """The entry for a token digest, or None. The dict lookup runs on a
+        sha256 digest, so its timing tells nothing usable about a token; the
+        match is then confirmed with a constant-time compare."""
+        self.refresh()
+        entry = self._entries.get(digest)
+        if entry is not None and hmac.compare_digest(entry.digest, digest):
+            return entry
+        return None
+
+    def refresh(self) -> None:
+        """Re-read the file if it changed (checked at most once per interval)."""
+        now = self._clock()
+        if now - self._checked < self._check_seconds:
+            return
+        self._checked = now
+        try:
+            signature = _signature(self.path)
+        except OSError as exc:
+            self._refuse(None, f"cannot be read ({exc.strerror})")
+            return
+        if signature == self._signature:
+            self._refused = None  # back to the version in force
+            return
+        if signature == self._refused:
+            return
+        try:
+            entries = parse_tokens(self.path.read_text())
+        except OSError as exc:
+            self._refuse(signature, f"cannot be read ({exc.strerror})")
+            return
+        except TokensFileError as exc:
+            self._refuse(signature, str(exc))
+            return
+        self._entries, self._signature, self._refused = entries, signature, None
+        log.info("tokens file reloaded", path=str(self.path), entries=len(entries))
+
+    def _refuse(self, signature: tuple[int, int, int] | None, why: str) -> None:
+        signature = signature or _MISSING
+        if signature == self._refused:
+            return  # warned about this one already
+        self._refused = signature
+        log.warning("tokens file refused; the last good version stays in force", path=str(self.path), error=why)
