@@ -10,14 +10,23 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Callable
+import weakref
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from services.core.domain.associations import build_relation
 from services.core.domain.classification import FALLBACK, Classification, classify_by_patterns
 from services.core.domain.drafts import Draft, build_memory, validate_batch_size, validate_content, validate_metadata
-from services.core.domain.errors import Aborted, AlreadyExists, DomainError, InvalidArgument, NotFound
+from services.core.domain.errors import (
+    Aborted,
+    AlreadyExists,
+    DomainError,
+    InvalidArgument,
+    NotFound,
+    ResourceExhausted,
+)
 from services.core.domain.ids import validate_memory_id
 from services.core.domain.limits import Limits
 from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
@@ -111,6 +120,7 @@ class IngestHandlers:
         self._policy = policy
         self._clock = clock
         self._new_id = new_id
+        self._quota_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     # Preparing a new memory ---------------------------------------------------------------------------
 
@@ -178,12 +188,45 @@ class IngestHandlers:
             )
         return Created([found[i] for i in ids], published=True, replayed=True, summaries=[None] * len(ids))
 
+    @asynccontextmanager
+    async def _quota(self, tenant: str, memory_limit: int | None, adding: int) -> AsyncIterator[None]:
+        """Count the tenant's memories and refuse the write when `adding` more
+        would exceed its limit (spec 004), holding the tenant's lock until the
+        write is done, so two writes in this process cannot both take the last
+        place. Unlimited tenants skip the count."""
+        if memory_limit is None:
+            yield
+            return
+        lock = self._quota_locks.get(tenant)
+        if lock is None:
+            lock = self._quota_locks[tenant] = asyncio.Lock()
+        async with lock:
+            stored = await self._graph.count_memories(tenant)
+            if stored + adding > memory_limit:
+                raise ResourceExhausted(
+                    "MEMORY_LIMIT_EXCEEDED",
+                    f"memory limit of {memory_limit} reached: {stored} stored, {adding} more would exceed it;"
+                    " nothing was written",
+                    limit=memory_limit,
+                    stored=stored,
+                    requested=adding,
+                )
+            yield
+
     async def _store(
-        self, tenant: str, memories: list[Memory], summaries, idempotency_key: str, request_hash: str, now: datetime
+        self,
+        tenant: str,
+        memories: list[Memory],
+        summaries,
+        idempotency_key: str,
+        request_hash: str,
+        now: datetime,
+        memory_limit: int | None,
     ) -> Created:
         events = [MemoryEvent.for_memory(EventKind.CREATED, m, now) for m in memories]
         claim = self._claim(tenant, idempotency_key, request_hash, now) if idempotency_key else None
-        wrote = await self._graph.create_memories(memories, events, now_us=to_micros(now), claim=claim)
+        async with self._quota(tenant, memory_limit, len(memories)):
+            wrote = await self._graph.create_memories(memories, events, now_us=to_micros(now), claim=claim)
         if not wrote:  # a concurrent request with the same key won
             replay = await self._replay(tenant, idempotency_key, request_hash, now)
             if replay is None:
@@ -195,19 +238,32 @@ class IngestHandlers:
     # Use cases ----------------------------------------------------------------------------------------
 
     async def create_memory(
-        self, tenant: str, draft: Draft, *, idempotency_key: str = "", request_hash: str = ""
+        self,
+        tenant: str,
+        draft: Draft,
+        *,
+        idempotency_key: str = "",
+        request_hash: str = "",
+        memory_limit: int | None = None,
     ) -> Created:
-        """POST /memory."""
+        """POST /memory; refused (ResourceExhausted) when the tenant holds `memory_limit` memories."""
         now = self._clock()
         if idempotency_key and (replay := await self._replay(tenant, idempotency_key, request_hash, now)):
             return replay
         memory, summarized = await self._prepare(tenant, draft, now)
-        return await self._store(tenant, [memory], [summarized], idempotency_key, request_hash, now)
+        return await self._store(tenant, [memory], [summarized], idempotency_key, request_hash, now, memory_limit)
 
     async def batch_create(
-        self, tenant: str, drafts: list[Draft], *, idempotency_key: str = "", request_hash: str = ""
+        self,
+        tenant: str,
+        drafts: list[Draft],
+        *,
+        idempotency_key: str = "",
+        request_hash: str = "",
+        memory_limit: int | None = None,
     ) -> Created:
-        """POST /memory/batch: all or nothing, one graph query."""
+        """POST /memory/batch: all or nothing, one graph query; a batch that
+        would take the tenant past `memory_limit` is refused whole."""
         validate_batch_size(len(drafts), self._limits)
         now = self._clock()
         if idempotency_key and (replay := await self._replay(tenant, idempotency_key, request_hash, now)):
@@ -223,7 +279,8 @@ class IngestHandlers:
                 raise _at_index(index, error) from None
         prepared = await asyncio.gather(*(self._prepare(tenant, d, now) for d in drafts))
         memories = [m for m, _ in prepared]
-        return await self._store(tenant, memories, [s for _, s in prepared], idempotency_key, request_hash, now)
+        summaries = [s for _, s in prepared]
+        return await self._store(tenant, memories, summaries, idempotency_key, request_hash, now, memory_limit)
 
     async def update_memory(self, tenant: str, memory_id: str, draft: Draft, fields: set[str]) -> tuple[Memory, bool]:
         """PATCH /memory/{id}: compare-and-set on the version, retried on a race."""
@@ -308,9 +365,11 @@ class IngestHandlers:
         reason: str,
         idempotency_key: str = "",
         request_hash: str = "",
+        memory_limit: int | None = None,
     ) -> Superseded:
         """Store a replacement, close the old memory and link old -> new, in
-        one graph query: all of it or none of it."""
+        one graph query: all of it or none of it. The replacement is a new
+        memory, so it counts against `memory_limit`."""
         old_id = validate_memory_id(old_id, "supersedes_memory_id")
         relation_type = validate_supersede_relation(relation)
         now = self._clock()
@@ -327,9 +386,10 @@ class IngestHandlers:
                 MemoryEvent.for_memory(EventKind.SUPERSEDED, closed, now),
                 MemoryEvent.associated(tenant, edge),
             ]
-            wrote = await self._graph.supersede(
-                closed, old.version, replacement, edge, events, now_us=to_micros(now), claim=claim
-            )
+            async with self._quota(tenant, memory_limit, 1):
+                wrote = await self._graph.supersede(
+                    closed, old.version, replacement, edge, events, now_us=to_micros(now), claim=claim
+                )
             if wrote:
                 published = await self._relay.submit(events)
                 return Superseded(replacement, closed, relation_type, published, summarized)

@@ -10,7 +10,7 @@ from google.protobuf import json_format, struct_pb2
 from memgrid.v1 import ingest_service_pb2 as pb
 from memgrid.v1 import ingest_service_pb2_grpc as pb_grpc
 from services.core.codec import draft_from_pb, memory_to_pb, ts_to_pb
-from services.core.grpc.tenant import tenant_of
+from services.core.grpc.tenant import memory_limit_of, tenant_of
 from services.ingest.handlers import AssociationDraft, Created, IngestHandlers
 
 QUEUED = "queued"
@@ -77,6 +77,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             draft_from_pb(request.memory),
             idempotency_key=request.idempotency_key,
             request_hash=request_hash(request),
+            memory_limit=memory_limit_of(context),
         )
         return self._create_response(created)
 
@@ -86,6 +87,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             [draft_from_pb(d) for d in request.memories],
             idempotency_key=request.idempotency_key,
             request_hash=request_hash(request),
+            memory_limit=memory_limit_of(context),
         )
         return pb.BatchCreateMemoriesResponse(
             memory_ids=[m.id for m in created.memories],
@@ -135,6 +137,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             reason=request.reason,
             idempotency_key=request.idempotency_key,
             request_hash=request_hash(request),
+            memory_limit=memory_limit_of(context),
         )
         summary = done.summary
         return pb.SupersedeMemoryResponse(
