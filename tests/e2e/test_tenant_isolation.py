@@ -1,0 +1,305 @@
+"""The isolation matrix: two tenants, A and B, on one stack with enrichment
+running (placeholder embedder). B stores memories first (tags shared with A,
+one with a known embedding, entities A mentions too); A then stores near
+copies of them (the same content, the same embedding, the same entities) and
+runs every route against B's memories. Nothing of B may leak into A's
+answers, change, or disappear; afterwards B reads everything back as it was.
+
+That events and vector payloads carry the tenant is covered by the NATS and
+projection tests; this file looks only through the REST surface.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+
+import httpx
+import pytest
+
+from devstack.servers import free_port
+from services.core.grpc.server import start
+from services.core.settings import SERVICE_NAMES
+from tests.e2e.conftest import BUILDERS
+
+pytestmark = pytest.mark.e2e
+
+A_WRITE, A_ADMIN, B_WRITE = "tenant-a-write", "tenant-a-admin", "tenant-b-write"
+#: Fields a read may change without anything having happened to the memory.
+VOLATILE = ("last_accessed",)
+
+
+@pytest.fixture
+def stack_settings(settings, tmp_path):
+    path = tmp_path / "tokens.json"
+    entries = [(A_WRITE, "alpha", "write"), (A_ADMIN, "alpha", "admin"), (B_WRITE, "beta", "write")]
+    path.write_text(
+        json.dumps(
+            [
+                {"token_sha256": hashlib.sha256(token.encode()).hexdigest(), "tenant": tenant, "role": role}
+                for token, tenant, role in entries
+            ]
+        )
+    )
+    return settings.model_copy(
+        update={
+            "enrichment_enabled": True,
+            "memgrid_tokens_file": path,
+            "enrichment_pattern_min_members": 2,  # patterns form from two memories, so both tenants get one
+            "enrichment_similarity_threshold": 0.3,  # SIMILAR_TO links form readily
+            # Fixed ports, so enrich reaches recall for neighbours (SIMILAR_TO must stay within a tenant too).
+            **{f"{name}_grpc_port": free_port() for name in SERVICE_NAMES},
+        }
+    )
+
+
+@pytest.fixture
+async def stack_services(stack_settings):
+    """The four services on the ports the settings name (the shared fixture binds any free port)."""
+    services = {}
+    try:
+        for name, build in BUILDERS.items():
+            port = stack_settings.grpc_port(name)
+            services[name] = await start(name, build(stack_settings), host="127.0.0.1", port=port, grace_seconds=1.0)
+        yield services
+    finally:
+        for service in services.values():
+            await service.stop()
+
+
+@pytest.fixture
+async def clients(gateway_url):
+    opened = {
+        token: httpx.AsyncClient(base_url=gateway_url, headers={"Authorization": f"Bearer {token}"}, timeout=20.0)
+        for token in (A_WRITE, A_ADMIN, B_WRITE)
+    }
+    yield opened
+    for client in opened.values():
+        await client.aclose()
+
+
+def known_embedding(size: int) -> list[float]:
+    raw = [math.sin(i * 0.37) + 0.1 for i in range(size)]
+    norm = math.sqrt(sum(v * v for v in raw))
+    return [round(v / norm, 6) for v in raw]
+
+
+async def wait_for(predicate, within: float = 30.0):
+    for _ in range(int(within / 0.1)):
+        if result := await predicate():
+            return result
+        await asyncio.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+async def store(client: httpx.AsyncClient, content: str, tags: list[str], **fields) -> str:
+    reply = await client.post("/memory", json={"content": content, "type": "Context", "tags": tags, **fields})
+    assert reply.status_code == 201, reply.text
+    return reply.json()["memory_id"]
+
+
+async def read(client: httpx.AsyncClient, memory_id: str) -> dict:
+    reply = await client.get(f"/memory/{memory_id}", params={"state_mode": "history"})
+    assert reply.status_code == 200, reply.text
+    return reply.json()["memory"]
+
+
+async def settled(client: httpx.AsyncClient, ids: list[str]) -> None:
+    """Wait until each memory is enriched, embedded and found by its own
+    tenant's vector search with its own embedding."""
+    for memory_id in ids:
+
+        async def ready(memory_id=memory_id):
+            memory = await read(client, memory_id)
+            if not (memory["enriched_at"] and memory["embedding"]):
+                return False
+            vector = ",".join(str(v) for v in memory["embedding"])
+            params = {"embedding": vector, "limit": 100, "state_mode": "history", "diversity_factor": 0}
+            results = (await client.get("/recall", params=params)).json()["results"]
+            return any(memory_id in (r["id"], *r["deduped_from"]) for r in results)
+
+        await wait_for(ready)
+
+
+def snapshot(memory: dict) -> dict:
+    return {k: v for k, v in memory.items() if k not in VOLATILE}
+
+
+def ids_in(body: object) -> set[str]:
+    """Every string anywhere in a JSON answer (ids, relations, dedupe lists...)."""
+    if isinstance(body, dict):
+        return set().union(*(ids_in(v) for v in body.values())) if body else set()
+    if isinstance(body, list):
+        return set().union(*(ids_in(v) for v in body)) if body else set()
+    return {body} if isinstance(body, str) else set()
+
+
+def assert_not_found(reply: httpx.Response, what: str) -> None:
+    assert reply.status_code == 404, (what, reply.status_code, reply.text)
+    assert reply.json()["status"] == "error" and reply.json()["code"] == 404, what
+
+
+async def b_world(b: httpx.AsyncClient, vector: list[float]) -> dict[str, str]:
+    world = {
+        "postgres": await store(b, "Chose PostgreSQL over MongoDB for ACID transactions", ["shared", "b-only"]),
+        "helm": await store(b, "We deploy with Helm charts on Kubernetes", ["shared"]),
+        "helm2": await store(b, "Helm releases are pinned in Git", ["shared", "b-only"]),
+        "secret": await store(b, "The staging password rotates weekly", ["b-secret"], embedding=vector),
+    }
+    linked = await b.post(
+        "/associate", json={"memory1_id": world["postgres"], "memory2_id": world["helm"], "type": "RELATES_TO"}
+    )
+    assert linked.status_code == 201, linked.text
+    return world
+
+
+async def a_world(a: httpx.AsyncClient, vector: list[float]) -> dict[str, str]:
+    return {
+        "postgres": await store(a, "Chose PostgreSQL over MongoDB for ACID transactions", ["shared"]),
+        "helm": await store(a, "Helm values live next to the charts", ["shared"]),
+        "helm2": await store(a, "Helm upgrades run in CI with Kubernetes", ["a-only"]),
+        "vector": await store(a, "A memory with tenant B's exact embedding", ["a-vec"], embedding=vector),
+        "postgres2": await store(a, "We chose PostgreSQL over MongoDB for its ACID transactions", ["a-only"]),
+    }
+
+
+async def test_tenant_a_can_neither_see_nor_change_tenant_b(clients, stack_settings):
+    a, admin, b = clients[A_WRITE], clients[A_ADMIN], clients[B_WRITE]
+    vector = known_embedding(stack_settings.vector_size)
+    bs = await b_world(b, vector)
+    await settled(b, list(bs.values()))
+    before = {key: snapshot(await read(b, memory_id)) for key, memory_id in bs.items()}
+    b_ids = set(bs.values())
+    assert all(m["tenant"] == "beta" for m in before.values())
+
+    as_ = await a_world(a, vector)
+    await settled(a, list(as_.values()))
+    embedding = ",".join(str(v) for v in vector)
+
+    async def linked_within_a():
+        relations = (await read(a, as_["postgres"]))["relations"]
+        return as_["postgres2"] in {r["memory_id"] for r in relations if r["type"] == "SIMILAR_TO"}
+
+    await wait_for(linked_within_a)  # automatic links work here, so none to B below means none leaked
+
+    # Reads by id: B's ids do not exist for A, in any state mode.
+    for memory_id in b_ids:
+        for mode in ("", "history"):
+            assert_not_found(await a.get(f"/memory/{memory_id}", params={"state_mode": mode}), "GET /memory/{id}")
+        assert_not_found(await a.get(f"/memories/{memory_id}/related"), "GET /memories/{id}/related")
+
+    # Writes on B's ids: 404, and nothing changes.
+    assert_not_found(await a.patch(f"/memory/{bs['postgres']}", json={"content": "hijacked"}), "PATCH")
+    assert_not_found(await a.patch(f"/memory/{bs['helm']}", json={"tags": ["mine"], "importance": 1.0}), "PATCH")
+    assert_not_found(await a.delete(f"/memory/{bs['helm2']}"), "DELETE /memory/{id}")
+    replacement = {"content": "Replaced by A", "tags": ["supersede-attempt"], "supersedes_memory_id": bs["helm"]}
+    assert_not_found(await a.post("/memory", json=replacement), "supersede")
+    attempt = (await a.get("/memory/by-tag", params={"tags": "supersede-attempt"})).json()
+    assert attempt["memories"] == [], "a refused supersede stored its replacement"
+
+    # Associations across tenants or among B's memories: refused, no edge.
+    for first, second in (
+        (as_["postgres"], bs["postgres"]),
+        (bs["postgres"], as_["postgres"]),
+        (bs["helm"], bs["helm2"]),
+    ):
+        reply = await a.post("/associate", json={"memory1_id": first, "memory2_id": second, "type": "RELATES_TO"})
+        assert_not_found(reply, "POST /associate")
+    batch = [
+        {"memory1_id": as_["helm"], "memory2_id": bs["helm"], "type": "RELATES_TO"},
+        {"memory1_id": bs["helm2"], "memory2_id": bs["secret"], "type": "LEADS_TO"},
+    ]
+    reply = await a.post("/associate", json={"associations": batch})
+    assert reply.status_code == 400 and reply.json()["created_count"] == 0, reply.text
+
+    # Listings and ranked recall: none of B's ids anywhere in A's answers.
+    reads = {
+        "by-tag shared": a.get("/memory/by-tag", params={"tags": "shared", "limit": 200}),
+        "by-tag shared history": a.get("/memory/by-tag", params={"tags": "shared", "state_mode": "history"}),
+        "by-tag b-only": a.get("/memory/by-tag", params={"tags": "b-only,b-secret"}),
+        "recall B's embedding": a.get("/recall", params={"embedding": embedding, "limit": 100}),
+        "recall B's embedding, history": a.get(
+            "/recall", params={"embedding": embedding, "limit": 100, "state_mode": "history"}
+        ),
+        "recall B's content": a.get(
+            "/recall", params={"query": "Chose PostgreSQL over MongoDB for ACID transactions", "limit": 100}
+        ),
+        "recall B's secret": a.get("/recall", params={"query": "staging password rotates weekly", "limit": 100}),
+        "recall B's tags": a.get("/recall", params={"tags": "b-only,b-secret", "limit": 100}),
+        "recall expanded": a.get(
+            "/recall",
+            params={
+                "query": "Helm Kubernetes charts",
+                "expand_relations": "true",
+                "expand_entities": "true",
+                "limit": 100,
+                "state_mode": "history",
+            },
+        ),
+        "recall B's priority ids": a.get("/recall", params={"priority_ids": ",".join(b_ids), "query": "Helm"}),
+        "recall multi-query": a.get("/recall", params={"queries": ["PostgreSQL", "Helm", "password"], "limit": 50}),
+        "startup-recall": a.get("/startup-recall", params={"limit": 100}),
+        "startup-recall shared": a.get("/startup-recall", params={"tags": "shared", "limit": 100}),
+        **{f"related {key}": a.get(f"/memories/{memory_id}/related") for key, memory_id in as_.items()},
+        **{f"get {key}": a.get(f"/memory/{memory_id}") for key, memory_id in as_.items()},
+    }
+    answers = dict(zip(reads, await asyncio.gather(*reads.values()), strict=True))
+    for name, reply in answers.items():
+        assert reply.status_code == 200, (name, reply.text)
+        leaked = ids_in(reply.json()) & b_ids
+        assert not leaked, (name, leaked)
+    # ... and A's own memories are found, so the searches did run.
+    by_tag = answers["by-tag shared"].json()["memories"]
+    assert {m["id"] for m in by_tag} == {as_["postgres"], as_["helm"]}
+    assert as_["vector"] in {r["id"] for r in answers["recall B's embedding"].json()["results"]}
+    assert as_["postgres"] in {r["id"] for r in answers["recall B's content"].json()["results"]}
+
+    # Reprocessing B's id as A's admin touches nothing of B.
+    queued = await admin.post("/enrichment/reprocess", json={"ids": [as_["helm"], bs["helm"]]})
+    assert queued.status_code == 202, queued.text
+
+    async def forced():
+        return (await read(a, as_["helm"]))["metadata"]["enrichment"].get("forced")
+
+    await wait_for(forced)
+
+    # Bulk delete by a tag both tenants use: only A's go.
+    deleted = await a.delete("/memory/by-tag", params={"tags": "shared"})
+    assert deleted.status_code == 200 and deleted.json()["deleted_count"] == 2, deleted.text
+    deleted = await a.delete("/memory/by-tag", params={"tags": "b-only,b-secret"})
+    assert deleted.json()["deleted_count"] == 0
+
+    # As B: everything is there and unchanged.
+    for key, memory_id in bs.items():
+        assert snapshot(await read(b, memory_id)) == before[key], key
+    listed = (await b.get("/memory/by-tag", params={"tags": "shared"})).json()["memories"]
+    assert {m["id"] for m in listed} == {bs["postgres"], bs["helm"], bs["helm2"]}
+    found = (await b.get("/recall", params={"embedding": embedding, "limit": 10})).json()["results"]
+    assert bs["secret"] in {r["id"] for r in found}
+    assert as_["vector"] not in ids_in(found)
+    related = (await b.get(f"/memories/{bs['postgres']}/related")).json()["related"]
+    assert bs["helm"] in {r["id"] for r in related} and not ids_in(related) & set(as_.values())
+
+
+async def test_nothing_in_a_request_chooses_the_tenant(clients):
+    a, b = clients[A_WRITE], clients[B_WRITE]
+    body = {"content": "Whose is this?", "tags": ["probe"], "tenant": "beta", "metadata": {"tenant": "beta"}}
+    reply = await a.post(
+        "/memory", json=body, params={"tenant": "beta"}, headers={"X-Memgrid-Tenant": "beta", "X-Tenant": "beta"}
+    )
+    assert reply.status_code == 201, reply.text
+    memory_id = reply.json()["memory_id"]
+    assert (await read(a, memory_id))["tenant"] == "alpha"
+    assert_not_found(await b.get(f"/memory/{memory_id}"), "B reads A's probe")
+    batch = {"memories": [{"content": "batch probe", "tags": ["probe"], "tenant": "beta"}], "tenant": "beta"}
+    batch_reply = await a.post("/memory/batch", json=batch, headers={"X-Memgrid-Tenant": "beta"})
+    assert batch_reply.status_code == 201
+    [batch_id] = batch_reply.json()["memory_ids"]
+    assert (await read(a, batch_id))["tenant"] == "alpha"
+    patched = await a.patch(f"/memory/{memory_id}", json={"tenant": "beta", "importance": 0.9})
+    assert patched.status_code == 200 and patched.json()["memory"]["tenant"] == "alpha"
+    for params in ({"tags": "probe"}, {"tags": "probe", "tenant": "alpha"}):
+        listed = (await b.get("/memory/by-tag", params=params, headers={"X-Memgrid-Tenant": "alpha"})).json()
+        assert listed["memories"] == [], params
