@@ -7,9 +7,11 @@ inject the same adapters against real servers, or fakes proved equal to them.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
 
+from services.core.domain.analysis import AnalysisFigures
 from services.core.domain.classification import Classification
 from services.core.domain.factuality import Factuality
 from services.core.domain.model import ComponentStatus, Memory, MemoryEvent, Relation
@@ -36,6 +38,31 @@ class OutboxEntry:
 
     event_id: str
     event: MemoryEvent
+
+
+@dataclass(frozen=True, slots=True)
+class GraphStats:
+    """Counts of one tenant's graph: memories by type, and edges between two
+    memories by relation type."""
+
+    memories: int
+    relations: int
+    memories_by_type: dict[str, int] = field(default_factory=dict)
+    relations_by_type: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ExportedEdge:
+    """An edge leaving a memory, as a backup writes it: the target is a
+    Memory (by id), an Entity (by tag) or a Pattern (by key)."""
+
+    source_id: str
+    type: str
+    target_label: str
+    target_key: str
+    strength: float | None
+    created_at: datetime | None
+    properties: dict[str, Any] = field(default_factory=dict)
 
 
 class GraphStore(Protocol):
@@ -129,6 +156,27 @@ class GraphStore(Protocol):
 
     async def scan_memories(self, after_id: str, limit: int) -> list[Memory]:
         """Every tenant's memories with embeddings, in id order (index rebuilds)."""
+
+    async def graph_stats(self, tenant: str) -> GraphStats: ...
+
+    async def frontier(self, tenant: str, ids: list[str], exclude: list[str], limit: int) -> list[tuple[Memory, float]]:
+        """Memories one edge from any of `ids` (not in `exclude`), with the
+        strongest such edge's strength; strongest first, at most `limit`."""
+
+    async def edges_among(self, tenant: str, ids: list[str], limit: int) -> list[Relation]:
+        """Edges whose both ends are among `ids`, strongest first."""
+
+    async def analysis_figures(self, tenant: str, *, now_us: int, top: int) -> AnalysisFigures:
+        """The counts behind the analysis of a tenant's memories."""
+
+    async def memory_ids(self, tenant: str, after_id: str, limit: int) -> list[str]:
+        """A page of the tenant's memory ids, in id order after `after_id`."""
+
+    async def export_page(self, tenant: str, after_id: str, limit: int) -> tuple[list[Memory], list[ExportedEdge]]:
+        """A page of the tenant's memories (embeddings included) and the edges leaving them."""
+
+    async def export_nodes(self, tenant: str, label: str) -> list[dict[str, Any]]:
+        """Properties of the tenant's Entity or Pattern nodes."""
 
     async def touch_memory(self, tenant: str, memory_id: str, last_accessed_us: int) -> None:
         """Record an access (last_accessed), without bumping the version."""
