@@ -2,7 +2,7 @@
 
 from fastapi import APIRouter
 
-from gateway.routes import associations, enrichment, health, memories, recall
+from gateway.routes import associations, enrichment, graph, health, memories, recall
 
 router = APIRouter()
 router.include_router(health.router)
@@ -10,3 +10,4 @@ router.include_router(memories.router)
 router.include_router(associations.router)
 router.include_router(enrichment.router)
 router.include_router(recall.router)
+router.include_router(graph.router)

@@ -180,6 +180,15 @@ class Settings(BaseSettings):
     related_default_limit: int = 20
     reindex_batch_size: int = 1000  # points per upsert when the index is rebuilt from the graph
 
+    # Graph views (/graph/*) and the analysis (/analyze), served by recall.
+    graph_snapshot_default_limit: int = 200
+    graph_snapshot_max_limit: int = 2000
+    graph_neighbors_default_limit: int = 50
+    graph_neighbors_max_limit: int = 500
+    graph_max_depth: int = 3
+    graph_max_edges: int = 5000  # edges in one snapshot or neighbourhood, strongest first
+    analysis_top: int = 50  # tags and entities listed by /analyze
+
     log_level: str = "INFO"
     log_json: bool = True
 

@@ -8,6 +8,7 @@ from services.core.adapters.nats_consumer import JetStreamConsumer
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.settings import Settings
 from services.core.wiring import consumer_spec, event_bus, graph_store, vector_index
+from services.recall.graph_views import GraphLimits, GraphViews
 from services.recall.handlers import ReadLimits, RecallHandlers
 from services.recall.projector import Projector
 from services.recall.servicer import RecallServicer
@@ -34,6 +35,20 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         query_cache_size=settings.recall_query_cache_size,
     )
 
+    views = GraphViews(
+        graph=graph,
+        verdicts=handlers.verdicts,
+        limits=GraphLimits(
+            snapshot_default=settings.graph_snapshot_default_limit,
+            snapshot_max=settings.graph_snapshot_max_limit,
+            neighbors_default=settings.graph_neighbors_default_limit,
+            neighbors_max=settings.graph_neighbors_max_limit,
+            max_depth=settings.graph_max_depth,
+            max_edges=settings.graph_max_edges,
+            analysis_top=settings.analysis_top,
+        ),
+    )
+
     async def warm_embedder() -> None:
         """Load the query embedder now, not on the first recall."""
         await embedder.embed(["warm-up"])
@@ -53,7 +68,7 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     return ServiceApp(
         service_name=full_service_name(recall_service_pb2, "RecallService"),
         add_servicer=recall_service_pb2_grpc.add_RecallServiceServicer_to_server,
-        servicer=RecallServicer(handlers, settings.recall_default_limit, settings.reindex_batch_size),
+        servicer=RecallServicer(handlers, settings.recall_default_limit, settings.reindex_batch_size, views),
         startups=[vectors.open, graph.ensure_schema, warm_embedder, events.connect, consumer.start],
         shutdowns=[consumer.stop, events.close, vectors.close, graph.close],
     )

@@ -168,6 +168,10 @@ class RecallHandlers:
         heads = {i: m for i, (m, _) in (await self._graph.read_candidates(tenant, tips)).items()} if tips else {}
         return {m.id: judge(m, chains.get(m.id), heads, at) for m in memories}
 
+    async def verdicts(self, tenant: str, memories: list[Memory], at: datetime) -> dict[str, Verdict]:
+        """The pass's verdict on each memory at `at` (the graph views flag their nodes with it)."""
+        return await self._verdicts(tenant, memories, at)
+
     # Reads by id --------------------------------------------------------------------------------------
 
     async def get_memory(self, tenant: str, memory_id: str, state_mode: str = "") -> MemoryRead:

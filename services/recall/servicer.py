@@ -6,10 +6,12 @@ import json
 
 from memgrid.v1 import recall_service_pb2 as pb
 from memgrid.v1 import recall_service_pb2_grpc as pb_grpc
-from services.core.codec import memory_to_pb, relation_seen_from, status_to_pb
+from services.core.codec import memory_to_pb, relation_seen_from, status_to_pb, ts_to_pb
+from services.core.domain.model import Relation
 from services.core.domain.recall import Candidate
 from services.core.domain.times import format_iso
 from services.core.grpc.tenant import tenant_of
+from services.recall.graph_views import GraphView, GraphViews
 from services.recall.handlers import RecallHandlers
 
 
@@ -30,13 +32,41 @@ def result_to_pb(candidate: Candidate, relations=()) -> pb.RecallResult:
     )
 
 
+def edge_to_pb(relation: Relation) -> pb.GraphEdge:
+    return pb.GraphEdge(
+        source_id=relation.source_id,
+        target_id=relation.target_id,
+        type=relation.type,
+        strength=relation.strength,
+        properties_json=json.dumps(relation.properties, ensure_ascii=False),
+        created_at=ts_to_pb(relation.created_at),
+    )
+
+
+def view_to_pb(view: GraphView) -> tuple[list[pb.GraphNode], list[pb.GraphEdge]]:
+    nodes = [
+        pb.GraphNode(
+            memory=memory_to_pb(n.memory, with_embedding=False), state=n.state.value, replaced_by=n.replaced_by or ""
+        )
+        for n in view.nodes
+    ]
+    return nodes, [edge_to_pb(e) for e in view.edges]
+
+
 class RecallServicer(pb_grpc.RecallServiceServicer):
     """RPCs not overridden here answer UNIMPLEMENTED."""
 
-    def __init__(self, handlers: RecallHandlers, default_limit: int, rebuild_batch_size: int = 1000):
+    def __init__(
+        self,
+        handlers: RecallHandlers,
+        default_limit: int,
+        rebuild_batch_size: int = 1000,
+        views: GraphViews | None = None,
+    ):
         self._handlers = handlers
         self._default_limit = default_limit
         self._rebuild_batch_size = rebuild_batch_size
+        self._views = views
 
     async def GetMemory(self, request: pb.GetMemoryRequest, context) -> pb.GetMemoryResponse:
         read = await self._handlers.get_memory(tenant_of(context), request.id, request.state_mode)
@@ -160,3 +190,43 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
     async def GetSystemStatus(self, request: pb.GetSystemStatusRequest, context) -> pb.GetSystemStatusResponse:
         count, components = await self._handlers.system_status()
         return pb.GetSystemStatusResponse(memory_count=count, components=[status_to_pb(c) for c in components])
+
+    # The graph views and the analysis (services/recall/graph_views.py) ------------------------------
+
+    async def ListMemoryTypes(self, request: pb.ListMemoryTypesRequest, context) -> pb.ListMemoryTypesResponse:
+        types, fallback = self._views.memory_types()
+        return pb.ListMemoryTypesResponse(types=types, fallback=fallback)
+
+    async def ListRelationTypes(self, request: pb.ListRelationTypesRequest, context) -> pb.ListRelationTypesResponse:
+        types = self._views.relation_types()
+        return pb.ListRelationTypesResponse(authorable=types.authorable, system=types.system)
+
+    async def GetGraphStats(self, request: pb.GetGraphStatsRequest, context) -> pb.GetGraphStatsResponse:
+        stats = await self._views.stats(tenant_of(context))
+        return pb.GetGraphStatsResponse(
+            memory_count=stats.memories,
+            relation_count=stats.relations,
+            memories_by_type=stats.memories_by_type,
+            relations_by_type=stats.relations_by_type,
+        )
+
+    async def GetGraphSnapshot(self, request: pb.GetGraphSnapshotRequest, context) -> pb.GetGraphSnapshotResponse:
+        view = await self._views.snapshot(tenant_of(context), limit=request.limit, state_mode=request.state_mode)
+        nodes, edges = view_to_pb(view)
+        return pb.GetGraphSnapshotResponse(
+            nodes=nodes,
+            edges=edges,
+            limit=view.limit,
+            total_memories=view.stats.memories,
+            total_relations=view.stats.relations,
+        )
+
+    async def ListNeighbors(self, request: pb.ListNeighborsRequest, context) -> pb.ListNeighborsResponse:
+        view = await self._views.neighbors(
+            tenant_of(context), request.id, depth=request.depth, limit=request.limit, state_mode=request.state_mode
+        )
+        nodes, edges = view_to_pb(view)
+        return pb.ListNeighborsResponse(nodes=nodes, edges=edges, depth=view.depth, limit=view.limit)
+
+    async def AnalyzeMemories(self, request: pb.AnalyzeMemoriesRequest, context) -> pb.AnalyzeMemoriesResponse:
+        return pb.AnalyzeMemoriesResponse(analysis_json=json.dumps(await self._views.analyze(tenant_of(context))))

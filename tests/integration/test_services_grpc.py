@@ -140,10 +140,8 @@ async def test_calls_without_a_tenant_are_refused(stack):
 
 
 async def test_unbuilt_rpcs_answer_unimplemented(stack):
-    recall = recall_service_pb2_grpc.RecallServiceStub(stack["recall"][1])
     consolidate = consolidate_service_pb2_grpc.ConsolidateServiceStub(stack["consolidate"][1])
     for call in (
-        recall.AnalyzeMemories(recall_service_pb2.AnalyzeMemoriesRequest(), metadata=TENANT),
         consolidate.RunConsolidation(consolidate_service_pb2.RunConsolidationRequest(mode="decay"), metadata=TENANT),
     ):
         with pytest.raises(grpc.aio.AioRpcError) as unimplemented:

@@ -1,0 +1,124 @@
+"""The graph views and the analysis (served by recall): /graph/types,
+/graph/relations, /graph/stats, /graph/snapshot, /graph/neighbors/{id}, /analyze."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from fastapi import APIRouter, Depends, Request
+
+from gateway.auth import Caller
+from gateway.routes.common import call_options, clients, elapsed_ms, query_int, query_text, require
+from gateway.translate import iso, memory_to_json
+from memgrid.v1 import recall_service_pb2 as recall
+
+router = APIRouter()
+
+
+def node_to_json(node: recall.GraphNode) -> dict:
+    """A memory as a node: every field but the embedding, with its state."""
+    return {
+        **memory_to_json(node.memory, with_embedding=False),
+        "state": node.state,
+        "replaced_by": node.replaced_by or None,
+    }
+
+
+def edge_to_json(edge: recall.GraphEdge) -> dict:
+    return {
+        "id": f"{edge.source_id}-{edge.type}-{edge.target_id}",
+        "source": edge.source_id,
+        "target": edge.target_id,
+        "type": edge.type,
+        "strength": edge.strength,
+        "properties": json.loads(edge.properties_json or "{}"),
+        "created_at": iso(edge, "created_at"),
+    }
+
+
+@router.get("/graph/types")
+async def memory_types(request: Request, who: Caller = Depends(require("read"))):
+    reply = await clients(request).recall.ListMemoryTypes(recall.ListMemoryTypesRequest(), **call_options(request, who))
+    return {"status": "success", "types": list(reply.types), "fallback": reply.fallback}
+
+
+@router.get("/graph/relations")
+async def relation_types(request: Request, who: Caller = Depends(require("read"))):
+    reply = await clients(request).recall.ListRelationTypes(
+        recall.ListRelationTypesRequest(), **call_options(request, who)
+    )
+    return {
+        "status": "success",
+        "relations": [*reply.authorable, *reply.system],
+        "authorable": list(reply.authorable),
+        "system": list(reply.system),
+    }
+
+
+@router.get("/graph/stats")
+async def graph_stats(request: Request, who: Caller = Depends(require("read"))):
+    started = time.perf_counter()
+    reply = await clients(request).recall.GetGraphStats(recall.GetGraphStatsRequest(), **call_options(request, who))
+    return {
+        "status": "success",
+        "totals": {"nodes": reply.memory_count, "edges": reply.relation_count},
+        "by_type": dict(reply.memories_by_type),
+        "by_relationship": dict(reply.relations_by_type),
+        "query_time_ms": elapsed_ms(started),
+    }
+
+
+@router.get("/graph/snapshot")
+async def graph_snapshot(request: Request, who: Caller = Depends(require("read"))):
+    """The most important memories and the edges between them, for a viewer;
+    state_mode=history shows superseded and expired memories too (flagged)."""
+    started = time.perf_counter()
+    reply = await clients(request).recall.GetGraphSnapshot(
+        recall.GetGraphSnapshotRequest(limit=query_int(request, "limit"), state_mode=query_text(request, "state_mode")),
+        **call_options(request, who),
+    )
+    return {
+        "status": "success",
+        "nodes": [node_to_json(n) for n in reply.nodes],
+        "edges": [edge_to_json(e) for e in reply.edges],
+        "stats": {
+            "total_nodes": reply.total_memories,
+            "total_edges": reply.total_relations,
+            "returned_nodes": len(reply.nodes),
+            "returned_edges": len(reply.edges),
+            "sampled": len(reply.nodes) < reply.total_memories,
+        },
+        "meta": {"limit": reply.limit, "query_time_ms": elapsed_ms(started)},
+    }
+
+
+@router.get("/graph/neighbors/{memory_id}")
+async def graph_neighbors(memory_id: str, request: Request, who: Caller = Depends(require("read"))):
+    """The memory and its neighbours up to `depth` hops (1..3), nearest first."""
+    started = time.perf_counter()
+    reply = await clients(request).recall.ListNeighbors(
+        recall.ListNeighborsRequest(
+            id=memory_id,
+            depth=query_int(request, "depth"),
+            limit=query_int(request, "limit"),
+            state_mode=query_text(request, "state_mode"),
+        ),
+        **call_options(request, who),
+    )
+    nodes = [node_to_json(n) for n in reply.nodes]
+    return {
+        "status": "success",
+        "center": nodes[0],
+        "graph_neighbors": nodes[1:],
+        "edges": [edge_to_json(e) for e in reply.edges],
+        "meta": {"depth": reply.depth, "limit": reply.limit, "query_time_ms": elapsed_ms(started)},
+    }
+
+
+@router.get("/analyze")
+async def analyze(request: Request, who: Caller = Depends(require("read"))):
+    """Counts over the tenant's memories: types, tags, entities, time, averages."""
+    started = time.perf_counter()
+    reply = await clients(request).recall.AnalyzeMemories(recall.AnalyzeMemoriesRequest(), **call_options(request, who))
+    return {"status": "success", "analytics": json.loads(reply.analysis_json), "query_time_ms": elapsed_ms(started)}
