@@ -2,7 +2,7 @@
 
 from fastapi import APIRouter
 
-from gateway.routes import associations, enrichment, graph, health, memories, recall
+from gateway.routes import admin, associations, consolidation, enrichment, graph, health, memories, recall
 
 router = APIRouter()
 router.include_router(health.router)
@@ -11,3 +11,5 @@ router.include_router(associations.router)
 router.include_router(enrichment.router)
 router.include_router(recall.router)
 router.include_router(graph.router)
+router.include_router(admin.router)
+router.include_router(consolidation.router)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from memgrid.v1 import consolidate_service_pb2, consolidate_service_pb2_grpc
+from services.consolidate.backup import BackupWriter
 from services.consolidate.servicer import ConsolidateServicer
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.settings import Settings
@@ -16,7 +17,11 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     return ServiceApp(
         service_name=full_service_name(consolidate_service_pb2, "ConsolidateService"),
         add_servicer=consolidate_service_pb2_grpc.add_ConsolidateServiceServicer_to_server,
-        servicer=ConsolidateServicer(),
+        servicer=ConsolidateServicer(
+            BackupWriter(
+                graph=graph, directory=settings.memgrid_data_dir / "backups", page_size=settings.backup_page_size
+            )
+        ),
         startups=[graph.ensure_schema, events.connect],
         shutdowns=[events.close, graph.close],
     )

@@ -189,6 +189,10 @@ class Settings(BaseSettings):
     graph_max_edges: int = 5000  # edges in one snapshot or neighbourhood, strongest first
     analysis_top: int = 50  # tags and entities listed by /analyze
 
+    # Admin and exports.
+    admin_timeout_seconds: float = 3600.0  # the gateway's deadline for /admin/reindex and /backup
+    backup_page_size: int = 500  # memories per graph read while a backup is written
+
     log_level: str = "INFO"
     log_json: bool = True
 

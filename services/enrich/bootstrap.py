@@ -17,6 +17,7 @@ from services.core.wiring import consumer_spec, event_bus, graph_store, language
 from services.enrich.neighbours import RecallNeighbours
 from services.enrich.pipeline import EnrichmentPipeline, EnrichmentPolicy
 from services.enrich.reconciler import Reconciler
+from services.enrich.reembed import Reembedder
 from services.enrich.servicer import EnrichServicer
 
 log = structlog.get_logger()
@@ -80,6 +81,8 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         batch_size=settings.enrichment_batch_size,
     )
 
+    reembedder = Reembedder(graph=graph, pipeline=pipeline, batch_size=settings.enrichment_batch_size)
+
     async def warm_up() -> None:
         """Load the models before SERVING, so the first batch is not the slow one.
         A provider that is down now is retried per batch, not fatal here."""
@@ -92,9 +95,17 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     return ServiceApp(
         service_name=full_service_name(enrich_service_pb2, "EnrichService"),
         add_servicer=enrich_service_pb2_grpc.add_EnrichServiceServicer_to_server,
-        servicer=EnrichServicer(pipeline, consumer, reconciler, settings.enrichment_max_attempts),
+        servicer=EnrichServicer(pipeline, consumer, reconciler, settings.enrichment_max_attempts, reembedder),
         startups=[graph.ensure_schema, events.connect, warm_up, relay.start]
         + ([consumer.start, reconciler.start] if settings.enrichment_enabled else []),
-        shutdowns=[reconciler.stop, consumer.stop, relay.stop, neighbours.close, events.close, graph.close]
+        shutdowns=[
+            reembedder.stop,
+            reconciler.stop,
+            consumer.stop,
+            relay.stop,
+            neighbours.close,
+            events.close,
+            graph.close,
+        ]
         + ([extractor.close] if hasattr(extractor, "close") else []),
     )

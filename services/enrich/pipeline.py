@@ -113,27 +113,30 @@ class EnrichmentPipeline:
                 outcomes.append(Outcome.DONE)
         return outcomes
 
-    async def enrich_ids(self, tenant: str, ids: list[str], *, forced: bool = False) -> list[str]:
+    async def enrich_ids(
+        self, tenant: str, ids: list[str], *, forced: bool = False, reembed: bool = False
+    ) -> list[str]:
         """Enrich these memories of one tenant; returns the ids written. Memories
-        deleted meanwhile are skipped; raises when a dependency fails."""
+        deleted meanwhile are skipped; raises when a dependency fails. With
+        reembed, every memory is embedded again, not only those without a vector."""
         started = time.perf_counter()
         self.stats.inflight += len(ids)
         try:
-            written = await self._enrich(tenant, ids, forced)
+            written = await self._enrich(tenant, ids, forced, reembed)
         finally:
             self.stats.inflight -= len(ids)
         self.stats.last_batch_seconds = time.perf_counter() - started
         BATCH_SECONDS.observe(self.stats.last_batch_seconds)
         return written
 
-    async def _enrich(self, tenant: str, ids: list[str], forced: bool) -> list[str]:
+    async def _enrich(self, tenant: str, ids: list[str], forced: bool, reembed: bool = False) -> list[str]:
         memories = list((await self._graph.get_memories(tenant, ids)).values())
         self.stats.skipped += len(ids) - len(memories)
         if not memories:
             return []
         now = self._clock()
         t0 = time.perf_counter()
-        results = await self._compute(memories)
+        results = await self._compute(memories, reembed)
         t1 = time.perf_counter()
         await self._link(tenant, memories, results, now)
         t2 = time.perf_counter()
@@ -147,9 +150,11 @@ class EnrichmentPipeline:
         )
         return written
 
-    async def _compute(self, memories: list[Memory]) -> dict[str, Enrichment]:
-        """Embeddings (only where missing), entities and a first factuality view."""
-        to_embed = [m for m in memories if m.embedding is None or len(m.embedding) != self._embedder.dimension]
+    async def _compute(self, memories: list[Memory], reembed: bool = False) -> dict[str, Enrichment]:
+        """Embeddings (only where missing, unless reembed), entities and a first factuality view."""
+        to_embed = [
+            m for m in memories if reembed or m.embedding is None or len(m.embedding) != self._embedder.dimension
+        ]
         # The two models run side by side: each leaves the GIL for most of its work.
         vectors, entity_maps = await asyncio.gather(
             self._embedder.embed([m.content for m in to_embed]) if to_embed else _nothing(),

@@ -13,16 +13,23 @@ from services.core.domain.ids import validate_memory_id
 from services.core.grpc.tenant import tenant_of
 from services.enrich.pipeline import EnrichmentPipeline
 from services.enrich.reconciler import Reconciler
+from services.enrich.reembed import Reembedder
 
 
 class EnrichServicer(pb_grpc.EnrichServiceServicer):
     def __init__(
-        self, pipeline: EnrichmentPipeline, consumer: JetStreamConsumer, reconciler: Reconciler, max_attempts: int
+        self,
+        pipeline: EnrichmentPipeline,
+        consumer: JetStreamConsumer,
+        reconciler: Reconciler,
+        max_attempts: int,
+        reembedder: Reembedder | None = None,
     ):
         self._pipeline = pipeline
         self._consumer = consumer
         self._reconciler = reconciler
         self._max_attempts = max_attempts
+        self._reembedder = reembedder
         self._background: set[asyncio.Task] = set()
 
     async def ReprocessMemories(self, request: pb.ReprocessMemoriesRequest, context) -> pb.ReprocessMemoriesResponse:
@@ -53,6 +60,15 @@ class EnrichServicer(pb_grpc.EnrichServiceServicer):
                     "reconciled": self._reconciler.redriven,
                     "last_batch_seconds": round(stats.last_batch_seconds, 4),
                     "failures_by_reason": stats.by_reason,
+                    "reembed": self._reembedder.status(tenant_of(context)) if self._reembedder else None,
                 }
             ),
         )
+
+    async def ReembedMemories(self, request: pb.ReembedMemoriesRequest, context) -> pb.ReembedMemoriesResponse:
+        """Queue a re-embed of the named memories, or of every memory of the tenant (202 at the gateway)."""
+        if request.batch_size < 0:
+            raise InvalidArgument("INVALID_ARGUMENT", "batch_size must be 0 or more", field="batch_size")
+        ids = [validate_memory_id(i, "ids") for i in request.ids]
+        queued = await self._reembedder.queue(tenant_of(context), ids, request.batch_size)
+        return pb.ReembedMemoriesResponse(queued=queued)

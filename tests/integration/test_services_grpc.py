@@ -143,10 +143,13 @@ async def test_unbuilt_rpcs_answer_unimplemented(stack):
     consolidate = consolidate_service_pb2_grpc.ConsolidateServiceStub(stack["consolidate"][1])
     for call in (
         consolidate.RunConsolidation(consolidate_service_pb2.RunConsolidationRequest(mode="decay"), metadata=TENANT),
+        consolidate.GetConsolidationStatus(consolidate_service_pb2.GetConsolidationStatusRequest(), metadata=TENANT),
     ):
         with pytest.raises(grpc.aio.AioRpcError) as unimplemented:
             await call
         assert unimplemented.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert error_info(unimplemented.value).reason == "CONSOLIDATION_NOT_BUILT"
+        assert "not built yet" in unimplemented.value.details()
 
 
 async def test_graceful_shutdown_reports_not_serving_first(settings):

@@ -55,3 +55,9 @@ class Aborted(DomainError):
     """A concurrent write won; the caller may retry."""
 
     status = "ABORTED"
+
+
+class Unimplemented(DomainError):
+    """A method whose feature has not landed yet."""
+
+    status = "UNIMPLEMENTED"
