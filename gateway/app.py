@@ -12,6 +12,7 @@ from gateway import envelope
 from gateway.auth import TokenAuth
 from gateway.clients import ServiceClients
 from gateway.routes import router
+from gateway.stream import StreamHub
 from services.core.settings import Settings
 
 
@@ -24,9 +25,12 @@ def create_app(settings: Settings, api_token: str | None, clients: ServiceClient
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         app.state.clients = clients or ServiceClients.from_settings(settings)
+        app.state.stream = StreamHub.from_settings(settings)
+        await app.state.stream.start()
         try:
             yield
         finally:
+            await app.state.stream.close()
             await app.state.clients.close()
 
     app = FastAPI(title="memgrid", version="0.1.0", lifespan=lifespan)

@@ -2,7 +2,7 @@
 
 from fastapi import APIRouter
 
-from gateway.routes import admin, associations, consolidation, enrichment, graph, health, memories, recall
+from gateway.routes import admin, associations, consolidation, enrichment, graph, health, memories, recall, stream
 
 router = APIRouter()
 router.include_router(health.router)
@@ -13,3 +13,4 @@ router.include_router(recall.router)
 router.include_router(graph.router)
 router.include_router(admin.router)
 router.include_router(consolidation.router)
+router.include_router(stream.router)

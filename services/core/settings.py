@@ -193,6 +193,11 @@ class Settings(BaseSettings):
     admin_timeout_seconds: float = 3600.0  # the gateway's deadline for /admin/reindex and /backup
     backup_page_size: int = 500  # memories per graph read while a backup is written
 
+    # Server-sent events (/stream): per subscriber, events buffered before
+    # newer ones are dropped (and counted), and the keepalive comment period.
+    stream_buffer_size: int = 256
+    stream_keepalive_seconds: float = 15.0
+
     log_level: str = "INFO"
     log_json: bool = True
 
