@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_for
+
 pytestmark = pytest.mark.e2e
 
 ADMIN = "admin-secret"
@@ -21,14 +23,6 @@ AS_ADMIN = {"X-Admin-Token": ADMIN}
 @pytest.fixture
 def stack_settings(settings):
     return settings.model_copy(update={"enrichment_enabled": True, "admin_api_token": ADMIN})
-
-
-async def wait_for(predicate, within: float = 20.0):
-    for _ in range(int(within / 0.1)):
-        if result := await predicate():
-            return result
-        await asyncio.sleep(0.1)
-    raise AssertionError("condition not met in time")
 
 
 async def store(client, content: str, **fields) -> str:

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import API_TOKEN
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -200,11 +201,3 @@ async def test_the_tokens_file_is_reread_while_running(gateway_url, tokens_path)
         listed = (await gamma.get("/memory/by-tag", params={"tags": "roles"})).json()["memories"]
         assert [m["id"] for m in listed] == [created.json()["memory_id"]]
         assert listed[0]["tenant"] == "gamma"
-
-
-async def wait_for(predicate, within: float = 10.0):
-    for _ in range(int(within / 0.1)):
-        if result := await predicate():
-            return result
-        await asyncio.sleep(0.1)
-    raise AssertionError("condition not met in time")

@@ -3,9 +3,9 @@ with enrichment running."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
+
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -15,14 +15,6 @@ ADMIN = "admin-secret"
 @pytest.fixture
 def stack_settings(settings):
     return settings.model_copy(update={"enrichment_enabled": True, "admin_api_token": ADMIN})
-
-
-async def wait_for(predicate, within: float = 20.0):
-    for _ in range(int(within / 0.1)):
-        if result := await predicate():
-            return result
-        await asyncio.sleep(0.1)
-    raise AssertionError("condition not met in time")
 
 
 async def test_status_counts_what_was_enriched(client):

@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.waiting import wait_for
+
 pytestmark = pytest.mark.e2e
 
 RESULT_FIELDS = {
@@ -24,14 +26,6 @@ COMPONENTS = {
 @pytest.fixture
 def stack_settings(settings):
     return settings.model_copy(update={"enrichment_enabled": True})
-
-
-async def wait_for(predicate, within: float = 20.0):
-    for _ in range(int(within / 0.1)):
-        if result := await predicate():
-            return result
-        await asyncio.sleep(0.1)
-    raise AssertionError("condition not met in time")
 
 
 async def store(client, content: str, **fields) -> str:

@@ -23,6 +23,7 @@ from services.core.adapters.nats_bus import event_subject
 from services.core.codec import event_to_pb
 from services.core.domain.model import EventKind, MemoryEvent
 from tests.e2e.conftest import API_TOKEN
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -95,14 +96,6 @@ class Stream:
                     return seen
 
 
-async def wait_for(predicate, within: float = 5.0):
-    for _ in range(int(within / 0.05)):
-        if result := await predicate():
-            return result
-        await asyncio.sleep(0.05)
-    raise AssertionError("condition not met in time")
-
-
 def created(memory_id: str):
     return lambda name, data: name == "created" and data["memory_id"] == memory_id
 
@@ -136,7 +129,7 @@ async def test_a_subscriber_gets_its_own_tenants_events_only(client, other_tenan
         status = (await client.get("/stream/status")).json()
         return status if status["subscribers"] == 0 else None
 
-    status = await wait_for(closed)
+    status = await wait_for_soon(closed)
     assert status["tenant"] == "default" and status["delivered"] >= 1 and status["dropped"] == 0
 
 
@@ -206,3 +199,7 @@ async def test_a_slow_reader_is_told_how_many_events_it_lost(client, gateway_url
         mine = next(s for s in status["per_subscriber"] if s["id"] == ready["subscriber_id"])
         assert (mine["delivered"], mine["dropped"]) == (len(received), dropped)
         assert status["dropped"] >= dropped
+
+
+async def wait_for_soon(predicate, within: float = 5.0):
+    return await wait_for(predicate, within, every=0.05)

@@ -36,6 +36,7 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
+from services.core.adapters.vector_status import vector_index_status
 from services.core.domain.model import ComponentStatus
 from services.core.domain.projection import ARCHIVED, VectorHit, VectorQuery
 
@@ -249,26 +250,8 @@ class EdgeVectorIndex:
         log.info("vector index cleared", collection=self._collection)
 
     async def status(self) -> ComponentStatus:
-        if self.mismatch is not None:
-            configured, found = self.mismatch
-            return ComponentStatus(
-                "vector_index",
-                "dimension_mismatch",
-                f"VECTOR_SIZE is {configured} but the index holds {found}-dimensional vectors; "
-                "set VECTOR_SIZE to match, enable autodetection, or rebuild the index",
-                {"dimension": float(found), "configured_dimension": float(configured)},
-            )
-        if self._shard is None:
-            return ComponentStatus("vector_index", "unavailable", "not open")
-        try:
-            points = await self.count()
-        except Exception as exc:
-            return ComponentStatus("vector_index", "unavailable", str(exc))
-        return ComponentStatus(
-            "vector_index",
-            "connected",
-            f"qdrant-edge collection {self._collection}",
-            {"points": float(points), "dimension": float(self.dimension), "refused": float(self.refused)},
+        return await vector_index_status(
+            self, is_open=self._shard is not None, detail=f"qdrant-edge collection {self._collection}"
         )
 
     async def close(self) -> None:

@@ -19,6 +19,7 @@ from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from services.core.adapters.retry import with_backoff
+from services.core.adapters.vector_status import vector_index_status
 from services.core.domain.model import ComponentStatus
 from services.core.domain.projection import ARCHIVED, VectorHit, VectorQuery
 
@@ -254,26 +255,8 @@ class QdrantClientIndex:
         log.info("vector index cleared", collection=self._collection)
 
     async def status(self) -> ComponentStatus:
-        if self.mismatch is not None:
-            configured, found = self.mismatch
-            return ComponentStatus(
-                "vector_index",
-                "dimension_mismatch",
-                f"VECTOR_SIZE is {configured} but the index holds {found}-dimensional vectors; "
-                "set VECTOR_SIZE to match, enable autodetection, or rebuild the index",
-                {"dimension": float(found), "configured_dimension": float(configured)},
-            )
-        if self._client is None:
-            return ComponentStatus("vector_index", "unavailable", "not open")
-        try:
-            points = await self.count()
-        except Exception as exc:
-            return ComponentStatus("vector_index", "unavailable", str(exc))
-        return ComponentStatus(
-            "vector_index",
-            "connected",
-            f"qdrant collection {self._collection} at {self._where}",
-            {"points": float(points), "dimension": float(self.dimension), "refused": float(self.refused)},
+        return await vector_index_status(
+            self, is_open=self._client is not None, detail=f"qdrant collection {self._collection} at {self._where}"
         )
 
     async def close(self) -> None:
