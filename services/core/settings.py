@@ -154,14 +154,15 @@ class Settings(BaseSettings):
     # The text arms leave out words held by more than this share of memories (at least recall_keyword_min_df).
     recall_keyword_max_df_ratio: float = 0.02
     recall_keyword_min_df: int = 200
-    recall_keyword_candidates: int = 100  # the keyword arm re-ranks this many full-text matches by BM25
-    recall_bm25_k1: float = 1.2
-    recall_bm25_b: float = 0.75
+    recall_keyword_candidates: int = 200  # the keyword arm re-ranks this many full-text matches by BM25
+    # BM25 for short passages (Anserini's MS MARCO passage defaults; memories are short).
+    recall_bm25_k1: float = 0.9
+    recall_bm25_b: float = 0.4
     # Weight sets per intent over the score components (services/core/domain/recall.py COMPONENTS).
     recall_weights: dict[str, dict[str, float]] = {
         "recall": {
-            "vector": 0.50, "keyword": 0.25, "metadata": 0.02, "tag": 0.02, "exact": 0.03, "relation": 0.05,
-            "importance": 0.04, "confidence": 0.01, "recency": 0.03, "trust": 0.02, "context": 0.10,
+            "vector": 0.60, "keyword": 0.40, "metadata": 0.01, "tag": 0.01, "exact": 0.02, "relation": 0.03,
+            "importance": 0.02, "confidence": 0.0, "recency": 0.01, "trust": 0.01, "context": 0.10,
         },
         "browse": {
             "vector": 0.30, "keyword": 0.10, "metadata": 0.03, "tag": 0.05, "exact": 0.02, "relation": 0.05,

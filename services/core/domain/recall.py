@@ -33,9 +33,12 @@ TAG_MATCHES = ("prefix", "exact")
 _TOKEN = re.compile(r"[a-z0-9]+")
 #: Words that carry no signal for the tag and exact-match components.
 _STOPWORD_TEXT = """
-a an the and or but if of at by for with about to from in on is are was were be been being do does did
-have has had i you he she it we they me him her us them my your his its our their this that these those
-what which who whom when where why how not no so than too very can will just should would could
+a about above after again against all am an and any are as at be because been before being below between both
+but by can could did do does doing down during each few for from further had has have having he her here hers
+herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off on
+once only or other our ours ourselves out over own same she should so some such than that the their theirs them
+themselves then there these they this those through to too under until up very was we were what when where which
+while who whom why will with would you your yours yourself yourselves
 """
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
@@ -326,8 +329,12 @@ class Candidate:
     final: float = 0.0
     state_replaces: str | None = None
     deduped_from: list[str] = field(default_factory=list)
+    #: The arms' own scores before normalisation (the vector arm's cosine).
+    raw: dict[str, float] = field(default_factory=dict)
 
-    def add(self, arm: str, score: float) -> None:
+    def add(self, arm: str, score: float, raw: float | None = None) -> None:
+        if raw is not None and raw > self.raw.get(arm, -math.inf):
+            self.raw[arm] = raw
         if score > self.arms.get(arm, -math.inf):
             self.arms[arm] = score
 
@@ -341,21 +348,25 @@ class Candidate:
 
     @property
     def match_score(self) -> float:
+        """The matching arm's own score (a cosine for the vector arm)."""
         if self.arms:
-            return max(self.arms.values())
+            arm = self.match_type if self.match_type in self.arms else max(self.arms, key=self.arms.__getitem__)
+            return self.raw.get(arm, self.arms[arm])
         return self.relation if self.via in ("relation", "entity") else self.final
 
 
 def merge(pool: dict[str, Candidate], arm: str, hits: Iterable[tuple[str, float]], *, normalise: bool = False) -> None:
     """Add an arm's (id, score) hits to the pool; with `normalise`, scores are
-    divided by the arm's best (full-text scores have no fixed scale)."""
+    divided by the arm's best, so every arm's top hit scores 1 (relative
+    score fusion: BM25 has no fixed scale, and cosines bunch in a narrow
+    band); the raw score is kept too."""
     hits = list(hits)
     if not hits:
         return
     top = max(score for _, score in hits) if normalise else 1.0
     for memory_id, score in hits:
         value = score / top if normalise and top > 0 else score
-        pool.setdefault(memory_id, Candidate(memory_id)).add(arm, max(0.0, min(1.0, value)))
+        pool.setdefault(memory_id, Candidate(memory_id)).add(arm, max(0.0, min(1.0, value)), raw=score)
 
 
 def shortlist(pool: Mapping[str, Candidate], weights: Mapping[str, float], size: int) -> list[Candidate]:
