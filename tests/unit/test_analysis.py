@@ -27,6 +27,13 @@ def test_day_numbers_are_days_since_the_epoch():
     assert day_date(-1) == date(1969, 12, 31)
 
 
+def test_a_day_number_rounded_past_the_calendar_ends_is_clamped():
+    """The graph divides in floating point: 9999-12-31T23:59:59.999999 came back as a
+    day past date.max, and /analyze answered 500 (found by the probe beside the fuzzer)."""
+    assert day_date(days_since_epoch(date.max) + 1) == date.max
+    assert day_date(days_since_epoch(date.min) - 1) == date.min
+
+
 def test_entity_tags_split_into_category_and_name():
     assert split_entity_tag("entity:tools:pytest") == ("tools", "pytest")
     assert split_entity_tag("Entity:people:ada:lovelace") == ("people", "ada:lovelace")

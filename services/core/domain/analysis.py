@@ -16,6 +16,7 @@ from services.core.domain.times import format_iso
 
 #: Days from 0001-01-01 (ordinal 1) to 1970-01-01: day numbers are days since the epoch.
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+_MAX_ORDINAL = date.max.toordinal()
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 #: Entity tags written by enrichment: entity:<category>:<slug>.
 ENTITY_TAG_PREFIX = "entity:"
@@ -59,8 +60,10 @@ class AnalysisFigures:
 
 
 def day_date(day: int) -> date:
-    """The calendar date of a day number (days since 1970-01-01)."""
-    return date.fromordinal(_EPOCH_ORDINAL + day)
+    """The calendar date of a day number (days since 1970-01-01). The graph
+    divides in floating point, which can round the last microsecond of
+    9999-12-31 up to a day past date.max: the ends are clamped."""
+    return date.fromordinal(min(max(_EPOCH_ORDINAL + day, 1), _MAX_ORDINAL))
 
 
 def split_entity_tag(tag: str) -> tuple[str, str] | None:

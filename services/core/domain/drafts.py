@@ -18,6 +18,9 @@ from services.core.domain.model import Memory
 from services.core.domain.tags import tag_prefixes
 from services.core.domain.times import parse_iso
 
+#: The largest finite float32, the type vectors are stored in.
+FLOAT32_MAX = 3.4028234663852886e38
+
 
 @dataclass(slots=True)
 class Draft:
@@ -119,8 +122,11 @@ def validate_embedding(embedding: Any, limits: Limits, field: str = "embedding")
         values = [float(v) for v in embedding]
     else:
         raise InvalidArgument("INVALID_EMBEDDING", f"'{field}' must be a list of numbers", field=field)
-    if not all(math.isfinite(v) for v in values):
-        raise InvalidArgument("INVALID_EMBEDDING", f"'{field}' must contain only finite numbers", field=field)
+    # Vectors are stored as float32: a finite double past its range would become infinity.
+    if not all(math.isfinite(v) and abs(v) <= FLOAT32_MAX for v in values):
+        raise InvalidArgument(
+            "INVALID_EMBEDDING", f"'{field}' must contain only finite numbers within float32 range", field=field
+        )
     if len(values) != limits.vector_size:
         raise InvalidArgument(
             "EMBEDDING_DIMENSION_MISMATCH",

@@ -28,7 +28,12 @@ def parse_iso(value: str, field: str) -> datetime:
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # e.g. 9999-12-31T23:59-01:00 is past year 9999 in UTC
+        raise InvalidArgument(
+            "INVALID_TIMESTAMP", f"{field} is out of range in UTC (years 1 to 9999): {value!r}", field=field
+        ) from None
 
 
 def format_iso(value: datetime | None) -> str | None:
