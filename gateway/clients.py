@@ -13,6 +13,7 @@ from memgrid.v1 import (
     ingest_service_pb2_grpc,
     recall_service_pb2_grpc,
 )
+from services.core.grpc.server import MESSAGE_OPTIONS
 from services.core.settings import SERVICE_NAMES, Settings
 
 
@@ -27,7 +28,7 @@ class ServiceClients:
 
     @classmethod
     def connect(cls, targets: dict[str, str]) -> ServiceClients:
-        channels = {name: grpc.aio.insecure_channel(targets[name]) for name in SERVICE_NAMES}
+        channels = {name: grpc.aio.insecure_channel(targets[name], options=MESSAGE_OPTIONS) for name in SERVICE_NAMES}
         return cls(
             channels=channels,
             ingest=ingest_service_pb2_grpc.IngestServiceStub(channels["ingest"]),

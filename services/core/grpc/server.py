@@ -21,6 +21,18 @@ from services.core.observability import GRPC_LATENCY, GRPC_REQUESTS
 
 log = structlog.get_logger()
 
+#: The largest gRPC message a service or the gateway sends or takes. gRPC's
+#: default, 4 MiB, is less than a 500-item batch with embeddings or a
+#: 2000-node graph snapshot; the gateway bounds what comes in
+#: (MAX_REQUEST_BYTES, 32 MiB of JSON by default), and this sits well above
+#: what that lets through (a short JSON number can grow to ~11 bytes as a
+#: protobuf Value).
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+MESSAGE_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+]
+
 
 class Application(Protocol):
     """What a service's bootstrap builds: its servicers and their lifecycle."""
@@ -132,7 +144,7 @@ class RunningService:
 
 async def start(name: str, app: Application, *, host: str, port: int, grace_seconds: float) -> RunningService:
     """Bind, answer health as NOT_SERVING, start the app, then mark SERVING."""
-    server = grpc.aio.server(interceptors=[ErrorAndMetricsInterceptor(name)])
+    server = grpc.aio.server(interceptors=[ErrorAndMetricsInterceptor(name)], options=MESSAGE_OPTIONS)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     app.register(server)
