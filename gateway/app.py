@@ -8,8 +8,9 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from prometheus_client import make_asgi_app
 
-from gateway import envelope
+from gateway import envelope, openapi
 from gateway.auth import TokenAuth
+from gateway.body_limit import BodyLimit
 from gateway.clients import ServiceClients
 from gateway.routes import router
 from gateway.stream import StreamHub
@@ -37,7 +38,11 @@ def create_app(settings: Settings, api_token: str | None, clients: ServiceClient
     app.state.settings = settings
     app.state.auth = TokenAuth.from_settings(settings, api_token)
     envelope.install(app)
-    app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"])
+    app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
+    # Outside the body limit, so a 413 carries the CORS headers too.
+    origins = [o.strip() for o in settings.cors_allow_origins.split(",") if o.strip()]
+    app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"], allow_headers=["*"])
     app.include_router(router)
     app.mount("/metrics", make_asgi_app())
+    openapi.install(app)
     return app

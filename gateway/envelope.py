@@ -4,12 +4,15 @@ the mapping from gRPC status codes to HTTP, in one place."""
 from __future__ import annotations
 
 import grpc
+import structlog
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.core.grpc.errors import error_info
+
+log = structlog.get_logger()
 
 GRPC_TO_HTTP = {
     grpc.StatusCode.INVALID_ARGUMENT: 400,
@@ -73,8 +76,15 @@ async def validation_error_handler(request: Request, exc: RequestValidationError
     return envelope(400, f"invalid parameter '{where}': {first.get('msg', 'invalid')}", "INVALID_ARGUMENT")
 
 
+async def internal_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    """A bug: answered in the envelope without details (the server logs the traceback)."""
+    log.error("unhandled error", method=request.method, path=request.url.path, error=repr(exc))
+    return envelope(500, "internal error", "INTERNAL")
+
+
 def install(app) -> None:
     """Register every handler so no framework error shape leaks out."""
+    app.add_exception_handler(Exception, internal_error_handler)
     app.add_exception_handler(ApiError, api_error_handler)
     app.add_exception_handler(grpc.aio.AioRpcError, grpc_error_handler)
     app.add_exception_handler(StarletteHTTPException, http_error_handler)

@@ -3,16 +3,14 @@
 
 from __future__ import annotations
 
-import json
-
 import structlog
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
-from gateway.routes.common import call_options, clients, require
-from gateway.translate import require_object
+from gateway.openapi import IDS, INTEGER, NUMBER, STRING, doc, obj
+from gateway.routes.common import body_count, call_options, clients, optional_json_object, require
 from memgrid.v1 import consolidate_service_pb2 as consolidate
 from memgrid.v1 import enrich_service_pb2 as enrich
 from memgrid.v1 import recall_service_pb2 as recall
@@ -21,36 +19,35 @@ router = APIRouter()
 log = structlog.get_logger()
 
 
-async def optional_body(request: Request) -> dict:
-    """The JSON object sent, or {} when the body is empty."""
-    raw = await request.body()
-    if not raw.strip():
-        return {}
-    try:
-        return require_object(json.loads(raw))
-    except ValueError as exc:
-        raise ApiError(400, f"malformed JSON: {exc}", "INVALID_ARGUMENT") from None
-
-
-def body_count(body: dict, name: str) -> int:
-    value = body.get(name)
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ApiError(400, f"'{name}' must be a whole number", "INVALID_ARGUMENT")
-    return value
-
-
 def long_call(request: Request, who: Caller) -> dict:
     """Call options with the admin deadline (a rebuild or a backup outlasts a read)."""
     return {**call_options(request, who), "timeout": request.app.state.settings.admin_timeout_seconds}
 
 
-@router.post("/admin/reindex")
+BATCH_SIZE = {"type": "integer", "minimum": 0, "description": "Per batch; 0 or omitted: the default."}
+
+
+@router.post(
+    "/admin/reindex",
+    **doc(
+        ok=obj(
+            {
+                "status": {"const": "complete"},
+                "indexed": INTEGER,
+                "skipped": INTEGER,
+                "total": INTEGER,
+                "elapsed_seconds": NUMBER,
+            },
+            ("status", "indexed", "skipped", "total", "elapsed_seconds"),
+        ),
+        body=obj({"batch_size": BATCH_SIZE}),
+        body_required=False,
+    ),
+)
 async def reindex(request: Request, who: Caller = Depends(require("admin"))):
     """Rebuild recall's vector index from the graph (every tenant's points:
     the index is one projection); answers when the rebuild is done."""
-    body = await optional_body(request)
+    body = await optional_json_object(request)
     stream = clients(request).recall.RebuildIndex(
         recall.RebuildIndexRequest(batch_size=body_count(body, "batch_size")), **long_call(request, who)
     )
@@ -69,11 +66,25 @@ async def reindex(request: Request, who: Caller = Depends(require("admin"))):
     }
 
 
-@router.post("/admin/reembed", status_code=202)
+@router.post(
+    "/admin/reembed",
+    status_code=202,
+    **doc(
+        ok=obj({"status": {"const": "queued"}, "count": INTEGER}, ("status", "count")),
+        status=202,
+        body=obj(
+            {
+                "ids": {**IDS, "description": "Omitted or empty: every memory of the tenant."},
+                "batch_size": BATCH_SIZE,
+            }
+        ),
+        body_required=False,
+    ),
+)
 async def reembed(request: Request, who: Caller = Depends(require("admin"))):
     """Queue a re-embed of the tenant's memories (or of `ids`), a batch at a time."""
-    body = await optional_body(request)
-    ids = body.get("ids") or []
+    body = await optional_json_object(request)
+    ids = [] if body.get("ids") is None else body["ids"]  # a falsy wrong type (0, false, {}) is no "every memory"
     if isinstance(ids, str):
         ids = [i.strip() for i in ids.split(",") if i.strip()]
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
@@ -85,7 +96,21 @@ async def reembed(request: Request, who: Caller = Depends(require("admin"))):
     return JSONResponse({"status": "queued", "count": reply.queued}, status_code=202)
 
 
-@router.api_route("/backup", methods=["GET", "POST"])
+BACKUP = obj(
+    {
+        "status": {"const": "success"},
+        "path": STRING,
+        "memories": INTEGER,
+        "relations": INTEGER,
+        "entities": INTEGER,
+        "patterns": INTEGER,
+    },
+    ("status", "path", "memories", "relations", "entities", "patterns"),
+)
+
+
+@router.get("/backup", **doc(ok=BACKUP))
+@router.post("/backup", **doc(ok=BACKUP))
 async def backup(request: Request, who: Caller = Depends(require("admin"))):
     """Write the tenant's graph (memories with every field, edges, entity and
     pattern nodes) to a JSON file under the data directory's backups/."""

@@ -7,15 +7,55 @@ from fastapi.responses import JSONResponse
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
+from gateway.openapi import STRING, TIME, doc, obj, ref
 from gateway.routes.common import call_options, clients, json_body, require
 from gateway.translate import association_from_json, association_to_json, iso, require_object
 from memgrid.v1 import ingest_service_pb2 as ingest
 
 router = APIRouter()
 
+CREATED = {
+    "anyOf": [
+        {
+            "allOf": [
+                ref("Association"),
+                obj({"status": {"const": "success"}, "message": STRING, "created_at": TIME}, ("status", "message")),
+            ]
+        },
+        ref("AssociationBatchResult"),
+    ]
+}
+BODY = {
+    "anyOf": [
+        ref("AssociationIn"),
+        obj(
+            {"associations": {"type": "array", "items": ref("AssociationIn"), "minItems": 1, "maxItems": 500}},
+            ("associations",),
+        ),
+    ]
+}
 
-@router.post("/associate", status_code=201)
+
+@router.post(
+    "/associate",
+    status_code=201,
+    **doc(
+        ok=CREATED,
+        status=201,
+        body=BODY,
+        responses={
+            207: ("A batch of which some associations failed (each named by index).", ref("AssociationBatchResult")),
+            400: (
+                "Invalid input, or a batch of which every association failed: the envelope, then with "
+                "created_count, failed_count, succeeded and failed too.",
+                ref("Error"),
+            ),
+        },
+    ),
+)
 async def associate(request: Request, who: Caller = Depends(require("write"))):
+    """One association (memory1_id, memory2_id, type, strength, properties),
+    or a batch under `associations`: 201, 207 with per-item failures, or 400."""
     body = require_object(await json_body(request))
     if "associations" not in body:
         reply = await clients(request).ingest.CreateAssociation(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 import time
 from collections.abc import Callable
 
@@ -11,6 +13,7 @@ from fastapi import Request
 from gateway.auth import Caller
 from gateway.envelope import ApiError
 from gateway.tokens_file import ROLES
+from gateway.translate import require_object
 from services.core.grpc.tenant import caller_metadata
 
 
@@ -47,14 +50,104 @@ def call_options(request: Request, who: Caller) -> dict:
     }
 
 
-async def json_body(request: Request) -> object:
-    raw = await request.body()
-    if not raw:
-        raise ApiError(400, "request body must be a JSON object", "INVALID_ARGUMENT")
+#: A \\uD800-\\uDFFF escape: the only way a lone surrogate (which no UTF-8
+#: encoder, protobuf's included, accepts) gets into a parsed body.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+#: Protobuf int32, the type of every count the services take.
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def _malformed(detail: str) -> ApiError:
+    return ApiError(400, f"malformed JSON: {detail}", "MALFORMED_JSON")
+
+
+def _no_constant(name: str) -> float:
+    raise _malformed(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _malformed(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    value = int(text)
     try:
-        return json.loads(raw)
+        float(value)  # every number must fit a double: protobuf and the stores hold no bigger one
+    except OverflowError:
+        raise _malformed(f"the number {text[:40]}... is out of range") from None
+    return value
+
+
+def _nul_at(value: object, path: str = "") -> str | None:
+    """Where the first NUL character is (a key or a string), as a.b[2]; None when nowhere."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        where = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else key
+        if isinstance(key, str) and "\x00" in key:
+            return where
+        if (found := _nul_at(item, where)) is not None:
+            return found
+    return None
+
+
+def no_nul(text: str, where: str) -> str:
+    """FalkorDB reads a query's parameters as C strings, so a NUL would cut
+    the query short: refused here, naming where it was."""
+    if "\x00" in text:
+        raise ApiError(400, f"'{where}' must not contain NUL characters", "NUL_CHARACTER")
+    return text
+
+
+def decode_json(raw: bytes) -> object:
+    """Strict JSON: UTF-8 (or UTF-16/32) text holding no NaN, Infinity,
+    number beyond a double, lone surrogate or NUL character, nested within
+    Python's recursion limit; anything else is a 400, never a 500."""
+    try:
+        value = json.loads(raw, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_bounded_int)
+        if _SURROGATE_ESCAPE.search(raw):
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        if b"\\u0000" in raw and (where := _nul_at(value)) is not None:
+            no_nul("\x00", where.replace("\x00", "\\u0000") or "request body")
+    except RecursionError:
+        raise _malformed("nested too deeply") from None
+    except UnicodeEncodeError:
+        raise _malformed("a string holds a lone surrogate escape, which is not Unicode text") from None
     except ValueError as exc:
-        raise ApiError(400, f"malformed JSON: {exc}", "INVALID_ARGUMENT") from None
+        raise _malformed(str(exc)) from None
+    return value
+
+
+async def json_body(request: Request) -> object:
+    """The request's JSON value; an empty body is a 400."""
+    raw = await request.body()
+    if not raw.strip():
+        raise ApiError(400, "request body must be a JSON object", "INVALID_ARGUMENT")
+    return decode_json(raw)
+
+
+async def optional_json_object(request: Request) -> dict:
+    """The JSON object sent, or {} when the body is empty (routes whose every field is optional)."""
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    return require_object(decode_json(raw))
+
+
+def body_count(body: dict, name: str) -> int:
+    """An optional whole number in a body (0 when absent: the service's default)."""
+    value = body.get(name)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ApiError(400, f"'{name}' must be a whole number", "INVALID_ARGUMENT")
+    if not 0 <= value <= INT32_MAX:
+        raise ApiError(400, f"'{name}' must be between 0 and {INT32_MAX}, got {value}", "OUT_OF_RANGE")
+    return value
 
 
 def elapsed_ms(started: float) -> float:
@@ -63,16 +156,20 @@ def elapsed_ms(started: float) -> float:
 
 def query_list(request: Request, name: str) -> list[str]:
     """A repeatable query parameter; comma-separated values are split too."""
-    return [part.strip() for value in request.query_params.getlist(name) for part in value.split(",") if part.strip()]
+    values = [no_nul(value, name) for value in request.query_params.getlist(name)]
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
 def query_text(request: Request, name: str) -> str:
-    return (request.query_params.get(name) or "").strip()
+    return no_nul(request.query_params.get(name) or "", name).strip()
 
 
 def query_int(request: Request, name: str) -> int:
-    """A count; anything but an integer is 0, which the services read as their default."""
+    """A count; anything but an integer is 0, which the services read as
+    their default (AutoMem's clients rely on that leniency). A count past
+    int32 is clamped: the services cap every count far below it."""
     try:
-        return int(query_text(request, name) or 0)
+        value = int(query_text(request, name) or 0)
     except ValueError:
         return 0
+    return min(max(value, INT32_MIN), INT32_MAX)

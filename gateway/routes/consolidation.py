@@ -9,21 +9,36 @@ from fastapi import APIRouter, Depends, Request
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
-from gateway.routes.admin import optional_body
-from gateway.routes.common import call_options, clients, require
+from gateway.openapi import BOOLEAN, OBJECT, STRING, doc, obj, ref
+from gateway.routes.common import call_options, clients, optional_json_object, require
 from gateway.translate import iso
 from memgrid.v1 import consolidate_service_pb2 as consolidate
 
 router = APIRouter()
 
+NOT_BUILT = {501: ("Consolidation is not built yet.", ref("Error"))}
 
-@router.post("/consolidate")
+
+@router.post(
+    "/consolidate",
+    **doc(
+        ok=obj({"status": {"const": "success"}, "mode": STRING, "dry_run": BOOLEAN, "report": OBJECT}),
+        body=obj(
+            {"mode": {"enum": ["decay", "creative", "cluster", "forget", "full"]}, "dry_run": BOOLEAN},
+        ),
+        body_required=False,
+        responses=NOT_BUILT,
+    ),
+)
 async def run_consolidation(request: Request, who: Caller = Depends(require("admin"))):
     """Run a consolidation task now: mode decay | creative | cluster | forget | full."""
-    body = await optional_body(request)
-    mode, dry_run = body.get("mode", ""), body.get("dry_run", False)
-    if not isinstance(mode, str) or not isinstance(dry_run, bool):
-        raise ApiError(400, "'mode' must be a string and 'dry_run' a boolean", "INVALID_ARGUMENT")
+    body = await optional_json_object(request)
+    mode = "" if body.get("mode") is None else body["mode"]
+    dry_run = False if body.get("dry_run") is None else body["dry_run"]
+    if not isinstance(mode, str):
+        raise ApiError(400, "'mode' must be a string", "INVALID_ARGUMENT")
+    if not isinstance(dry_run, bool):
+        raise ApiError(400, "'dry_run' must be true or false", "INVALID_ARGUMENT")
     reply = await clients(request).consolidate.RunConsolidation(
         consolidate.RunConsolidationRequest(mode=mode, dry_run=dry_run), **call_options(request, who)
     )
@@ -35,7 +50,20 @@ async def run_consolidation(request: Request, who: Caller = Depends(require("adm
     }
 
 
-@router.get("/consolidate/status")
+@router.get(
+    "/consolidate/status",
+    **doc(
+        ok=obj(
+            {
+                "status": {"const": "success"},
+                "running": BOOLEAN,
+                "tasks": {"type": "array"},
+                "history": {"type": "array"},
+            }
+        ),
+        responses=NOT_BUILT,
+    ),
+)
 async def consolidation_status(request: Request, who: Caller = Depends(require("read"))):
     reply = await clients(request).consolidate.GetConsolidationStatus(
         consolidate.GetConsolidationStatusRequest(), **call_options(request, who)

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
+from gateway.openapi import IDS, INTEGER, OBJECT, STRING, STRINGS, doc, obj
 from gateway.routes.common import call_options, clients, json_body, require
 from gateway.translate import require_object
 from memgrid.v1 import enrich_service_pb2 as enrich
@@ -16,7 +17,22 @@ from memgrid.v1 import enrich_service_pb2 as enrich
 router = APIRouter()
 
 
-@router.get("/enrichment/status")
+STATUS = obj(
+    {
+        "status": STRING,
+        "queue_size": INTEGER,
+        "pending": INTEGER,
+        "inflight": INTEGER,
+        "processed": INTEGER,
+        "failed": INTEGER,
+        "max_attempts": INTEGER,
+        "stats": OBJECT,
+    },
+    ("status", "queue_size", "pending", "inflight", "processed", "failed"),
+)
+
+
+@router.get("/enrichment/status", **doc(ok=STATUS))
 async def status(request: Request, who: Caller = Depends(require("read"))):
     reply = await clients(request).enrich.GetEnrichmentStatus(
         enrich.GetEnrichmentStatusRequest(), **call_options(request, who)
@@ -33,7 +49,15 @@ async def status(request: Request, who: Caller = Depends(require("read"))):
     }
 
 
-@router.post("/enrichment/reprocess", status_code=202)
+@router.post(
+    "/enrichment/reprocess",
+    status_code=202,
+    **doc(
+        ok=obj({"status": {"const": "queued"}, "count": INTEGER, "ids": STRINGS}, ("status", "count", "ids")),
+        status=202,
+        body=obj({"ids": IDS}, ("ids",)),
+    ),
+)
 async def reprocess(request: Request, who: Caller = Depends(require("admin"))):
     body = require_object(await json_body(request))
     ids = body.get("ids")

@@ -9,6 +9,21 @@ import time
 from fastapi import APIRouter, Depends, Request
 
 from gateway.auth import Caller
+from gateway.openapi import (
+    BOOLEAN,
+    COUNTS,
+    INTEGER,
+    NUMBER,
+    OBJECT,
+    STATE_MODE,
+    STRING,
+    STRINGS,
+    array,
+    doc,
+    lenient_int,
+    obj,
+    ref,
+)
 from gateway.routes.common import call_options, clients, elapsed_ms, query_int, query_text, require
 from gateway.translate import iso, memory_to_json
 from memgrid.v1 import recall_service_pb2 as recall
@@ -37,13 +52,28 @@ def edge_to_json(edge: recall.GraphEdge) -> dict:
     }
 
 
-@router.get("/graph/types")
+SUCCESS = {"const": "success"}
+META = obj({"depth": INTEGER, "limit": INTEGER, "query_time_ms": NUMBER}, ("limit",))
+
+
+@router.get(
+    "/graph/types",
+    **doc(ok=obj({"status": SUCCESS, "types": STRINGS, "fallback": STRING}, ("status", "types", "fallback"))),
+)
 async def memory_types(request: Request, who: Caller = Depends(require("read"))):
     reply = await clients(request).recall.ListMemoryTypes(recall.ListMemoryTypesRequest(), **call_options(request, who))
     return {"status": "success", "types": list(reply.types), "fallback": reply.fallback}
 
 
-@router.get("/graph/relations")
+@router.get(
+    "/graph/relations",
+    **doc(
+        ok=obj(
+            {"status": SUCCESS, "relations": STRINGS, "authorable": STRINGS, "system": STRINGS},
+            ("status", "relations", "authorable", "system"),
+        )
+    ),
+)
 async def relation_types(request: Request, who: Caller = Depends(require("read"))):
     reply = await clients(request).recall.ListRelationTypes(
         recall.ListRelationTypesRequest(), **call_options(request, who)
@@ -56,7 +86,21 @@ async def relation_types(request: Request, who: Caller = Depends(require("read")
     }
 
 
-@router.get("/graph/stats")
+@router.get(
+    "/graph/stats",
+    **doc(
+        ok=obj(
+            {
+                "status": SUCCESS,
+                "totals": obj({"nodes": INTEGER, "edges": INTEGER}, ("nodes", "edges")),
+                "by_type": COUNTS,
+                "by_relationship": COUNTS,
+                "query_time_ms": NUMBER,
+            },
+            ("status", "totals", "by_type", "by_relationship"),
+        )
+    ),
+)
 async def graph_stats(request: Request, who: Caller = Depends(require("read"))):
     started = time.perf_counter()
     reply = await clients(request).recall.GetGraphStats(recall.GetGraphStatsRequest(), **call_options(request, who))
@@ -69,7 +113,34 @@ async def graph_stats(request: Request, who: Caller = Depends(require("read"))):
     }
 
 
-@router.get("/graph/snapshot")
+@router.get(
+    "/graph/snapshot",
+    **doc(
+        ok=obj(
+            {
+                "status": SUCCESS,
+                "nodes": array(ref("GraphNode")),
+                "edges": array(ref("GraphEdge")),
+                "stats": obj(
+                    {
+                        "total_nodes": INTEGER,
+                        "total_edges": INTEGER,
+                        "returned_nodes": INTEGER,
+                        "returned_edges": INTEGER,
+                        "sampled": BOOLEAN,
+                    },
+                    ("total_nodes", "total_edges", "returned_nodes", "returned_edges", "sampled"),
+                ),
+                "meta": META,
+            },
+            ("status", "nodes", "edges", "stats", "meta"),
+        ),
+        params=(
+            lenient_int("limit", "Nodes, most important first (default 200, at most 2000).", minimum=1),
+            STATE_MODE,
+        ),
+    ),
+)
 async def graph_snapshot(request: Request, who: Caller = Depends(require("read"))):
     """The most important memories and the edges between them, for a viewer;
     state_mode=history shows superseded and expired memories too (flagged)."""
@@ -93,7 +164,26 @@ async def graph_snapshot(request: Request, who: Caller = Depends(require("read")
     }
 
 
-@router.get("/graph/neighbors/{memory_id}")
+@router.get(
+    "/graph/neighbors/{memory_id}",
+    **doc(
+        ok=obj(
+            {
+                "status": SUCCESS,
+                "center": ref("GraphNode"),
+                "graph_neighbors": array(ref("GraphNode")),
+                "edges": array(ref("GraphEdge")),
+                "meta": META,
+            },
+            ("status", "center", "graph_neighbors", "edges", "meta"),
+        ),
+        params=(
+            lenient_int("depth", "Hops, 1..3 (default 1).", minimum=1, maximum=3),
+            lenient_int("limit", "Neighbours, nearest first (default 50, at most 500).", minimum=1),
+            STATE_MODE,
+        ),
+    ),
+)
 async def graph_neighbors(memory_id: str, request: Request, who: Caller = Depends(require("read"))):
     """The memory and its neighbours up to `depth` hops (1..3), nearest first."""
     started = time.perf_counter()
@@ -116,7 +206,29 @@ async def graph_neighbors(memory_id: str, request: Request, who: Caller = Depend
     }
 
 
-@router.get("/analyze")
+@router.get(
+    "/analyze",
+    **doc(
+        ok=obj(
+            {
+                "status": SUCCESS,
+                "analytics": obj(
+                    {
+                        "total_memories": INTEGER,
+                        "memory_types": OBJECT,
+                        "tag_frequency": COUNTS,
+                        "entity_frequency": COUNTS,
+                        "states": COUNTS,
+                        "patterns": {"type": "array"},
+                    },
+                    ("total_memories", "memory_types", "tag_frequency"),
+                ),
+                "query_time_ms": NUMBER,
+            },
+            ("status", "analytics"),
+        )
+    ),
+)
 async def analyze(request: Request, who: Caller = Depends(require("read"))):
     """Counts over the tenant's memories: types, tags, entities, time, averages."""
     started = time.perf_counter()

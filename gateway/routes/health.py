@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from grpc_health.v1 import health_pb2
 
+from gateway.openapi import doc, obj
 from gateway.routes.common import clients
 from gateway.translate import now_iso
 from memgrid.v1 import recall_service_pb2
@@ -32,8 +33,28 @@ async def _service_health(request: Request, name: str) -> str:
     return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
 
 
-@router.get("/health")
+HEALTH = obj(
+    {
+        "status": {"enum": ["healthy", "degraded"]},
+        "falkordb": {"type": "string"},
+        "nats": {"type": "string"},
+        "qdrant": {"type": "string"},
+        "vector_index": {"type": "object"},
+        "services": {"type": "object", "additionalProperties": {"type": "string"}},
+        "components": {"type": "object"},
+        "memory_count": {"type": ["integer", "null"]},
+        "timestamp": {"type": "string"},
+    },
+    ("status", "falkordb", "nats", "qdrant", "services", "memory_count", "timestamp"),
+)
+
+
+@router.get(
+    "/health",
+    **doc(ok=HEALTH, responses={503: ("Degraded: a service or store is down (named); the same body.", HEALTH)}),
+)
 async def health(request: Request):
+    """No auth: the stores, the four services and the memory count; 503 when any is down."""
     statuses = await asyncio.gather(*(_service_health(request, n) for n in SERVICE_NAMES))
     services = dict(zip(SERVICE_NAMES, statuses, strict=True))
     components: dict[str, dict] = {}

@@ -10,6 +10,22 @@ from fastapi.responses import JSONResponse
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
+from gateway.openapi import (
+    BOOLEAN,
+    INTEGER,
+    NUMBER,
+    OBJECT,
+    STATE_MODE,
+    STRING,
+    STRINGS,
+    TAGS,
+    TIME,
+    array,
+    doc,
+    lenient_int,
+    obj,
+    ref,
+)
 from gateway.routes.common import (
     call_options,
     clients,
@@ -55,7 +71,65 @@ def _replay_headers(replayed: bool) -> dict[str, str]:
     return {"Idempotent-Replayed": "true"} if replayed else {}
 
 
-@router.post("/memory", status_code=201)
+CREATED = obj(
+    {
+        "status": {"const": "success"},
+        "memory_id": STRING,
+        "stored_at": TIME,
+        "type": STRING,
+        "confidence": NUMBER,
+        "qdrant": STRING,
+        "embedding_status": STRING,
+        "enrichment": STRING,
+        "metadata": OBJECT,
+        "timestamp": TIME,
+        "updated_at": TIME,
+        "last_accessed": TIME,
+        "query_time_ms": NUMBER,
+        "summarized": BOOLEAN,
+        "original_length": INTEGER,
+        "summarized_length": INTEGER,
+        "supersedes_memory_id": STRING,
+        "supersede_relation": STRING,
+    },
+    ("status", "memory_id", "type", "confidence", "enrichment"),
+)
+BATCH_CREATED = obj(
+    {
+        "status": {"const": "success"},
+        "stored": INTEGER,
+        "memory_ids": STRINGS,
+        "qdrant": STRING,
+        "enrichment": STRING,
+        "query_time_ms": NUMBER,
+    },
+    ("status", "stored", "memory_ids"),
+)
+BY_TAG = obj(
+    {
+        "status": {"const": "success"},
+        "tags": STRINGS,
+        "memories": array(ref("Memory")),
+        "count": INTEGER,
+        "limit": INTEGER,
+        "offset": INTEGER,
+        "has_more": BOOLEAN,
+    },
+    ("status", "tags", "memories", "count", "limit", "offset", "has_more"),
+)
+
+
+IDEMPOTENCY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string"},
+    "description": "A retry with the same key answers the first result (Idempotent-Replayed: true) instead of "
+    "storing again; the same key with another body is a 409.",
+}
+
+
+@router.post("/memory", status_code=201, **doc(ok=CREATED, status=201, body=ref("MemoryIn"), params=(IDEMPOTENCY,)))
 async def create_memory(request: Request, who: Caller = Depends(require("write"))):
     """Store a memory; with supersedes_memory_id, replace an old one in one step."""
     started = time.perf_counter()
@@ -85,7 +159,11 @@ async def create_memory(request: Request, who: Caller = Depends(require("write")
     return JSONResponse(_created_body(reply, reply.memory, started), 201, headers=_replay_headers(reply.replayed))
 
 
-@router.post("/memory/batch", status_code=201)
+@router.post(
+    "/memory/batch",
+    status_code=201,
+    **doc(ok=BATCH_CREATED, status=201, body=ref("MemoryBatchIn"), params=(IDEMPOTENCY,)),
+)
 async def batch_create(request: Request, who: Caller = Depends(require("write"))):
     """Store 1..500 memories in one request: all of them or none."""
     started = time.perf_counter()
@@ -115,7 +193,18 @@ async def batch_create(request: Request, who: Caller = Depends(require("write"))
     return JSONResponse(result, 201, headers=_replay_headers(reply.replayed))
 
 
-@router.get("/memory/by-tag")
+@router.get(
+    "/memory/by-tag",
+    **doc(
+        ok=BY_TAG,
+        params=(
+            {**TAGS, "required": True},
+            lenient_int("limit", "Memories per page, 1..200 (default 20).", minimum=1, maximum=200),
+            lenient_int("offset", "Memories to skip.", minimum=0),
+            STATE_MODE,
+        ),
+    ),
+)
 async def list_by_tag(request: Request, who: Caller = Depends(require("read"))):
     """Memories with any of the tags (exact, case-insensitive), ordered
     importance desc, timestamp desc, id asc, paged with limit (1..200,
@@ -149,7 +238,16 @@ async def list_by_tag(request: Request, who: Caller = Depends(require("read"))):
     }
 
 
-@router.delete("/memory/by-tag")
+@router.delete(
+    "/memory/by-tag",
+    **doc(
+        ok=obj(
+            {"status": {"const": "success"}, "tags": STRINGS, "deleted_count": INTEGER},
+            ("status", "tags", "deleted_count"),
+        ),
+        params=({**TAGS, "required": True},),
+    ),
+)
 async def delete_by_tag(request: Request, who: Caller = Depends(require("write"))):
     """Delete every memory with any of the tags (exact, case-insensitive)."""
     tags = query_list(request, "tags")
@@ -159,7 +257,13 @@ async def delete_by_tag(request: Request, who: Caller = Depends(require("write")
     return {"status": "success", "tags": tags, "deleted_count": reply.deleted_count}
 
 
-@router.get("/memory/{memory_id}")
+@router.get(
+    "/memory/{memory_id}",
+    **doc(
+        ok=obj({"status": {"const": "success"}, "memory": ref("MemoryRead")}, ("status", "memory")),
+        params=(STATE_MODE,),
+    ),
+)
 async def get_memory(memory_id: str, request: Request, who: Caller = Depends(require("read"))):
     """One memory with every stored field."""
     reply = await clients(request).recall.GetMemory(
@@ -174,7 +278,16 @@ async def get_memory(memory_id: str, request: Request, who: Caller = Depends(req
     return {"status": "success", "memory": memory}
 
 
-@router.patch("/memory/{memory_id}")
+@router.patch(
+    "/memory/{memory_id}",
+    **doc(
+        ok=obj(
+            {"status": {"const": "success"}, "memory_id": STRING, "content_changed": BOOLEAN, "memory": ref("Memory")},
+            ("status", "memory_id", "memory"),
+        ),
+        body=ref("MemoryPatch"),
+    ),
+)
 async def update_memory(memory_id: str, request: Request, who: Caller = Depends(require("write"))):
     """A partial update: only the fields sent change; metadata is replaced."""
     draft, mask = update_from_json(require_object(await json_body(request)))
@@ -189,7 +302,10 @@ async def update_memory(memory_id: str, request: Request, who: Caller = Depends(
     }
 
 
-@router.delete("/memory/{memory_id}")
+@router.delete(
+    "/memory/{memory_id}",
+    **doc(ok=obj({"status": {"const": "success"}, "memory_id": STRING}, ("status", "memory_id"))),
+)
 async def delete_memory(memory_id: str, request: Request, who: Caller = Depends(require("write"))):
     """Delete a memory, its edges and its vector."""
     reply = await clients(request).ingest.DeleteMemory(

@@ -11,6 +11,22 @@ from fastapi import APIRouter, Depends, Request
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
+from gateway.openapi import (
+    BOOLEAN,
+    INTEGER,
+    NUMBER,
+    OBJECT,
+    STATE_MODE,
+    STRING,
+    STRINGS,
+    TAGS,
+    array,
+    doc,
+    lenient_int,
+    obj,
+    query,
+    ref,
+)
 from gateway.routes.common import call_options, clients, elapsed_ms, query_int, query_list, query_text, require
 from gateway.translate import memory_to_json, relation_to_json
 from memgrid.v1 import recall_service_pb2 as recall
@@ -81,7 +97,72 @@ def _optional_floats(request: Request, target, names: tuple[str, ...]) -> None:
             setattr(target, name, value)
 
 
-@router.get("/recall")
+def _number(name: str, description: str) -> dict:
+    return query(name, NUMBER, f"{description} Not a number: 400.")
+
+
+def _flag(name: str, description: str) -> dict:
+    return query(name, BOOLEAN, f"{description} true|false (also 1|0, yes|no, on|off).")
+
+
+RECALL_PARAMS = (
+    query("query", STRING, "Free text; `q` is an alias."),
+    query("q", STRING, "Alias of query."),
+    query("queries", STRINGS, "Several queries at once, merged (repeatable)."),
+    query(
+        "embedding",
+        array(NUMBER),
+        "A query vector of the index's dimension, comma-separated (brackets allowed).",
+        explode=False,
+    ),
+    lenient_int("limit", "Results, 1..100 (default 5).", minimum=1, maximum=100),
+    TAGS,
+    query("tag_mode", {"enum": ["any", "all"]}, "Any (default) or all of the tags."),
+    query("tag_match", {"enum": ["prefix", "exact"]}, "Prefix (default: `a` matches `a:b`) or exact."),
+    query("exclude_tags", STRINGS, "Leave out memories with any of these tags."),
+    query("time_query", STRING, "today, yesterday, this|last week|month|year, last N hours|days|weeks|months|years."),
+    query("start", STRING, "Window start, ISO 8601."),
+    query("end", STRING, "Window end, ISO 8601."),
+    query("sort", {"enum": ["score", "time_desc", "time_asc", "updated_desc", "updated_asc"]}, "Default: score."),
+    STATE_MODE,
+    query("current_only", {"enum": ["true", "false"]}, "Legacy: false is state_mode=history."),
+    _flag("state_debug", "Add state_debug (the current-state pass and stage timings)."),
+    query("priority_ids", STRINGS, "Memory ids to rank first when they match."),
+    query("context_tags", STRINGS, "Tags of the current context (the context score)."),
+    query("context_types", STRINGS, "Memory types of the current context."),
+    _flag("expand_relations", "Add memories one edge away from the results."),
+    lenient_int("relation_limit", "Relations listed per result.", minimum=0),
+    lenient_int("expansion_limit", "Memories added by expansion.", minimum=0),
+    _flag("expand_entities", "Add memories sharing the results' entities."),
+    query("as_of", STRING, "Recall what was current at this ISO 8601 time."),
+    query("intent", {"enum": ["recall", "browse"]}, "The weight set (default recall)."),
+    _number("min_score", "Leave out results scoring lower."),
+    _number("expand_min_strength", "Least relation strength for expansion."),
+    _number("expand_min_importance", "Least importance of an expanded memory."),
+    _number("recency_bias", "Weight of recency."),
+    _number("diversity_factor", "Interleaving over sources, 0 (off) .. 1 (default 0.15)."),
+    query("format", STRING, "Sent by some clients; ignored."),
+    query("offset", STRING, "Sent by some clients; ignored."),
+)
+RECALLED = obj(
+    {
+        "status": {"const": "success"},
+        "results": array(ref("RecallResult")),
+        "count": INTEGER,
+        "query": STRING,
+        "queries": STRINGS,
+        "sort": STRING,
+        "state_mode": STRING,
+        "intent": STRING,
+        "time_window": obj({"start": {"type": ["string", "null"]}, "end": {"type": ["string", "null"]}}),
+        "state_debug": OBJECT,
+        "query_time_ms": NUMBER,
+    },
+    ("status", "results", "count"),
+)
+
+
+@router.get("/recall", **doc(ok=RECALLED, params=RECALL_PARAMS))
 async def recall_memories(request: Request, who: Caller = Depends(require("read"))):
     """Hybrid recall; by default only what is current (superseded memories
     are replaced by the head of their chain). `format` and `offset`, which
@@ -137,7 +218,16 @@ async def recall_memories(request: Request, who: Caller = Depends(require("read"
     return body
 
 
-@router.get("/startup-recall")
+@router.get(
+    "/startup-recall",
+    **doc(
+        ok=obj(
+            {"status": {"const": "success"}, "results": array(ref("RecallResult")), "count": INTEGER},
+            ("status", "results", "count"),
+        ),
+        params=(TAGS, lenient_int("limit", "Results (default 20).", minimum=1), STATE_MODE),
+    ),
+)
 async def startup_recall(request: Request, who: Caller = Depends(require("read"))):
     """The most important current memories, within the tags when given."""
     reply = await clients(request).recall.StartupRecall(
@@ -152,7 +242,36 @@ async def startup_recall(request: Request, who: Caller = Depends(require("read")
     return {"status": "success", "results": results, "count": len(results)}
 
 
-@router.get("/memories/{memory_id}/related")
+RELATED = obj(
+    {
+        "id": STRING,
+        "memory": ref("Memory"),
+        "relation_type": STRING,
+        "direction": {"enum": ["outgoing", "incoming"]},
+        "strength": NUMBER,
+        "properties": OBJECT,
+        "state_replaces": {"type": ["string", "null"]},
+    },
+    ("id", "memory", "relation_type", "direction", "strength"),
+)
+
+
+@router.get(
+    "/memories/{memory_id}/related",
+    **doc(
+        ok=obj(
+            {"status": {"const": "success"}, "memory_id": STRING, "related": array(RELATED), "count": INTEGER},
+            ("status", "memory_id", "related", "count"),
+        ),
+        params=(
+            query("relation_types", STRINGS, "Only these relation types; `types` is an alias."),
+            query("types", STRINGS, "Alias of relation_types."),
+            lenient_int("limit", "Related memories (default 20).", minimum=1),
+            _number("min_strength", "Least relation strength."),
+            STATE_MODE,
+        ),
+    ),
+)
 async def related_memories(memory_id: str, request: Request, who: Caller = Depends(require("read"))):
     """The memories one edge away, strongest first; superseded ones are
     replaced by the head of their chain (state_replaces names the old one)."""

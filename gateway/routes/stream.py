@@ -7,13 +7,26 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 
 from gateway.auth import Caller
+from gateway.openapi import INTEGER, STRING, array, doc, obj
 from gateway.routes.common import require
 
 router = APIRouter()
 
 
-@router.get("/stream")
+@router.get(
+    "/stream",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "Server-sent events of the caller's tenant: `ready` first, then one per memory event "
+            "(`event: <kind>`, data a JSON object), `dropped`, `interrupted` and `resumed` when events are lost, "
+            "and a keepalive comment when idle. It never ends by itself.",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        }
+    },
+)
 async def stream(request: Request, who: Caller = Depends(require("read"))):
+    """Server-sent memory events of the caller's tenant."""
     return StreamingResponse(
         request.app.state.stream.events(who.tenant),
         media_type="text/event-stream",
@@ -21,6 +34,24 @@ async def stream(request: Request, who: Caller = Depends(require("read"))):
     )
 
 
-@router.get("/stream/status")
+@router.get(
+    "/stream/status",
+    **doc(
+        ok=obj(
+            {
+                "status": {"const": "success"},
+                "tenant": STRING,
+                "nats": STRING,
+                "subscribers": INTEGER,
+                "delivered": INTEGER,
+                "dropped": INTEGER,
+                "per_subscriber": array(
+                    obj({"id": {}, "delivered": INTEGER, "dropped": INTEGER, "buffered": INTEGER}),
+                ),
+            },
+            ("status", "tenant", "subscribers", "delivered", "dropped"),
+        )
+    ),
+)
 async def stream_status(request: Request, who: Caller = Depends(require("read"))):
     return {"status": "success", **request.app.state.stream.status(who.tenant)}

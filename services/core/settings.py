@@ -97,6 +97,8 @@ class Settings(BaseSettings):
     # Many tenants: a JSON list of {token_sha256, tenant, role[, memory_limit]} (gateway/tokens_file.py).
     memgrid_tokens_file: Path | None = None
     tokens_file_check_seconds: float = 1.0  # how often the file is checked for changes
+    max_request_bytes: int = Field(default=32 * 1024 * 1024, ge=1)  # larger bodies: 413 (gateway/body_limit.py)
+    cors_allow_origins: str = "*"  # comma-separated origins allowed by CORS; * any (AutoMem's flask-cors default)
 
     # Quotas (spec 004): memories a tenant may hold; a tokens file entry's memory_limit wins. None: unlimited.
     tenant_memory_limit: int | None = Field(default=None, ge=0)
