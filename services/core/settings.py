@@ -163,7 +163,7 @@ class Settings(BaseSettings):
     # Weight sets per intent over the score components (services/core/domain/recall.py COMPONENTS).
     recall_weights: dict[str, dict[str, float]] = {
         "recall": {
-            "vector": 0.60, "keyword": 0.40, "metadata": 0.01, "tag": 0.01, "exact": 0.02, "relation": 0.03,
+            "vector": 0.40, "keyword": 0.55, "metadata": 0.01, "tag": 0.01, "exact": 0.02, "relation": 0.03,
             "importance": 0.02, "confidence": 0.0, "recency": 0.01, "trust": 0.01, "context": 0.10,
         },
         "browse": {

@@ -274,7 +274,7 @@ class RecallHandlers:
         )
         watch.lap("arms")
         for hits in results[0]:
-            ranking.merge(pool, "vector", ((h.id, h.score) for h in hits), normalise=True)
+            ranking.merge(pool, "vector", ((h.id, h.score) for h in hits))
         counts = {"vector": sum(len(h) for h in results[0]), "keyword": 0, "metadata": 0, "tag": 0}
         for (arm, query), hits in zip(text_arms, results[1:], strict=True):
             counts[arm] += len(hits)

@@ -357,9 +357,9 @@ class Candidate:
 
 def merge(pool: dict[str, Candidate], arm: str, hits: Iterable[tuple[str, float]], *, normalise: bool = False) -> None:
     """Add an arm's (id, score) hits to the pool; with `normalise`, scores are
-    divided by the arm's best, so every arm's top hit scores 1 (relative
-    score fusion: BM25 has no fixed scale, and cosines bunch in a narrow
-    band); the raw score is kept too."""
+    divided by the arm's best, so the arm's top hit scores 1 (BM25 and the
+    full-text engine have no fixed scale; the vector arm keeps its cosine,
+    which measured better on LoCoMo dev); the raw score is kept too."""
     hits = list(hits)
     if not hits:
         return
