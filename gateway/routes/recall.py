@@ -97,6 +97,20 @@ def _optional_floats(request: Request, target, names: tuple[str, ...]) -> None:
             setattr(target, name, value)
 
 
+#: recency_bias as AutoMem's MCP client sends it: auto and on keep the
+#: intent's recency weight (recency is always part of the score), off is 0.
+RECENCY_WORDS = {"auto": None, "on": None, "off": 0.0}
+
+
+def _recency_bias(request: Request, target) -> None:
+    word = query_text(request, "recency_bias").lower()
+    if word in RECENCY_WORDS:
+        if RECENCY_WORDS[word] is not None:
+            target.recency_bias = RECENCY_WORDS[word]
+        return
+    _optional_floats(request, target, ("recency_bias",))
+
+
 def _number(name: str, description: str) -> dict:
     return query(name, NUMBER, f"{description} Not a number: 400.")
 
@@ -139,10 +153,27 @@ RECALL_PARAMS = (
     _number("min_score", "Leave out results scoring lower."),
     _number("expand_min_strength", "Least relation strength for expansion."),
     _number("expand_min_importance", "Least importance of an expanded memory."),
-    _number("recency_bias", "Weight of recency."),
+    query(
+        "recency_bias",
+        {"anyOf": [{"type": "number", "minimum": 0}, {"enum": ["auto", "on", "off"]}]},
+        "The recency weight; auto and on keep the intent's, off is 0 (the words AutoMem's MCP client sends).",
+    ),
     _number("diversity_factor", "Interleaving over sources, 0 (off) .. 1 (default 0.15)."),
-    query("format", STRING, "Sent by some clients; ignored."),
-    query("offset", STRING, "Sent by some clients; ignored."),
+    *(
+        query(name, schema, "Sent by AutoMem's MCP client; accepted and ignored.")
+        for name, schema in (
+            ("format", STRING),
+            ("offset", INTEGER),
+            ("per_query_limit", INTEGER),
+            ("expand_respect_tags", BOOLEAN),
+            ("auto_decompose", BOOLEAN),
+            ("scope_fallback", BOOLEAN),
+            ("adaptive_floor", BOOLEAN),
+            ("context", STRING),
+            ("language", STRING),
+            ("active_path", STRING),
+        )
+    ),
 )
 RECALLED = obj(
     {
@@ -194,11 +225,8 @@ async def recall_memories(request: Request, who: Caller = Depends(require("read"
         as_of=query_text(request, "as_of"),
         intent=query_text(request, "intent"),
     )
-    _optional_floats(
-        request,
-        search,
-        ("min_score", "expand_min_strength", "expand_min_importance", "recency_bias", "diversity_factor"),
-    )
+    _optional_floats(request, search, ("min_score", "expand_min_strength", "expand_min_importance", "diversity_factor"))
+    _recency_bias(request, search)
     reply = await clients(request).recall.SearchMemories(search, **call_options(request, who))
     body: dict = {
         "status": "success",
