@@ -12,9 +12,11 @@ projection tests; this file looks only through the REST surface.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
+from pathlib import Path
 
 import httpx
 import pytest
@@ -23,6 +25,7 @@ from devstack.servers import free_port
 from services.core.grpc.server import start
 from services.core.settings import SERVICE_NAMES
 from tests.e2e.conftest import BUILDERS
+from tests.e2e.test_stream import Stream
 
 pytestmark = pytest.mark.e2e
 
@@ -168,6 +171,10 @@ async def a_world(a: httpx.AsyncClient, vector: list[float]) -> dict[str, str]:
 async def test_tenant_a_can_neither_see_nor_change_tenant_b(clients, stack_settings):
     a, admin, b = clients[A_WRITE], clients[A_ADMIN], clients[B_WRITE]
     vector = known_embedding(stack_settings.vector_size)
+    # A listens from before anything is written: its stream must carry none of B's events.
+    listening = contextlib.AsyncExitStack()
+    a_events = Stream(await listening.enter_async_context(a.stream("GET", "/stream")))
+    assert (await a_events.until(lambda name, data: name == "ready"))[-1][1]["tenant"] == "alpha"
     bs = await b_world(b, vector)
     await settled(b, list(bs.values()))
     before = {key: snapshot(await read(b, memory_id)) for key, memory_id in bs.items()}
@@ -183,6 +190,21 @@ async def test_tenant_a_can_neither_see_nor_change_tenant_b(clients, stack_setti
         return as_["postgres2"] in {r["memory_id"] for r in relations if r["type"] == "SIMILAR_TO"}
 
     await wait_for(linked_within_a)  # automatic links work here, so none to B below means none leaked
+
+    # A's stream carried A's events (created and enriched) and not one of B's, whose were written first.
+    def leaked(name, data) -> bool:
+        return (
+            isinstance(data, dict)
+            and "memory_id" in data
+            and (data["memory_id"] in b_ids or data.get("tenant") != "alpha")
+        )
+
+    seen = await a_events.until(lambda name, data: name == "created" and data["memory_id"] == as_["postgres2"])
+    with pytest.raises(TimeoutError):  # a while longer, in case one of B's is merely late
+        await a_events.until(leaked, within=1.5)
+    await listening.aclose()
+    assert not any(leaked(*item) for item in seen), seen
+    assert {d["memory_id"] for n, d in seen if n == "created"} == set(as_.values())
 
     # Reads by id: B's ids do not exist for A, in any state mode.
     for memory_id in b_ids:
@@ -264,6 +286,45 @@ async def test_tenant_a_can_neither_see_nor_change_tenant_b(clients, stack_setti
         return (await read(a, as_["helm"]))["metadata"]["enrichment"].get("forced")
 
     await wait_for(forced)
+
+    # The graph views and the analysis count and show A's memories only.
+    a_ids, a_count = set(as_.values()), len(as_)
+    assert_not_found(await a.get(f"/graph/neighbors/{bs['postgres']}"), "GET /graph/neighbors/{B id}")
+    for key in ("postgres", "helm"):  # A's own neighbourhoods reach no B memory, however deep
+        around = await a.get(f"/graph/neighbors/{as_[key]}", params={"depth": 3, "state_mode": "history"})
+        assert around.status_code == 200 and not ids_in(around.json()) & b_ids, around.text
+    snapshot_ = (await a.get("/graph/snapshot", params={"limit": 2000, "state_mode": "history"})).json()
+    assert {n["id"] for n in snapshot_["nodes"]} == a_ids and snapshot_["stats"]["total_nodes"] == a_count
+    assert not ids_in(snapshot_) & b_ids
+    assert all(e["source"] in a_ids and e["target"] in a_ids for e in snapshot_["edges"]), snapshot_["edges"]
+    stats = (await a.get("/graph/stats")).json()
+    assert stats["totals"] == {"nodes": a_count, "edges": snapshot_["stats"]["total_edges"]}, stats
+    assert sum(stats["by_type"].values()) == a_count
+    b_stats = (await b.get("/graph/stats")).json()
+    assert b_stats["totals"]["nodes"] == len(bs) and b_stats["by_relationship"].get("RELATES_TO") == 1, b_stats
+    assert "RELATES_TO" not in stats["by_relationship"]  # B's one authored edge is not counted for A
+    analysis = (await a.get("/analyze")).json()["analytics"]
+    assert analysis["total_memories"] == a_count and not ids_in(analysis) & b_ids
+    assert not {"b-only", "b-secret"} & set(analysis["tag_frequency"]), analysis["tag_frequency"]
+    assert not any("password" in text for text in ids_in(analysis)), "B's content in A's analysis"
+
+    # Re-embedding B's ids as A's admin touches nothing of B (checked against `before` at the end).
+    reembed = await admin.post("/admin/reembed", json={"ids": sorted(b_ids)})
+    assert reembed.status_code == 202, reembed.text
+
+    async def reembedded():
+        progress = (await admin.get("/enrichment/status")).json()["stats"].get("reembed") or {}
+        return not progress.get("running", True)
+
+    await wait_for(reembedded)
+
+    # A's backup holds A's graph and nothing of B's.
+    backup = await admin.post("/backup")
+    assert backup.status_code == 200 and backup.json()["memories"] == len(a_ids), backup.text
+    document = json.loads(await asyncio.to_thread(Path(backup.json()["path"]).read_text))
+    assert not ids_in(document) & b_ids, "B's ids in A's backup"
+    assert not any("password" in text for text in ids_in(document)), "B's content in A's backup"
+    assert a_ids <= ids_in(document)
 
     # Bulk delete by a tag both tenants use: only A's go.
     deleted = await a.delete("/memory/by-tag", params={"tags": "shared"})
