@@ -154,8 +154,9 @@ class GraphStore(Protocol):
 
     async def entity_neighbours(self, tenant: str, ids: list[str], limit: int) -> list[tuple[str, int]]: ...
 
-    async def scan_memories(self, after_id: str, limit: int) -> list[Memory]:
-        """Every tenant's memories with embeddings, in id order (index rebuilds)."""
+    async def scan_memories(self, cursor: int, limit: int) -> tuple[int, list[Memory]]:
+        """A page of every tenant's memories with embeddings after a cursor
+        (-1 to start), and the next cursor (index rebuilds)."""
 
     async def graph_stats(self, tenant: str) -> GraphStats: ...
 

@@ -523,12 +523,11 @@ class RecallHandlers:
         total = await self._graph.count_memories()
         await self._vectors.clear()
         indexed = skipped = 0
-        after = ""
+        cursor = -1
         while True:
-            page = await self._graph.scan_memories(after, batch_size)
+            cursor, page = await self._graph.scan_memories(cursor, batch_size)
             if not page:
                 break
-            after = page[-1].id
             points = [
                 (m.id, m.embedding, vector_payload(m))
                 for m in page

@@ -939,14 +939,17 @@ class FalkorGraphStore:
         )
         return [(memory_id, int(shared)) for memory_id, shared in result.result_set]
 
-    async def scan_memories(self, after_id: str, limit: int) -> list[Memory]:
-        """Every memory of every tenant, embeddings included, in id order
-        after `after_id` (a page of a full rebuild)."""
+    async def scan_memories(self, cursor: int, limit: int) -> tuple[int, list[Memory]]:
+        """A page of every tenant's memories, embeddings included, after the
+        internal node id `cursor` (-1 to start); returns the next cursor. The
+        id range is a seek, so each page costs its own size, not the graph's."""
         result = await self._query(
-            "MATCH (m:Memory) WHERE m.id > $after WITH m ORDER BY m.id LIMIT $limit RETURN properties(m)",
-            {"after": after_id, "limit": limit},
+            "MATCH (m:Memory) WHERE ID(m) > $after WITH m ORDER BY ID(m) LIMIT $limit RETURN ID(m), properties(m)",
+            {"after": cursor, "limit": limit},
         )
-        return [row_to_memory(dict(row[0])) for row in result.result_set]
+        if not result.result_set:
+            return cursor, []
+        return int(result.result_set[-1][0]), [row_to_memory(dict(row[1])) for row in result.result_set]
 
     # Graph views, analysis and exports ---------------------------------------------------------------
 
