@@ -259,12 +259,18 @@ class RecallHandlers:
             watch.lap("list")
             return pool
         max_df = await self._max_df()
-        vectors = await self._query_vectors(request, debug)
-        watch.lap("embed")
         text_arms = [(arm, query) for query in request.queries for arm in ("keyword", "metadata", "tag")]
         keyword_fetch = max(fetch, self._policy.keyword_candidates)
+
+        async def vector_arm() -> list[list[VectorHit]]:
+            # Embedding the query and searching the index run beside the text arms.
+            started = time.perf_counter()
+            vectors = await self._query_vectors(request, debug)
+            debug["timings_ms"]["embed"] = round((time.perf_counter() - started) * 1000, 2)
+            return await self._vector_arm(request, vectors, fetch)
+
         results = await asyncio.gather(
-            self._vector_arm(request, vectors, fetch),
+            vector_arm(),
             *(
                 self._graph.search_text(
                     scope, arm, ranking.tokens(query), keyword_fetch if arm == "keyword" else fetch, max_df=max_df
