@@ -234,6 +234,10 @@ class VectorIndex(Protocol):
         """Remove every point (a rebuild from the graph starts here); the index
         keeps its dimension and payload indexes and stays usable."""
 
+    async def optimize(self) -> None:
+        """Index what was written since the last optimisation (HNSW), now.
+        An engine that optimises on its own (a Qdrant server) does nothing."""
+
     async def status(self) -> ComponentStatus: ...
 
     async def close(self) -> None: ...

@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     qdrant_collection: str = "memories"
     vector_size: int = 384
     vector_size_autodetect: bool = True  # an existing index's dimension wins over VECTOR_SIZE
+    # The in-process index optimises (builds HNSW) after this many upserts, at start-up and after a rebuild.
+    # qdrant-edge-py 0.9 holds the GIL while optimising, so recall pauses meanwhile: large values favour latency.
+    vector_optimize_every: int = 20_000
 
     # Event consumers (enrich, recall's projector).
     enrichment_max_attempts: int = 3

@@ -55,6 +55,7 @@ def vector_index(settings: Settings) -> VectorIndex:
         collection=settings.qdrant_collection,
         vector_size=settings.vector_size,
         autodetect=settings.vector_size_autodetect,
+        optimize_every=settings.vector_optimize_every,
     )
 
 

@@ -69,6 +69,6 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         service_name=full_service_name(recall_service_pb2, "RecallService"),
         add_servicer=recall_service_pb2_grpc.add_RecallServiceServicer_to_server,
         servicer=RecallServicer(handlers, settings.recall_default_limit, settings.reindex_batch_size, views),
-        startups=[vectors.open, graph.ensure_schema, warm_embedder, events.connect, consumer.start],
+        startups=[vectors.open, vectors.optimize, graph.ensure_schema, warm_embedder, events.connect, consumer.start],
         shutdowns=[consumer.stop, events.close, vectors.close, graph.close],
     )

@@ -543,6 +543,7 @@ class RecallHandlers:
             indexed += len(points)
             skipped += len(page) - len(points)
             yield RebuildProgress(indexed, skipped, total, False, time.perf_counter() - started)
+        await self._vectors.optimize()
         log.info("vector index rebuilt", indexed=indexed, skipped=skipped)
         yield RebuildProgress(indexed, skipped, total, True, time.perf_counter() - started)
 

@@ -13,6 +13,7 @@ import asyncio
 import json
 import shutil
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -175,6 +176,17 @@ class EdgeVectorIndex:
         if self._since_optimize >= self._optimize_every and self._optimizing is None:
             self._since_optimize = 0
             self._optimizing = asyncio.create_task(self._optimize())
+
+    async def optimize(self) -> None:
+        """Optimise now and wait for it (recall calls this before it serves,
+        and when a rebuild ends). qdrant-edge-py 0.9 holds the GIL while it
+        optimises, so nothing else in the process runs meanwhile."""
+        if self._shard is None:
+            return
+        self._since_optimize = 0
+        started = time.perf_counter()
+        await self._optimize()
+        log.info("vector index optimised", seconds=round(time.perf_counter() - started, 1))
 
     async def _optimize(self) -> None:
         def optimize() -> None:

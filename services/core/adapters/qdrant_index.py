@@ -259,6 +259,9 @@ class QdrantClientIndex:
             self, is_open=self._client is not None, detail=f"qdrant collection {self._collection} at {self._where}"
         )
 
+    async def optimize(self) -> None:
+        """A Qdrant server optimises in the background on its own."""
+
     async def close(self) -> None:
         if self._client is not None:
             client, self._client = self._client, None
