@@ -12,7 +12,6 @@ projection tests; this file looks only through the REST surface.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import math
@@ -171,14 +170,12 @@ async def a_world(a: httpx.AsyncClient, vector: list[float]) -> dict[str, str]:
 async def test_tenant_a_can_neither_see_nor_change_tenant_b(clients, stack_settings):
     a, admin, b = clients[A_WRITE], clients[A_ADMIN], clients[B_WRITE]
     vector = known_embedding(stack_settings.vector_size)
-    # A listens from before anything is written: its stream must carry none of B's events.
-    listening = contextlib.AsyncExitStack()
-    a_events = Stream(await listening.enter_async_context(a.stream("GET", "/stream")))
-    assert (await a_events.until(lambda name, data: name == "ready"))[-1][1]["tenant"] == "alpha"
     bs = await b_world(b, vector)
-    await settled(b, list(bs.values()))
+    # B's memory for the stream check below: changed while A listens, compared with nothing.
+    b_probe = await store(b, "Beta's probe for the event stream", ["b-probe"])
+    await settled(b, [*bs.values(), b_probe])
     before = {key: snapshot(await read(b, memory_id)) for key, memory_id in bs.items()}
-    b_ids = set(bs.values())
+    b_ids = {*bs.values(), b_probe}
     assert all(m["tenant"] == "beta" for m in before.values())
 
     as_ = await a_world(a, vector)
@@ -190,21 +187,6 @@ async def test_tenant_a_can_neither_see_nor_change_tenant_b(clients, stack_setti
         return as_["postgres2"] in {r["memory_id"] for r in relations if r["type"] == "SIMILAR_TO"}
 
     await wait_for(linked_within_a)  # automatic links work here, so none to B below means none leaked
-
-    # A's stream carried A's events (created and enriched) and not one of B's, whose were written first.
-    def leaked(name, data) -> bool:
-        return (
-            isinstance(data, dict)
-            and "memory_id" in data
-            and (data["memory_id"] in b_ids or data.get("tenant") != "alpha")
-        )
-
-    seen = await a_events.until(lambda name, data: name == "created" and data["memory_id"] == as_["postgres2"])
-    with pytest.raises(TimeoutError):  # a while longer, in case one of B's is merely late
-        await a_events.until(leaked, within=1.5)
-    await listening.aclose()
-    assert not any(leaked(*item) for item in seen), seen
-    assert {d["memory_id"] for n, d in seen if n == "created"} == set(as_.values())
 
     # Reads by id: B's ids do not exist for A, in any state mode.
     for memory_id in b_ids:
@@ -301,12 +283,38 @@ async def test_tenant_a_can_neither_see_nor_change_tenant_b(clients, stack_setti
     assert stats["totals"] == {"nodes": a_count, "edges": snapshot_["stats"]["total_edges"]}, stats
     assert sum(stats["by_type"].values()) == a_count
     b_stats = (await b.get("/graph/stats")).json()
-    assert b_stats["totals"]["nodes"] == len(bs) and b_stats["by_relationship"].get("RELATES_TO") == 1, b_stats
+    assert b_stats["totals"]["nodes"] == len(bs) + 1 and b_stats["by_relationship"].get("RELATES_TO") == 1, b_stats
     assert "RELATES_TO" not in stats["by_relationship"]  # B's one authored edge is not counted for A
     analysis = (await a.get("/analyze")).json()["analytics"]
     assert analysis["total_memories"] == a_count and not ids_in(analysis) & b_ids
     assert not {"b-only", "b-secret"} & set(analysis["tag_frequency"]), analysis["tag_frequency"]
     assert not any("password" in text for text in ids_in(analysis)), "B's content in A's analysis"
+
+    # With both listening, A's stream carries A's events and none of B's (and B's none of A's).
+    async with a.stream("GET", "/stream") as a_response, b.stream("GET", "/stream") as b_response:
+        a_events, b_events = Stream(a_response), Stream(b_response)
+        assert (await a_events.until(lambda name, data: name == "ready"))[-1][1]["tenant"] == "alpha"
+        assert (await b_events.until(lambda name, data: name == "ready"))[-1][1]["tenant"] == "beta"
+        # Changes that enrichment does not follow, so no edge of B's changes.
+        assert (await b.patch(f"/memory/{b_probe}", json={"importance": 0.2})).status_code == 200
+        assert (await a.patch(f"/memory/{as_['helm2']}", json={"importance": 0.2})).status_code == 200
+
+        def updated(memory_id):
+            return lambda name, data: name == "updated" and data["memory_id"] == memory_id
+
+        def foreign(tenant: str, ids: set[str]):
+            return lambda name, data: (
+                isinstance(data, dict)
+                and "memory_id" in data
+                and (data["memory_id"] in ids or data["tenant"] != tenant)
+            )
+
+        a_seen, b_seen = await a_events.until(updated(as_["helm2"])), await b_events.until(updated(b_probe))
+        for events, leaked in ((a_events, foreign("alpha", b_ids)), (b_events, foreign("beta", a_ids))):
+            with pytest.raises(TimeoutError):  # a while longer, in case the other's event is merely late
+                await events.until(leaked, within=1.5)
+    assert not any(foreign("alpha", b_ids)(*item) for item in a_seen), a_seen
+    assert not any(foreign("beta", a_ids)(*item) for item in b_seen), b_seen
 
     # Re-embedding B's ids as A's admin touches nothing of B (checked against `before` at the end).
     reembed = await admin.post("/admin/reembed", json={"ids": sorted(b_ids)})
