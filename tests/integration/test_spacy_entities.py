@@ -30,6 +30,30 @@ def test_model_loads_lazily_with_the_ruler_before_ner(extractor):
     assert extractor.load_seconds is not None and extractor.load_seconds > 0
 
 
+def test_part_of_speech_comes_from_a_tag_lookup_that_agrees_with_the_attribute_ruler(extractor):
+    import spacy
+
+    from services.core.adapters.spacy_entities import DEFAULT_MODEL, TAG_POS_PIPE
+
+    names = extractor.load().pipe_names
+    assert "attribute_ruler" not in names and names.index(TAG_POS_PIPE) == names.index("tagger") + 1
+    stock = spacy.load(DEFAULT_MODEL, exclude=["lemmatizer"])
+    texts = [
+        DECISION,
+        "Something broke: nobody saw that the hand-painted bowl was gone, so I'll ask everyone tomorrow.",
+        "Hey Mel! I'm swamped with the kids & work. What's up with you? Anything new?",
+        "Realized embedding batching reduces costs by 40% with vector search in Qdrant.",
+    ]
+    for ours, theirs in zip(extractor.load().pipe(texts), stock.pipe(texts), strict=True):
+        assert [t.tag_ for t in ours] == [t.tag_ for t in theirs]
+        # The classes concepts are made of agree exactly; the ruler's rules on
+        # dependency labels only move words between classes concepts skip.
+        content = {"NOUN", "PROPN", "ADJ"}
+        for mine, stock_token in zip(ours, theirs, strict=True):
+            if mine.pos_ in content or stock_token.pos_ in content:
+                assert mine.pos_ == stock_token.pos_, (mine.text, mine.tag_)
+
+
 def test_the_spec_decision_sentence(extractor):
     found = extractor.extract(DECISION)
     assert list(found) == list(ENTITY_CATEGORIES)

