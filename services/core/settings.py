@@ -51,7 +51,12 @@ class Settings(BaseSettings):
     enrichment_backoff_seconds: list[float] = [1.0, 5.0, 15.0]
     consumer_ack_wait_seconds: float = 60.0
     consumer_fetch_timeout_seconds: float = 1.0  # also how long a stop may wait for the fetch in hand
-    enrichment_batch_size: int = 64
+    enrichment_batch_size: int = 64  # memories the models and each enrichment graph query take at once
+    # Events enrich takes from the stream at once (and the reconciler and re-embed
+    # per call); it works through them a batch at a time, embedding the next batch
+    # while the last one is linked and written. All are acknowledged at the end, so
+    # the ack wait must cover a fetch at the slowest rate expected.
+    enrichment_fetch_size: int = 256
     projector_batch_size: int = 256
     projector_durable: str = "recall-projector"
     enrich_durable: str = "enrich"

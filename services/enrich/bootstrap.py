@@ -50,6 +50,7 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         pattern_min_members=settings.enrichment_pattern_min_members,
         pattern_max_members=settings.enrichment_pattern_max_members,
         conflict_retries=settings.write_conflict_retries,
+        batch_size=settings.enrichment_batch_size,
     )
     llm = overrides["llm"] if "llm" in overrides else language_model(settings)
     pipeline = EnrichmentPipeline(
@@ -62,6 +63,8 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         policy=policy,
     )
     prefix = settings.nats_subject_prefix
+    # What one enrich_ids call takes: the pipeline works through it a batch at a time.
+    take = max(settings.enrichment_fetch_size, settings.enrichment_batch_size)
     consumer = JetStreamConsumer(  # durable: what arrives while enrich is down waits for it
         events,
         settings.nats_stream,
@@ -69,7 +72,7 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
             settings,
             settings.enrich_durable,
             [f"{prefix}.*.created", f"{prefix}.*.updated"],
-            settings.enrichment_batch_size,
+            take,
         ),
         pipeline.handle,
     )
@@ -78,10 +81,10 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         pipeline=pipeline,
         interval_seconds=settings.enrichment_reconcile_seconds,
         grace_seconds=settings.enrichment_reconcile_grace_seconds,
-        batch_size=settings.enrichment_batch_size,
+        batch_size=take,
     )
 
-    reembedder = Reembedder(graph=graph, pipeline=pipeline, batch_size=settings.enrichment_batch_size)
+    reembedder = Reembedder(graph=graph, pipeline=pipeline, batch_size=take)
 
     async def warm_up() -> None:
         """Load the models before SERVING, so the first batch is not the slow one.

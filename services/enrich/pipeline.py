@@ -1,6 +1,9 @@
 """The enrichment pipeline: embed, extract entities, assess factuality, link
 (PRECEDED_BY, SIMILAR_TO, EXEMPLIFIES), then write enrichment's own fields
-with a version check, a batch at a time."""
+with a version check, a batch at a time.
+
+The models (CPU) and the links and writes (mostly waiting on FalkorDB and
+recall) overlap: while one batch is linked and written, the next is embedded."""
 
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from services.core.relay import OutboxRelay
 log = structlog.get_logger()
 
 ENRICHED = Counter("memgrid_enrichment_memories_total", "Memories through enrichment", ["outcome"])
-BATCH_SECONDS = Histogram("memgrid_enrichment_batch_seconds", "Time to enrich one batch")
+BATCH_SECONDS = Histogram("memgrid_enrichment_batch_seconds", "Time to enrich one call (a fetch: one or more batches)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,8 @@ class EnrichmentPolicy:
     pattern_min_members: int
     pattern_max_members: int
     conflict_retries: int
+    #: Memories the models and each graph query take at once.
+    batch_size: int = 64
 
 
 @dataclass
@@ -57,6 +62,40 @@ class EnrichmentStats:
 
 async def _nothing() -> list:
     return []
+
+
+def _in_time(memory: Memory) -> tuple[datetime, str]:
+    return (memory.timestamp, memory.id)
+
+
+class _Computed:
+    """The memories of one enrich_ids call computed so far, with their vectors.
+
+    Memories enriched together cannot find each other in the index yet:
+    each is compared with the ones before it (in time) directly."""
+
+    def __init__(self) -> None:
+        self._memories: list[Memory] = []
+        self._matrix = np.empty((0, 0), dtype=np.float32)
+
+    def add(self, memories: list[Memory], results: dict[str, Enrichment]) -> None:
+        rows = np.asarray([results[m.id].embedding or m.embedding for m in memories], dtype=np.float32)
+        self._matrix = rows if not self._memories else np.vstack([self._matrix, rows])
+        self._memories += memories
+
+    def neighbours(self, memories: list[Memory], threshold: float) -> dict[str, list[tuple[Memory, float]]]:
+        """For each of these memories (the last ones added), the earlier ones
+        scoring at least the threshold."""
+        first = len(self._memories) - len(memories)
+        scores = self._matrix @ self._matrix[first:].T
+        found: dict[str, list[tuple[Memory, float]]] = defaultdict(list)
+        for column, later in enumerate(memories):
+            key = _in_time(later)
+            for row in np.flatnonzero(scores[:, column] >= threshold):
+                other = self._memories[row]
+                if _in_time(other) < key:
+                    found[later.id].append((other, float(scores[row, column])))
+        return found
 
 
 def _needs_enrichment(event: MemoryEvent) -> bool:
@@ -130,25 +169,41 @@ class EnrichmentPipeline:
         return written
 
     async def _enrich(self, tenant: str, ids: list[str], forced: bool, reembed: bool = False) -> list[str]:
-        memories = list((await self._graph.get_memories(tenant, ids)).values())
-        self.stats.skipped += len(ids) - len(memories)
-        if not memories:
+        found = await self._graph.get_memories(tenant, ids)
+        self.stats.skipped += len(ids) - len(found)
+        if not found:
             return []
         now = self._clock()
-        t0 = time.perf_counter()
-        results = await self._compute(memories, reembed)
-        t1 = time.perf_counter()
-        await self._link(tenant, memories, results, now)
-        t2 = time.perf_counter()
-        written = await self._write(tenant, memories, results, forced, now)
-        log.debug(
-            "enriched batch",
-            count=len(memories),
-            compute_s=round(t1 - t0, 3),
-            link_s=round(t2 - t1, 3),
-            write_s=round(time.perf_counter() - t2, 3),
-        )
-        return written
+        # Oldest first, so the memories before a batch (in-batch neighbours) are already computed.
+        memories = sorted(found.values(), key=_in_time)
+        size = max(1, self._policy.batch_size)
+        batches = [memories[start : start + size] for start in range(0, len(memories), size)]
+        earlier = _Computed()
+        written: list[str] = []
+        computing = asyncio.ensure_future(self._compute(batches[0], reembed))
+        try:
+            for index, batch in enumerate(batches):
+                t0 = time.perf_counter()
+                results = await computing
+                if index + 1 < len(batches):
+                    computing = asyncio.ensure_future(self._compute(batches[index + 1], reembed))
+                t1 = time.perf_counter()
+                earlier.add(batch, results)
+                await self._link(tenant, batch, results, now, earlier)
+                t2 = time.perf_counter()
+                written += await self._write(tenant, batch, results, forced, now)
+                log.debug(
+                    "enriched batch",
+                    count=len(batch),
+                    compute_wait_s=round(t1 - t0, 3),
+                    link_s=round(t2 - t1, 3),
+                    write_s=round(time.perf_counter() - t2, 3),
+                )
+        finally:
+            # After a failure, the next batch's models are not waited for.
+            computing.cancel()
+            await asyncio.gather(computing, return_exceptions=True)
+        return sorted(written)
 
     async def _compute(self, memories: list[Memory], reembed: bool = False) -> dict[str, Enrichment]:
         """Embeddings (only where missing, unless reembed), entities and a first factuality view."""
@@ -183,23 +238,28 @@ class EnrichmentPipeline:
         )
         return {m.id: a for m, a in zip(memories, answers, strict=True) if a is not None}
 
-    async def _link(self, tenant: str, memories: list[Memory], results: dict[str, Enrichment], now: datetime) -> None:
+    async def _link(
+        self, tenant: str, memories: list[Memory], results: dict[str, Enrichment], now: datetime, earlier: _Computed
+    ) -> None:
         now_us = to_micros(now)
         policy = self._policy
-        temporal = await self._graph.link_preceding(
-            tenant,
-            [(m.id, to_micros(m.timestamp)) for m in memories],
-            window_us=int(policy.temporal_window / timedelta(microseconds=1)),
-            limit=policy.temporal_limit,
-            now_us=now_us,
+        # FalkorDB links the recent memories while recall searches its index.
+        temporal, neighbour_lists = await asyncio.gather(
+            self._graph.link_preceding(
+                tenant,
+                [(m.id, to_micros(m.timestamp)) for m in memories],
+                window_us=int(policy.temporal_window / timedelta(microseconds=1)),
+                limit=policy.temporal_limit,
+                now_us=now_us,
+            ),
+            self._neighbours.neighbours(
+                tenant,
+                [(m.id, results[m.id].embedding or m.embedding) for m in memories],
+                limit=policy.similarity_limit,
+                min_score=policy.similarity_threshold,
+            ),
         )
-        neighbour_lists = await self._neighbours.neighbours(
-            tenant,
-            [(m.id, results[m.id].embedding or m.embedding) for m in memories],
-            limit=policy.similarity_limit,
-            min_score=policy.similarity_threshold,
-        )
-        in_batch = self._batch_neighbours(memories, results)
+        in_batch = earlier.neighbours(memories, self._policy.similarity_threshold)
         pairs = []
         for memory, found in zip(memories, neighbour_lists, strict=True):
             result = results[memory.id]
@@ -213,23 +273,10 @@ class EnrichmentPipeline:
             own = memory.metadata.get("source") if isinstance(memory.metadata, dict) else None
             result.factuality = corroborate(result.factuality, supporters, own or "manual")
             result.links = LinkCounts(temporal_links=temporal.get(memory.id, 0), semantic_neighbors=len(others))
-        await self._graph.link_similar(tenant, pairs, now_us=now_us)
-        await self._link_patterns(tenant, memories, results, now_us)
-
-    def _batch_neighbours(
-        self, memories: list[Memory], results: dict[str, Enrichment]
-    ) -> dict[str, list[tuple[Memory, float]]]:
-        """Memories enriched together cannot find each other in the index yet:
-        compare them directly (each links to the earlier ones)."""
-        vectors = {m.id: np.asarray(results[m.id].embedding or m.embedding, dtype=np.float32) for m in memories}
-        ordered = sorted(memories, key=lambda m: (m.timestamp, m.id))
-        found: dict[str, list[tuple[Memory, float]]] = defaultdict(list)
-        for i, later in enumerate(ordered):
-            for earlier in ordered[:i]:
-                score = float(vectors[later.id] @ vectors[earlier.id])
-                if score >= self._policy.similarity_threshold:
-                    found[later.id].append((earlier, score))
-        return found
+        await asyncio.gather(
+            self._graph.link_similar(tenant, pairs, now_us=now_us),
+            self._link_patterns(tenant, memories, results, now_us),
+        )
 
     async def _link_patterns(
         self, tenant: str, memories: list[Memory], results: dict[str, Enrichment], now_us: int
