@@ -4,7 +4,10 @@ vector, and time-to-searchable at a steady store rate."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+from collections import defaultdict
+from pathlib import Path
 
 import grpc
 
@@ -26,6 +29,51 @@ def text(i: int) -> str:
     return SENTENCES[i % len(SENTENCES)].format(tool=TOOLS[i % len(TOOLS)], area=AREAS[i % len(AREAS)]) + f" (#{i})"
 
 
+def _process_name(pid: str) -> str:
+    words = Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+    module = next((w for w in words if w.startswith(("services.", "gateway."))), None)
+    if module:
+        return module.split(".")[1] if module.startswith("services.") else "gateway"
+    if any("multiprocessing" in w for w in words):
+        return "spacy-worker"  # enrich's one worker process
+    # redis-server rewrites its command line as "path host:port".
+    return Path(words[0].split()[0]).name if words and words[0].strip() else pid
+
+
+def cpu_seconds(root: int) -> dict[str, float]:
+    """CPU seconds (user + system) so far of each process under `root`, by
+    name; empty where /proc is not there (not Linux)."""
+    if not Path("/proc").is_dir():
+        return {}
+    children: dict[int, list[int]] = defaultdict(list)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                children[int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])].append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    ticks = os.sysconf("SC_CLK_TCK")
+    used: dict[str, float] = defaultdict(float)
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            used[_process_name(str(pid))] += (int(fields[11]) + int(fields[12])) / ticks
+        except (OSError, IndexError, ValueError):
+            continue
+    return dict(used)
+
+
+def cpu_per_memory(before: dict[str, float], after: dict[str, float], count: int) -> str:
+    """CPU milliseconds per memory by process, largest first: on a shared
+    machine this moves far less than the wall-clock rate."""
+    spent = {name: (after[name] - before.get(name, 0.0)) * 1000 / count for name in after}
+    ranked = sorted(((ms, name) for name, ms in spent.items() if ms >= 0.05), reverse=True)
+    return f"{sum(spent.values()):5.1f} ms  (" + ", ".join(f"{name} {ms:.1f}" for ms, name in ranked) + ")"
+
+
 async def points(recall) -> int:
     status = await recall.GetSystemStatus(recall_service_pb2.GetSystemStatusRequest())
     index = next(c for c in status.components if c.name == "vector_index")
@@ -36,6 +84,7 @@ async def throughput(stack: BenchStack, count: int) -> None:
     async with grpc.aio.insecure_channel(stack.grpc_target("recall")) as channel:
         recall = recall_service_pb2_grpc.RecallServiceStub(channel)
         base = await points(recall)
+        cpu_before = cpu_seconds(stack.process.pid)
         with stack.client() as client:
             started = time.perf_counter()
             for offset in range(0, count, 500):
@@ -46,10 +95,14 @@ async def throughput(stack: BenchStack, count: int) -> None:
             progress(f"enrichment: {done}/{count} searchable")
             await asyncio.sleep(1.0)
         elapsed = time.perf_counter() - started
+        cpu_after = cpu_seconds(stack.process.pid)
     line(
         "enrichment throughput (local model)",
         f"{count / elapsed:9.1f} memories/s  ({count} stored in {stored:.1f} s, all searchable after {elapsed:.1f} s)",
     )
+    if cpu_after:
+        line("  CPU per memory, all processes", cpu_per_memory(cpu_before, cpu_after, count))
+        line("  load average (1 min) at the end", f"{os.getloadavg()[0]:5.2f} on {os.cpu_count()} CPUs")
 
 
 async def time_to_searchable(stack: BenchStack, rate: float, count: int) -> None:
