@@ -108,6 +108,26 @@ class GraphStore(Protocol):
 
     async def count_unenriched(self) -> int: ...
 
+    async def record_embeddings(
+        self,
+        tenant: str,
+        items: list[tuple[Memory, list[float] | None, str]],
+        events: list[MemoryEvent],
+        *,
+        now_us: int,
+    ) -> list[str]:
+        """The embedding stage's write: per (memory as read, vector or None,
+        model), the vector and its model (or, with None, only the event),
+        where version and content are still the ones read; the ids written."""
+
+    async def embedding_models(self, tenant: str, memory_ids: list[str]) -> dict[str, str]:
+        """The model the embedding stage recorded for each memory's vector."""
+
+    async def count_unembedded(self) -> int: ...
+
+    async def find_unembedded(self, changed_before_us: int, limit: int) -> list[tuple[str, str]]:
+        """(tenant, id) of memories without a vector, last changed before the time."""
+
     async def pending_outbox(self, older_than_us: int, limit: int) -> list[OutboxEntry]: ...
 
     async def delete_outbox(self, event_ids: list[str]) -> None: ...

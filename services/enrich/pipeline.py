@@ -1,6 +1,8 @@
-"""The enrichment pipeline: embed, extract entities, assess factuality, link
-(PRECEDED_BY, SIMILAR_TO, EXEMPLIFIES), then write enrichment's own fields
-with a version check, a batch at a time.
+"""The enrichment pipeline (the second stage, after embedding): extract
+entities, assess factuality, link (PRECEDED_BY, SIMILAR_TO, EXEMPLIFIES),
+then write enrichment's own fields with a version check, a batch at a time.
+Events reach it once the embedding stage has recorded the vector; it still
+embeds what has none (the reconciler, a reprocess, a re-embed).
 
 The models (CPU) and the links and writes (mostly waiting on FalkorDB and
 recall) overlap: while one batch is linked and written, the next is embedded."""
@@ -99,7 +101,8 @@ class _Computed:
 
 
 def _needs_enrichment(event: MemoryEvent) -> bool:
-    return event.kind is EventKind.CREATED or (event.kind is EventKind.UPDATED and event.content_changed)
+    """New content, once the embedding stage is through with it."""
+    return event.kind is EventKind.EMBEDDED
 
 
 class EnrichmentPipeline:
@@ -176,17 +179,19 @@ class EnrichmentPipeline:
         now = self._clock()
         # Oldest first, so the memories before a batch (in-batch neighbours) are already computed.
         memories = sorted(found.values(), key=_in_time)
+        # The embedding stage's model, for the vectors it wrote for this content (a forced run keeps the vector).
+        models = {} if forced or reembed else await self._graph.embedding_models(tenant, list(found))
         size = max(1, self._policy.batch_size)
         batches = [memories[start : start + size] for start in range(0, len(memories), size)]
         earlier = _Computed()
         written: list[str] = []
-        computing = asyncio.ensure_future(self._compute(batches[0], reembed))
+        computing = asyncio.ensure_future(self._compute(batches[0], reembed, models))
         try:
             for index, batch in enumerate(batches):
                 t0 = time.perf_counter()
                 results = await computing
                 if index + 1 < len(batches):
-                    computing = asyncio.ensure_future(self._compute(batches[index + 1], reembed))
+                    computing = asyncio.ensure_future(self._compute(batches[index + 1], reembed, models))
                 t1 = time.perf_counter()
                 earlier.add(batch, results)
                 await self._link(tenant, batch, results, now, earlier)
@@ -205,8 +210,11 @@ class EnrichmentPipeline:
             await asyncio.gather(computing, return_exceptions=True)
         return sorted(written)
 
-    async def _compute(self, memories: list[Memory], reembed: bool = False) -> dict[str, Enrichment]:
-        """Embeddings (only where missing, unless reembed), entities and a first factuality view."""
+    async def _compute(
+        self, memories: list[Memory], reembed: bool = False, models: dict[str, str] | None = None
+    ) -> dict[str, Enrichment]:
+        """Embeddings (only where missing, unless reembed), entities and a first
+        factuality view. `models` names the model of vectors the embedding stage wrote."""
         to_embed = [
             m for m in memories if reembed or m.embedding is None or len(m.embedding) != self._embedder.dimension
         ]
@@ -223,7 +231,7 @@ class EnrichmentPipeline:
             results[memory.id] = Enrichment(
                 content=memory.content,
                 embedding=embedded.get(memory.id),
-                embedding_model=self._embedder.name,
+                embedding_model=self._embedder.name if memory.id in embedded else (models or {}).get(memory.id),
                 entities=entities,
                 factuality=judged.get(memory.id) or assess(memory.content, source_trust(source)),
             )

@@ -1,19 +1,22 @@
-"""The reconciler re-drives what was left behind: memories with no
-enrichment (stored while NATS or the embedder was down, or dead-lettered
-after a failure that has since passed)."""
+"""The reconciler re-drives what was left behind: memories with no vector
+(through the embedding stage, whose event then starts enrichment) and
+memories with no enrichment (stored while NATS or the embedder was down, or
+dead-lettered after a failure that has since passed). While the consumers
+have a backlog, nothing is left behind yet: the pass waits for a later turn."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import structlog
 
 from services.core.domain.times import to_micros
 from services.core.ports import GraphStore
+from services.enrich.embedding import EmbeddingStage
 from services.enrich.pipeline import EnrichmentPipeline
 
 log = structlog.get_logger()
@@ -28,29 +31,58 @@ class Reconciler:
         interval_seconds: float,
         grace_seconds: float,
         batch_size: int,
+        embedding: EmbeddingStage | None = None,
+        outstanding: Callable[[], Awaitable[int]] | None = None,
+        backlog: int = 0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
+        """`outstanding` counts the events the consumers still hold; above
+        `backlog` a pass does nothing (the events will get there)."""
         self._graph = graph
         self._pipeline = pipeline
+        self._embedding = embedding
+        self._outstanding = outstanding
+        self._backlog = backlog
         self._interval = interval_seconds
         self._grace = timedelta(seconds=grace_seconds)
         self._batch = batch_size
         self._clock = clock
         self._task: asyncio.Task | None = None
         self.redriven = 0
+        self.redriven_embeddings = 0
 
     async def pending(self) -> int:
         """How many memories wait for enrichment right now (any age)."""
         return await self._graph.count_unenriched()
 
+    async def pending_embeddings(self) -> int:
+        """How many memories have no vector right now (any age)."""
+        return await self._graph.count_unembedded()
+
+    async def _busy(self) -> bool:
+        if self._outstanding is None:
+            return False
+        try:
+            return await self._outstanding() > self._backlog
+        except Exception:  # the bus is down: exactly when re-driving matters
+            return False
+
     async def run_once(self) -> int:
-        """Enrich one batch of memories older than the grace period; returns how many."""
-        stale = await self._graph.find_unenriched(to_micros(self._clock() - self._grace), self._batch)
-        by_tenant: dict[str, list[str]] = defaultdict(list)
-        for tenant, memory_id in stale:
-            by_tenant[tenant].append(memory_id)
+        """Embed, then enrich, one batch of memories older than the grace
+        period; returns how many were enriched here (the embedded ones are
+        enriched by the event the embedding stage records)."""
+        if await self._busy():
+            return 0
+        before = to_micros(self._clock() - self._grace)
+        embedded: set[tuple[str, str]] = set()
+        if self._embedding is not None:
+            for tenant, ids in _by_tenant(await self._graph.find_unembedded(before, self._batch)).items():
+                done = await self._embedding.embed_ids(tenant, ids)
+                self.redriven_embeddings += len(done)
+                embedded |= {(tenant, i) for i in done}
+        stale = [item for item in await self._graph.find_unenriched(before, self._batch) if item not in embedded]
         count = 0
-        for tenant, ids in by_tenant.items():
+        for tenant, ids in _by_tenant(stale).items():
             count += len(await self._pipeline.enrich_ids(tenant, ids))
         self.redriven += count
         return count
@@ -59,9 +91,12 @@ class Reconciler:
         while True:
             await asyncio.sleep(self._interval)
             try:
+                embedded = self.redriven_embeddings
                 count = await self.run_once()
-                if count:
-                    log.info("reconciler re-drove memories", count=count)
+                if count or self.redriven_embeddings > embedded:
+                    log.info(
+                        "reconciler re-drove memories", enriched=count, embedded=self.redriven_embeddings - embedded
+                    )
             except Exception as exc:
                 log.warning("reconciler pass failed", error=str(exc))
 
@@ -74,3 +109,10 @@ class Reconciler:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+
+
+def _by_tenant(items: list[tuple[str, str]]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = defaultdict(list)
+    for tenant, memory_id in items:
+        grouped[tenant].append(memory_id)
+    return grouped

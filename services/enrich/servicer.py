@@ -11,6 +11,7 @@ from services.core.adapters.nats_consumer import JetStreamConsumer
 from services.core.domain.errors import InvalidArgument
 from services.core.domain.ids import validate_memory_id
 from services.core.grpc.tenant import tenant_of
+from services.enrich.embedding import EmbeddingStage
 from services.enrich.pipeline import EnrichmentPipeline
 from services.enrich.reconciler import Reconciler
 from services.enrich.reembed import Reembedder
@@ -24,12 +25,18 @@ class EnrichServicer(pb_grpc.EnrichServiceServicer):
         reconciler: Reconciler,
         max_attempts: int,
         reembedder: Reembedder | None = None,
+        *,
+        embedding: EmbeddingStage | None = None,
+        embed_consumer: JetStreamConsumer | None = None,
     ):
+        """`consumer` is the enrichment stage's; `embedding` and `embed_consumer` the first stage's."""
         self._pipeline = pipeline
         self._consumer = consumer
         self._reconciler = reconciler
         self._max_attempts = max_attempts
         self._reembedder = reembedder
+        self._embedding = embedding
+        self._embed_consumer = embed_consumer
         self._background: set[asyncio.Task] = set()
 
     async def ReprocessMemories(self, request: pb.ReprocessMemoriesRequest, context) -> pb.ReprocessMemoriesResponse:
@@ -61,9 +68,21 @@ class EnrichServicer(pb_grpc.EnrichServiceServicer):
                     "last_batch_seconds": round(stats.last_batch_seconds, 4),
                     "failures_by_reason": stats.by_reason,
                     "reembed": self._reembedder.status(tenant_of(context)) if self._reembedder else None,
+                    "embedding": await self._embedding_status(),
                 }
             ),
         )
+
+    async def _embedding_status(self) -> dict | None:
+        """The first stage: its queue, the memories without a vector, its counts."""
+        if self._embedding is None:
+            return None
+        return {
+            "queue_size": await self._embed_consumer.pending() if self._embed_consumer else 0,
+            "pending": await self._reconciler.pending_embeddings(),
+            "reconciled": self._reconciler.redriven_embeddings,
+            **self._embedding.stats.to_dict(),
+        }
 
     async def ReembedMemories(self, request: pb.ReembedMemoriesRequest, context) -> pb.ReembedMemoriesResponse:
         """Queue a re-embed of the named memories, or of every memory of the tenant (202 at the gateway)."""

@@ -1,6 +1,7 @@
-"""Kill the enrich process in the middle of its work: the durable consumer
-redelivers what was not acknowledged, and the end state is as if every
-memory had been enriched once (no doubled tags or edges, nothing missing)."""
+"""Kill the enrich process in the middle of its work, in either stage
+(embedding, then enrichment): the durable consumers redeliver what was not
+acknowledged, and the end state is as if every memory had been embedded and
+enriched once (no doubled tags or edges, nothing missing)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ def enrich_process(settings, log: Path) -> subprocess.Popen:
         "EMBEDDING_PROVIDER": "placeholder",
         "ENRICHMENT_SPACY_BLANK": "true",
         "ENRICHMENT_BATCH_SIZE": "8",
+        "EMBEDDING_WRITE_BATCH": "8",
         "CONSUMER_ACK_WAIT_SECONDS": "2",
         "ENRICHMENT_RECONCILE_SECONDS": "3600",
         "LOG_JSON": "false",
@@ -57,7 +59,14 @@ async def enriched_count(stack, ids) -> int:
     return sum(1 for m in found.values() if m.enriched_at is not None)
 
 
-async def test_killing_enrich_mid_batch_loses_and_doubles_nothing(falkordb_server, nats_server, tmp_path):
+async def embedded_count(stack, ids) -> int:
+    found = await stack.store.get_memories("acme", ids)
+    return sum(1 for m in found.values() if m.embedding is not None)
+
+
+@pytest.mark.parametrize("stage", ["embedding", "enrichment"])
+async def test_killing_enrich_mid_batch_loses_and_doubles_nothing(falkordb_server, nats_server, tmp_path, stage):
+    counted = {"embedding": embedded_count, "enrichment": enriched_count}[stage]
     settings = enrich_settings(falkordb_server.port, nats_server.port, tmp_path / "data")
     stack = EnrichStack(settings)
     log = tmp_path / "enrich.log"
@@ -69,12 +78,12 @@ async def test_killing_enrich_mid_batch_loses_and_doubles_nothing(falkordb_serve
         ]
         process = enrich_process(stack.settings, log)
         deadline = time.monotonic() + 60
-        while (done := await enriched_count(stack, ids)) == 0:
+        while (done := await counted(stack, ids)) == 0:
             assert time.monotonic() < deadline and process.poll() is None, log.read_text()[-2000:]
             await asyncio.sleep(0.02)
         process.send_signal(signal.SIGKILL)
         process.wait()
-        assert done < COUNT, "enrich finished before the kill; the test proves nothing"
+        assert done < COUNT, f"the {stage} stage finished before the kill; the test proves nothing"
 
         process = enrich_process(stack.settings, log)
         memories = await stack.wait_enriched(ids, within=60)
@@ -83,6 +92,7 @@ async def test_killing_enrich_mid_batch_loses_and_doubles_nothing(falkordb_serve
             assert all(n == 1 for n in counts.values()), memory.tags
             assert {"entity:tools:docker", "entity:tools:terraform"} <= set(memory.tags)
             assert memory.embedding is not None
+        assert await stack.store.count_unembedded() == 0
         pairs = await stack.edges("PRECEDED_BY")
         assert len(pairs) == len(set(pairs)), "an edge was written twice"
     finally:

@@ -57,7 +57,7 @@ async def test_a_new_memory_is_embedded_summarised_tagged_and_assessed(stack):
     enrichment = memory.metadata["enrichment"]
     assert enrichment["forced"] is False and enrichment["embedding_model"] == "placeholder"
     assert memory.metadata["source"] == "slack"  # the client's metadata is kept
-    assert memory.version == 2
+    assert memory.version == 3  # the embedding stage, then enrichment
 
 
 async def test_links_preceded_by_similar_to_and_patterns(stack):
@@ -199,7 +199,7 @@ async def test_a_failing_embedder_dead_letters_after_the_last_attempt(falkordb_s
 
         dead = []
         for _ in range(100):
-            dead = await read_all(settings, f"{settings.nats_subject_prefix}.dlq.{settings.enrich_durable}.failed")
+            dead = await read_all(settings, f"{settings.nats_subject_prefix}.dlq.{settings.embed_durable}.failed")
             if dead:
                 break
             await asyncio.sleep(0.1)

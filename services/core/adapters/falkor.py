@@ -1170,3 +1170,73 @@ class FalkorGraphStore:
         if self._db is not None:
             await self._db.aclose()
             self._db = self._graph = None
+
+    # Embedding stage (enrich's first stage) -----------------------------------------------------------
+
+    async def record_embeddings(
+        self,
+        tenant: str,
+        items: list[tuple[Memory, list[float] | None, str]],
+        events: list[MemoryEvent],
+        *,
+        now_us: int,
+    ) -> list[str]:
+        """Per (memory as read, vector or None, model name): write the vector
+        and its model (version bumped, so a PATCH that read the memory before
+        retries instead of clearing the vector), or with None only record the
+        event. Written only where version and content are still the ones read,
+        so a concurrent content change never gets the old text's vector.
+        Returns the ids written."""
+        rows = []
+        for (memory, vector, model), event in zip(items, events, strict=True):
+            owned = {} if vector is None else {
+                "embedding": encode_embedding(vector), "embedding_model": model, "version": memory.version + 1,
+            }  # fmt: skip
+            rows.append(
+                {
+                    "id": memory.id,
+                    "version": memory.version,
+                    "content": memory.content,
+                    "row": owned,
+                    "outbox": outbox_row(event, now_us),
+                }
+            )
+        result = await self._query(
+            """
+            UNWIND $items AS it
+            MATCH (m:Memory {id: it.id})
+            WHERE m.tenant = $tenant AND m.version = it.version AND m.content = it.content
+            SET m += it.row
+            CREATE (x:Outbox) SET x = it.outbox
+            RETURN it.id
+            """,
+            {"tenant": tenant, "items": rows},
+        )
+        return [row[0] for row in result.result_set]
+
+    async def embedding_models(self, tenant: str, memory_ids: list[str]) -> dict[str, str]:
+        """The model the embedding stage recorded for each memory's vector (none: client-supplied or older)."""
+        result = await self._query(
+            """
+            UNWIND $ids AS id MATCH (m:Memory {id: id})
+            WHERE m.tenant = $tenant AND m.embedding_model IS NOT NULL
+            RETURN m.id, m.embedding_model
+            """,
+            {"ids": memory_ids, "tenant": tenant},
+        )
+        return {memory_id: model for memory_id, model in result.result_set}
+
+    async def count_unembedded(self) -> int:
+        result = await self._query("MATCH (m:Memory) WHERE m.embedding IS NULL RETURN count(m)")
+        return int(result.result_set[0][0])
+
+    async def find_unembedded(self, changed_before_us: int, limit: int) -> list[tuple[str, str]]:
+        """(tenant, id) of memories without a vector, last changed before the time, oldest first."""
+        result = await self._query(
+            """
+            MATCH (m:Memory) WHERE m.embedding IS NULL AND coalesce(m.updated_at, m.recorded_at) < $before
+            RETURN m.tenant, m.id ORDER BY coalesce(m.updated_at, m.recorded_at) LIMIT $limit
+            """,
+            {"before": changed_before_us, "limit": limit},
+        )
+        return [(tenant, memory_id) for tenant, memory_id in result.result_set]

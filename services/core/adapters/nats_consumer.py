@@ -56,11 +56,22 @@ class ConsumerSpec:
 
 
 class JetStreamConsumer:
-    def __init__(self, bus, stream: str, spec: ConsumerSpec, handler: Handler):
+    def __init__(
+        self,
+        bus,
+        stream: str,
+        spec: ConsumerSpec,
+        handler: Handler,
+        *,
+        before_fetch: Callable[[], Awaitable[None]] | None = None,
+    ):
+        """`before_fetch`, when given, is awaited before each fetch: a consumer
+        of lower priority waits there, holding no unacknowledged messages."""
         self._bus = bus
         self._stream = stream
         self._spec = spec
         self._handler = handler
+        self._before_fetch = before_fetch
         self._task: asyncio.Task | None = None
         self._sub = None
         self._stopping = False
@@ -80,9 +91,17 @@ class JetStreamConsumer:
             max_ack_pending=spec.batch_size * 20,
         )
         try:
-            await js.consumer_info(self._stream, spec.durable)
+            info = await js.consumer_info(self._stream, spec.durable)
         except NotFoundError:
             await js.add_consumer(self._stream, config)
+        else:
+            existing = info.config.filter_subjects or (
+                [info.config.filter_subject] if info.config.filter_subject else []
+            )
+            if sorted(existing) != sorted(spec.filter_subjects):
+                # A durable made by an older release listens to other subjects: update it in place.
+                log.info("consumer subjects updated", consumer=spec.durable, subjects=spec.filter_subjects)
+                await js.add_consumer(self._stream, config)
         self._sub = await js.pull_subscribe_bind(durable=spec.durable, stream=self._stream)
 
     async def pending(self) -> int:
@@ -99,6 +118,8 @@ class JetStreamConsumer:
 
     async def run_once(self) -> int:
         """Fetch and handle one batch; returns how many messages it saw."""
+        if self._before_fetch is not None:
+            await self._before_fetch()
         try:
             msgs = await self._sub.fetch(self._spec.batch_size, timeout=self._spec.fetch_timeout_seconds)
         except NatsTimeout:

@@ -275,8 +275,10 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(0)
 
 
-def _worker_init(model_name: str, blank: bool, parent: int) -> None:
+def _worker_init(model_name: str, blank: bool, parent: int, nice: int = 0) -> None:
     global _WORKER_EXTRACTOR
+    if nice:
+        os.nice(nice)
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     _WORKER_EXTRACTOR = SpacyEntityExtractor.blank_english() if blank else SpacyEntityExtractor(model_name)
     _WORKER_EXTRACTOR.load()
@@ -291,9 +293,11 @@ class ProcessEntityExtractor:
 
     spaCy holds the GIL for much of its work, so in the enrich process it
     would take turns with the embedder instead of running beside it; in its
-    own process the two models use both cores."""
+    own process the two models use both cores. With `nice`, the worker runs
+    at a lower scheduling priority, so under a backlog the CPU goes first to
+    what makes memories searchable (embedding, projection)."""
 
-    def __init__(self, model_name: str = DEFAULT_MODEL, *, blank: bool = False):
+    def __init__(self, model_name: str = DEFAULT_MODEL, *, blank: bool = False, nice: int = 0):
         import concurrent.futures
         import multiprocessing
 
@@ -301,7 +305,7 @@ class ProcessEntityExtractor:
             max_workers=1,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_worker_init,
-            initargs=(model_name, blank, os.getpid()),
+            initargs=(model_name, blank, os.getpid(), nice),
         )
 
     def extract_many(self, texts: list[str]) -> list[EntityMap]:

@@ -1,8 +1,8 @@
 """What enrichment adds to a memory (spec 000, Enrichment Properties), pure.
 
-Enrichment owns: the embedding (when missing), summary, enriched_at,
-metadata.entities, metadata.enrichment, metadata.factuality, and the
-entity:<category>:<slug> tags it appends. It writes them with a version
+Enrichment owns: the embedding (when missing; the embedding stage writes it
+first), summary, enriched_at, metadata.entities, metadata.enrichment,
+metadata.factuality, and the entity:<category>:<slug> tags it appends. It writes them with a version
 check, so a concurrent PATCH is never overwritten.
 """
 
@@ -45,7 +45,9 @@ class Enrichment:
 
     content: str
     embedding: list[float] | None
-    embedding_model: str
+    #: The model that embedded this content for this run (here or in the
+    #: embedding stage before it); None when an existing vector was kept.
+    embedding_model: str | None
     entities: EntityMap
     factuality: Factuality
     links: LinkCounts = field(default_factory=LinkCounts)
@@ -64,7 +66,7 @@ def enrich(memory: Memory, result: Enrichment, *, forced: bool, now: datetime) -
             "temporal_links": result.links.temporal_links,
             "patterns_detected": result.links.patterns_detected,
             "semantic_neighbors": result.links.semantic_neighbors,
-            "embedding_model": result.embedding_model if result.embedding is not None else None,
+            "embedding_model": result.embedding_model,
         },
     }
     return replace(

@@ -1,0 +1,207 @@
+"""Enrichment's first stage: embed what changed and record an `embedded`
+event, so recall's projector makes the memory searchable by vector without
+waiting for entities and links (the second stage, which that same event
+starts). AutoMem keeps the same two queues (embedding, then enrichment).
+
+The stage writes only the vector and the model's name, where the memory's
+version and content are still the ones it read: a content change that lands
+meanwhile is never given the old text's vector; its own event re-embeds it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+import structlog
+from prometheus_client import Counter
+
+from services.core.adapters.nats_consumer import Delivery, Outcome
+from services.core.domain.model import EventKind, Memory, MemoryEvent
+from services.core.domain.times import to_micros
+from services.core.ports import Embedder, GraphStore
+from services.core.relay import OutboxRelay
+
+log = structlog.get_logger()
+
+EMBEDDED = Counter("memgrid_embedding_memories_total", "Memories through the embedding stage", ["outcome"])
+
+
+@dataclass
+class EmbeddingStats:
+    embedded: int = 0  # vectors written
+    passed: int = 0  # had a vector already (client-supplied, or a redelivery): event only
+    skipped: int = 0  # deleted meanwhile
+    conflicts: int = 0  # changed meanwhile (a newer event handles changed content)
+    failed: int = 0
+    inflight: int = 0
+    last_batch_seconds: float = 0.0
+    by_reason: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "embedded": self.embedded,
+            "passed": self.passed,
+            "skipped": self.skipped,
+            "conflicts": self.conflicts,
+            "failed": self.failed,
+            "inflight": self.inflight,
+            "last_batch_seconds": round(self.last_batch_seconds, 4),
+            "failures_by_reason": self.by_reason,
+        }
+
+
+def needs_embedding(event: MemoryEvent) -> bool:
+    """New content: a created memory, or an update that changed the content."""
+    return event.kind is EventKind.CREATED or (event.kind is EventKind.UPDATED and event.content_changed)
+
+
+class EmbeddingStage:
+    def __init__(
+        self,
+        *,
+        graph: GraphStore,
+        embedder: Embedder,
+        relay: OutboxRelay,
+        batch_size: int,
+        conflict_retries: int,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ):
+        self._graph = graph
+        self._embedder = embedder
+        self._relay = relay
+        self._batch = max(1, batch_size)
+        self._retries = max(1, conflict_retries)
+        self._clock = clock
+        self.stats = EmbeddingStats()
+
+    def _lacks_vector(self, memory: Memory) -> bool:
+        return memory.embedding is None or len(memory.embedding) != self._embedder.dimension
+
+    async def handle(self, deliveries: list[Delivery]) -> list[Outcome]:
+        """The consumer's handler: embed new content, skip the rest."""
+        wanted: dict[str, set[str]] = defaultdict(set)
+        for d in deliveries:
+            if needs_embedding(d.event):
+                wanted[d.event.tenant].add(d.event.memory_id)
+        failed: set[str] = set()
+        for tenant, ids in wanted.items():
+            try:
+                await self.embed_ids(tenant, sorted(ids))
+            except Exception as exc:
+                log.warning("embedding failed; will retry", tenant=tenant, count=len(ids), error=str(exc))
+                self.stats.failed += len(ids)
+                reason = type(exc).__name__
+                self.stats.by_reason[reason] = self.stats.by_reason.get(reason, 0) + 1
+                EMBEDDED.labels("failed").inc(len(ids))
+                failed |= {f"{tenant}/{i}" for i in ids}
+        outcomes = []
+        for d in deliveries:
+            if not needs_embedding(d.event):
+                outcomes.append(Outcome.SKIP)
+            elif f"{d.event.tenant}/{d.event.memory_id}" in failed:
+                outcomes.append(Outcome.RETRY)
+            else:
+                outcomes.append(Outcome.DONE)
+        return outcomes
+
+    async def embed_ids(self, tenant: str, ids: list[str]) -> list[str]:
+        """Embed these memories of one tenant where they lack a vector and
+        record their `embedded` events; returns the ids recorded. Raises when
+        the embedder or the graph fails."""
+        started = time.perf_counter()
+        self.stats.inflight += len(ids)
+        try:
+            found = await self._graph.get_memories(tenant, ids)
+            self.stats.skipped += len(ids) - len(found)
+            missing = [m for m in found.values() if self._lacks_vector(m)]
+            present = [m for m in found.values() if not self._lacks_vector(m)]
+            recorded = await self._record(tenant, [(m, None) for m in present]) if present else []
+            self.stats.passed += len(recorded)
+            EMBEDDED.labels("passed").inc(len(recorded))
+            recorded += await self._embed(tenant, missing)
+        finally:
+            self.stats.inflight -= len(ids)
+            self.stats.last_batch_seconds = time.perf_counter() - started
+        return sorted(recorded)
+
+    async def _embed(self, tenant: str, memories: list[Memory]) -> list[str]:
+        """A chunk at a time, each written (and so searchable) while the next is embedded."""
+        chunks = [memories[start : start + self._batch] for start in range(0, len(memories), self._batch)]
+        if not chunks:
+            return []
+        written: list[str] = []
+        embedding = asyncio.ensure_future(self._embedder.embed([m.content for m in chunks[0]]))
+        try:
+            for index, chunk in enumerate(chunks):
+                vectors = await embedding
+                if index + 1 < len(chunks):
+                    embedding = asyncio.ensure_future(self._embedder.embed([m.content for m in chunks[index + 1]]))
+                done = await self._record(tenant, list(zip(chunk, vectors, strict=True)))
+                self.stats.embedded += len(done)
+                EMBEDDED.labels("embedded").inc(len(done))
+                written += done
+        finally:
+            embedding.cancel()
+            await asyncio.gather(embedding, return_exceptions=True)
+        return written
+
+    async def _record(self, tenant: str, items: list[tuple[Memory, list[float] | None]]) -> list[str]:
+        """Write (compare-and-set on version and content) and publish the
+        events; on a race, re-read and try again while the content is the
+        one embedded (a PATCH of, say, the importance does not stale a vector)."""
+        pending = items
+        written: list[str] = []
+        for _ in range(self._retries):
+            now = self._clock()
+            events = [
+                MemoryEvent.for_memory(EventKind.EMBEDDED, m if v is None else _with_vector(m, v), now)
+                for m, v in pending
+            ]
+            done = set(
+                await self._graph.record_embeddings(
+                    tenant, [(m, v, self._embedder.name) for m, v in pending], events, now_us=to_micros(now)
+                )
+            )
+            await self._relay.submit([e for e in events if e.memory_id in done])
+            written += sorted(done)
+            lost = [(m, v) for m, v in pending if m.id not in done]
+            if not lost:
+                break
+            fresh = await self._graph.get_memories(tenant, [m.id for m, _ in lost])
+            pending = []
+            for memory, vector in lost:
+                now_memory = fresh.get(memory.id)
+                if now_memory is None or now_memory.content != memory.content:
+                    self.stats.conflicts += 1
+                    continue
+                # Same content: the vector still fits, unless one arrived meanwhile (then only the event).
+                pending.append((now_memory, None if not self._lacks_vector(now_memory) else vector))
+            if not pending:
+                break
+        return written
+
+
+def _with_vector(memory: Memory, vector: list[float]) -> Memory:
+    """The memory as the stage writes it (for the event's version and has_embedding)."""
+    return replace(memory, embedding=vector, version=memory.version + 1)
+
+
+async def yield_to_embedding(
+    pending: Callable[[], Awaitable[int]], *, backlog: int, max_seconds: float, poll_seconds: float
+) -> None:
+    """Wait while the embedding stage has more than `backlog` events
+    outstanding, at most `max_seconds` (so the second stage is never starved
+    for good); a failing count is no reason to wait."""
+    deadline = time.monotonic() + max_seconds
+    while time.monotonic() < deadline:
+        try:
+            outstanding = await pending()
+        except Exception:
+            return
+        if outstanding <= backlog:
+            return
+        await asyncio.sleep(poll_seconds)
