@@ -12,6 +12,7 @@ from gateway import envelope, openapi
 from gateway.auth import TokenAuth
 from gateway.body_limit import BodyLimit
 from gateway.clients import ServiceClients
+from gateway.responses import Json
 from gateway.routes import router
 from gateway.stream import StreamHub
 from services.core.settings import Settings
@@ -34,7 +35,7 @@ def create_app(settings: Settings, api_token: str | None, clients: ServiceClient
             await app.state.stream.close()
             await app.state.clients.close()
 
-    app = FastAPI(title="memgrid", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="memgrid", version="0.1.0", lifespan=lifespan, default_response_class=Json)
     app.state.settings = settings
     app.state.auth = TokenAuth.from_settings(settings, api_token)
     envelope.install(app)

@@ -7,9 +7,9 @@ import grpc
 import structlog
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gateway.responses import Json
 from services.core.grpc.errors import error_info
 
 log = structlog.get_logger()
@@ -40,20 +40,20 @@ class ApiError(Exception):
         self.reason = reason
 
 
-def envelope(code: int, message: str, reason: str | None = None, details: dict | None = None) -> JSONResponse:
+def envelope(code: int, message: str, reason: str | None = None, details: dict | None = None) -> Json:
     body: dict = {"status": "error", "code": code, "message": message}
     if reason:
         body["reason"] = reason
     if details:
         body["details"] = details
-    return JSONResponse(body, status_code=code)
+    return Json(body, status_code=code)
 
 
-async def api_error_handler(request: Request, exc: ApiError) -> JSONResponse:
+async def api_error_handler(request: Request, exc: ApiError) -> Json:
     return envelope(exc.code, exc.message, exc.reason)
 
 
-async def grpc_error_handler(request: Request, exc: grpc.aio.AioRpcError) -> JSONResponse:
+async def grpc_error_handler(request: Request, exc: grpc.aio.AioRpcError) -> Json:
     code = GRPC_TO_HTTP.get(exc.code(), 500)
     info = error_info(exc)
     message = exc.details() or exc.code().name
@@ -62,7 +62,7 @@ async def grpc_error_handler(request: Request, exc: grpc.aio.AioRpcError) -> JSO
     return envelope(code, message, info.reason if info else None, dict(info.metadata) if info else None)
 
 
-async def http_error_handler(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+async def http_error_handler(request: Request, exc: StarletteHTTPException) -> Json:
     messages = {
         404: f"no route for {request.url.path}",
         405: f"method {request.method} not allowed on {request.url.path}",
@@ -70,13 +70,13 @@ async def http_error_handler(request: Request, exc: StarletteHTTPException) -> J
     return envelope(exc.status_code, messages.get(exc.status_code, str(exc.detail)))
 
 
-async def validation_error_handler(request: Request, exc: RequestValidationError) -> JSONResponse:
+async def validation_error_handler(request: Request, exc: RequestValidationError) -> Json:
     first = exc.errors()[0] if exc.errors() else {}
     where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path"))
     return envelope(400, f"invalid parameter '{where}': {first.get('msg', 'invalid')}", "INVALID_ARGUMENT")
 
 
-async def internal_error_handler(request: Request, exc: Exception) -> JSONResponse:
+async def internal_error_handler(request: Request, exc: Exception) -> Json:
     """A bug: answered in the envelope without details (the server logs the traceback)."""
     log.error("unhandled error", method=request.method, path=request.url.path, error=repr(exc))
     return envelope(500, "internal error", "INTERNAL")

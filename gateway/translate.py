@@ -61,9 +61,10 @@ def iso(message, field: str) -> str | None:
     return format_iso(ts_from_pb(message, field))
 
 
-def float32_list(values) -> list[float]:
-    """Stored float32 values in their shortest decimal form (0.1 stays 0.1)."""
-    return [float(s) for s in np.asarray(values, dtype=np.float32).astype(str)]
+def float32_array(values) -> np.ndarray:
+    """Stored float32 values, which the Json response prints in their
+    shortest decimal form (0.1 stays 0.1, not 0.10000000149011612)."""
+    return np.asarray(values, dtype=np.float32)
 
 
 def memory_to_json(memory: memory_pb2.Memory, *, with_embedding: bool = True) -> dict:
@@ -86,7 +87,7 @@ def memory_to_json(memory: memory_pb2.Memory, *, with_embedding: bool = True) ->
     for name in TIME_FIELDS:
         out[name] = iso(memory, name)
     if with_embedding:
-        out["embedding"] = float32_list(memory.embedding) if memory.embedding else None
+        out["embedding"] = float32_array(memory.embedding) if memory.embedding else None
     return out
 
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import structlog
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
 from gateway.openapi import IDS, INTEGER, NUMBER, STRING, doc, obj
+from gateway.responses import Json, JsonRoute
 from gateway.routes.common import body_count, call_options, clients, optional_json_object, require
 from memgrid.v1 import consolidate_service_pb2 as consolidate
 from memgrid.v1 import enrich_service_pb2 as enrich
 from memgrid.v1 import recall_service_pb2 as recall
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 log = structlog.get_logger()
 
 
@@ -93,7 +93,7 @@ async def reembed(request: Request, who: Caller = Depends(require("admin"))):
         enrich.ReembedMemoriesRequest(ids=ids, batch_size=body_count(body, "batch_size")),
         **call_options(request, who),
     )
-    return JSONResponse({"status": "queued", "count": reply.queued}, status_code=202)
+    return Json({"status": "queued", "count": reply.queued}, status_code=202)
 
 
 BACKUP = obj(

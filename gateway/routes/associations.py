@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
 from gateway.openapi import STRING, TIME, doc, obj, ref
+from gateway.responses import Json, JsonRoute
 from gateway.routes.common import call_options, clients, json_body, require
 from gateway.translate import association_from_json, association_to_json, iso, require_object
 from memgrid.v1 import ingest_service_pb2 as ingest
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 CREATED = {
     "anyOf": [
@@ -67,7 +67,7 @@ async def associate(request: Request, who: Caller = Depends(require("write"))):
             **association_to_json(reply.association),
             "created_at": iso(reply, "created_at"),
         }
-        return JSONResponse(result, status_code=201)
+        return Json(result, status_code=201)
     items = body["associations"]
     if not isinstance(items, list):
         raise ApiError(400, "'associations' must be a list", "INVALID_ARGUMENT")
@@ -82,8 +82,8 @@ async def associate(request: Request, who: Caller = Depends(require("write"))):
         "failed": [{"index": f.index, "reason": f.reason} for f in reply.failed],
     }
     if not reply.failed:
-        return JSONResponse({"status": "success", **result}, status_code=201)
+        return Json({"status": "success", **result}, status_code=201)
     if reply.succeeded:
-        return JSONResponse({"status": "partial_success", **result}, status_code=207)
+        return Json({"status": "partial_success", **result}, status_code=207)
     message = "no association was created"
-    return JSONResponse({"status": "error", "code": 400, "message": message, **result}, status_code=400)
+    return Json({"status": "error", "code": 400, "message": message, **result}, status_code=400)

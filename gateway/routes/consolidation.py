@@ -10,11 +10,12 @@ from fastapi import APIRouter, Depends, Request
 from gateway.auth import Caller
 from gateway.envelope import ApiError
 from gateway.openapi import BOOLEAN, OBJECT, STRING, doc, obj, ref
+from gateway.responses import JsonRoute
 from gateway.routes.common import call_options, clients, optional_json_object, require
 from gateway.translate import iso
 from memgrid.v1 import consolidate_service_pb2 as consolidate
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 NOT_BUILT = {501: ("Consolidation is not built yet.", ref("Error"))}
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
 from gateway.openapi import IDS, INTEGER, OBJECT, STRING, STRINGS, doc, obj
+from gateway.responses import Json, JsonRoute
 from gateway.routes.common import call_options, clients, json_body, require
 from gateway.translate import require_object
 from memgrid.v1 import enrich_service_pb2 as enrich
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 
 STATUS = obj(
@@ -68,4 +68,4 @@ async def reprocess(request: Request, who: Caller = Depends(require("admin"))):
     reply = await clients(request).enrich.ReprocessMemories(
         enrich.ReprocessMemoriesRequest(ids=ids), **call_options(request, who)
     )
-    return JSONResponse({"status": "queued", "count": reply.count, "ids": list(reply.ids)}, status_code=202)
+    return Json({"status": "queued", "count": reply.count, "ids": list(reply.ids)}, status_code=202)

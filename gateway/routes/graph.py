@@ -24,11 +24,12 @@ from gateway.openapi import (
     obj,
     ref,
 )
+from gateway.responses import JsonRoute
 from gateway.routes.common import call_options, clients, elapsed_ms, query_int, query_text, require
 from gateway.translate import iso, memory_to_json
 from memgrid.v1 import recall_service_pb2 as recall
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 
 def node_to_json(node: recall.GraphNode) -> dict:

@@ -6,16 +6,16 @@ import asyncio
 
 import grpc
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
 from grpc_health.v1 import health_pb2
 
 from gateway.openapi import doc, obj
+from gateway.responses import Json, JsonRoute
 from gateway.routes.common import clients
 from gateway.translate import now_iso
 from memgrid.v1 import recall_service_pb2
 from services.core.settings import SERVICE_NAMES
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 
 async def _service_health(request: Request, name: str) -> str:
@@ -86,4 +86,4 @@ async def health(request: Request):
         "memory_count": memory_count,
         "timestamp": now_iso(),
     }
-    return JSONResponse(body, status_code=200 if healthy else 503)
+    return Json(body, status_code=200 if healthy else 503)

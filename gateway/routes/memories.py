@@ -6,7 +6,6 @@ import json
 import time
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
@@ -26,6 +25,7 @@ from gateway.openapi import (
     obj,
     ref,
 )
+from gateway.responses import Json, JsonRoute
 from gateway.routes.common import (
     call_options,
     clients,
@@ -40,7 +40,7 @@ from gateway.translate import draft_from_json, iso, memory_to_json, relation_to_
 from memgrid.v1 import ingest_service_pb2 as ingest
 from memgrid.v1 import recall_service_pb2 as recall
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 IDEMPOTENCY_HEADER = "idempotency-key"
 SUPERSEDE_FIELDS = ("supersedes_memory_id", "supersede_relation", "supersede_reason")
@@ -151,12 +151,12 @@ async def create_memory(request: Request, who: Caller = Depends(require("write")
         )
         result = _created_body(reply, reply.replacement, started)
         result.update(supersedes_memory_id=reply.superseded.id, supersede_relation=reply.relation)
-        return JSONResponse(result, 201, headers=_replay_headers(reply.replayed))
+        return Json(result, 201, headers=_replay_headers(reply.replayed))
     reply = await clients(request).ingest.CreateMemory(
         ingest.CreateMemoryRequest(memory=draft, idempotency_key=request.headers.get(IDEMPOTENCY_HEADER, "")),
         **call_options(request, who),
     )
-    return JSONResponse(_created_body(reply, reply.memory, started), 201, headers=_replay_headers(reply.replayed))
+    return Json(_created_body(reply, reply.memory, started), 201, headers=_replay_headers(reply.replayed))
 
 
 @router.post(
@@ -190,7 +190,7 @@ async def batch_create(request: Request, who: Caller = Depends(require("write"))
         "enrichment": reply.enrichment,
         "query_time_ms": elapsed_ms(started),
     }
-    return JSONResponse(result, 201, headers=_replay_headers(reply.replayed))
+    return Json(result, 201, headers=_replay_headers(reply.replayed))
 
 
 @router.get(

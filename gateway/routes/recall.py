@@ -27,11 +27,12 @@ from gateway.openapi import (
     query,
     ref,
 )
+from gateway.responses import JsonRoute
 from gateway.routes.common import call_options, clients, elapsed_ms, query_int, query_list, query_text, require
 from gateway.translate import memory_to_json, relation_to_json
 from memgrid.v1 import recall_service_pb2 as recall
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off", "")

@@ -8,9 +8,10 @@ from fastapi.responses import StreamingResponse
 
 from gateway.auth import Caller
 from gateway.openapi import INTEGER, STRING, array, doc, obj
+from gateway.responses import JsonRoute
 from gateway.routes.common import require
 
-router = APIRouter()
+router = APIRouter(route_class=JsonRoute)
 
 
 @router.get(

@@ -9,6 +9,7 @@ import pytest
 from google.protobuf import json_format
 
 from gateway.envelope import ApiError
+from gateway.responses import Json
 from gateway.translate import draft_from_json, memory_to_json
 from memgrid.v1 import memory_pb2
 from services.core.codec import memory_to_pb
@@ -123,7 +124,8 @@ def test_float32_embeddings_come_back_in_shortest_form():
     pb = memory_pb2.Memory(id="m", content="c")
     pb.embedding.extend([0.1, 0.2, -0.3, 1.0, 1e-8])
     assert pb.embedding[0] != 0.1  # stored as float32
-    assert memory_to_json(pb)["embedding"] == [0.1, 0.2, -0.3, 1.0, 1e-8]
+    body = json.loads(Json({"memory": memory_to_json(pb)}).body)
+    assert body["memory"]["embedding"] == [0.1, 0.2, -0.3, 1.0, 1e-8]
 
 
 def test_unset_fields_become_null():
