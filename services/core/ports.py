@@ -148,7 +148,7 @@ class GraphStore(Protocol):
         first, with the text matched; words in more than max_df memories are
         left out."""
 
-    async def document_frequencies(self, field: str, words: list[str]) -> dict[str, int]:
+    async def document_frequencies(self, field: str, words: list[str], *, cap: int | None = None) -> dict[str, int]:
         """How many memories hold each word in a full-text field (cached)."""
 
     async def list_memories(self, scope: Scope, order_by: str, limit: int, offset: int = 0) -> list[Memory]:

@@ -269,26 +269,24 @@ class RecallHandlers:
             debug["timings_ms"]["embed"] = round((time.perf_counter() - started) * 1000, 2)
             return await self._vector_arm(request, vectors, fetch)
 
-        results = await asyncio.gather(
-            vector_arm(),
-            *(
-                self._graph.search_text(
-                    scope, arm, ranking.tokens(query), keyword_fetch if arm == "keyword" else fetch, max_df=max_df
-                )
-                for arm, query in text_arms
-            ),
-        )
+        async def text_arm(arm: str, query: str) -> list[TextHit]:
+            words = ranking.tokens(query)
+            hits = await self._graph.search_text(
+                scope, arm, words, keyword_fetch if arm == "keyword" else fetch, max_df=max_df
+            )
+            counts[arm] += len(hits)
+            # BM25 re-ranks the keyword hits while the query is still being embedded.
+            return (await self._bm25(query, hits))[:fetch] if arm == "keyword" else hits[:fetch]
+
+        counts = {"vector": 0, "keyword": 0, "metadata": 0, "tag": 0}
+        results = await asyncio.gather(vector_arm(), *(text_arm(arm, query) for arm, query in text_arms))
         watch.lap("arms")
         for hits in results[0]:
+            counts["vector"] += len(hits)
             ranking.merge(pool, "vector", ((h.id, h.score) for h in hits))
-        counts = {"vector": sum(len(h) for h in results[0]), "keyword": 0, "metadata": 0, "tag": 0}
-        for (arm, query), hits in zip(text_arms, results[1:], strict=True):
-            counts[arm] += len(hits)
-            if arm == "keyword":
-                hits = await self._bm25(query, hits)
-            ranking.merge(pool, arm, ((h.id, h.score) for h in hits[:fetch]), normalise=True)
+        for (arm, _), hits in zip(text_arms, results[1:], strict=True):
+            ranking.merge(pool, arm, ((h.id, h.score) for h in hits), normalise=True)
         debug["arms"] = counts
-        watch.lap("bm25")
         return pool
 
     async def _bm25(self, query: str, hits: list[TextHit]) -> list[TextHit]:
@@ -380,7 +378,7 @@ class RecallHandlers:
     async def search(self, request: RecallRequest) -> RecallOutcome:
         """Hybrid recall: arms, merge, score, state pass, expansion, de-duplication,
         min_score, ordering, diversity, limit."""
-        tenant, scope = request.scope.tenant, request.scope
+        tenant = request.scope.tenant
         debug: dict = {}
         watch = Stopwatch(debug)
         pool = await self._candidates(request, debug, watch)
@@ -390,6 +388,28 @@ class RecallHandlers:
         shortlist = ranking.shortlist(pool, weights, self._policy.candidates_per_arm(request.limit))
         debug["candidates"] = {"found": len(pool), "read": len(shortlist)}
         pool = {c.id: c for c in shortlist}
+        # The shortlist's relations are read while it is hydrated and ranked:
+        # the results are mostly among it; the rest are read at the end.
+        early = asyncio.ensure_future(self._graph.relations_of(tenant, list(pool), request.relation_limit))
+        try:
+            return await self._rank(request, pool, weights, early, debug, watch)
+        finally:
+            if not early.done():
+                early.cancel()
+            elif not early.cancelled():
+                early.exception()  # retrieved: a failure elsewhere is the one reported
+
+    async def _rank(
+        self,
+        request: RecallRequest,
+        pool: dict[str, Candidate],
+        weights: dict[str, float],
+        early: asyncio.Future[dict[str, list[Relation]]],
+        debug: dict,
+        watch: Stopwatch,
+    ) -> RecallOutcome:
+        """Hydrate the shortlist, score, state pass, expansion, ordering; then the results' relations."""
+        tenant, scope = request.scope.tenant, request.scope
         known = await self._hydrate(tenant, pool)
         watch.lap("hydrate")
         candidates = list(pool.values())
@@ -415,7 +435,11 @@ class RecallHandlers:
         results = [c for c in results if c.id in priority] + [c for c in results if c.id not in priority]
         results = results[: request.limit]
         watch.lap("rank")
-        relations = await self._graph.relations_of(tenant, [c.id for c in results], request.relation_limit)
+        relations = await early
+        missing = [c.id for c in results if c.id not in relations]
+        if missing:
+            relations.update(await self._graph.relations_of(tenant, missing, request.relation_limit))
+        relations = {c.id: relations[c.id] for c in results}
         watch.lap("relations")
         return RecallOutcome(request, results, relations, debug)
 

@@ -9,7 +9,7 @@ import pytest
 from devstack.servers import free_port, start_falkordb
 from services.core.adapters.falkor import FalkorGraphStore
 from services.core.domain.errors import Unavailable
-from services.core.domain.model import EventKind, Memory, MemoryEvent
+from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
 from services.core.wiring import graph_store
 
 pytestmark = pytest.mark.integration
@@ -138,3 +138,30 @@ async def test_any_text_round_trips_exactly(store, text):
     await put(store, [m])
     got = await store.get_memory("default", "tricky")
     assert (got.content, got.tags, got.metadata) == (text, [text, "t"], m.metadata)
+
+
+async def test_capped_document_frequencies_stop_counting_at_the_cap(store):
+    await put(store, [memory(f"df-{i}", content=f"common word{i % 3} rare{i}") for i in range(12)])
+    capped = await store.document_frequencies("content", ["common", "word0", "rare5", "absent"], cap=5)
+    assert capped == {"common": 5, "word0": 4, "rare5": 1, "absent": 0}
+    store._df_cache.clear()
+    exact = await store.document_frequencies("content", ["common", "word0", "rare5", "absent"])
+    assert exact == {"common": 12, "word0": 4, "rare5": 1, "absent": 0}
+
+
+async def test_read_candidates_finds_supersession_edges_and_backfills_superseded_at(store):
+    old, head, plain = memory("rc-old"), memory("rc-head"), memory("rc-plain")
+    await put(store, [old, head, plain])
+    edge = Relation("rc-old", "rc-head", "INVALIDATED_BY", 1.0, T0 + timedelta(days=1))
+    event = MemoryEvent.for_memory(EventKind.ASSOCIATED, old, T0)
+    assert await store.create_relations("default", [edge], [event], now_us=2) == [0]
+    found = await store.read_candidates("default", ["rc-old", "rc-head", "rc-plain"])
+    assert found["rc-old"][0].superseded_at is not None
+    assert [(s.target_id, s.type) for s in found["rc-old"][1]] == [("rc-head", "INVALIDATED_BY")]
+    assert found["rc-head"][1] == [] and found["rc-plain"][1] == []
+    # Data written before superseded_at was kept: the edge is there, the time is not.
+    await store._query("MATCH (n:Memory {id: 'rc-old'}) REMOVE n.superseded_at")
+    assert (await store.read_candidates("default", ["rc-old"]))["rc-old"][1] == []
+    await store.ensure_schema()
+    (successor,) = (await store.read_candidates("default", ["rc-old"]))["rc-old"][1]
+    assert successor.target_id == "rc-head" and successor.created_at == T0 + timedelta(days=1)

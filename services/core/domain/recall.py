@@ -7,6 +7,7 @@ Every weight and limit comes from a RecallPolicy built from settings.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -51,9 +52,12 @@ def tokens(text: str) -> list[str]:
 _SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "ly", "s")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
     """A light suffix stripper: enough to match plural and tense variants
-    (memory/memories, database/databases, cache/cached/caching, class/classes)."""
+    (memory/memories, database/databases, cache/cached/caching, class/classes).
+    Cached: BM25 stems every word of a couple of hundred candidates per query,
+    and words repeat."""
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             if suffix == "s" and word.endswith("ss"):
