@@ -44,6 +44,7 @@ _NULLABLE = ("embedding", "relevance_score", "t_invalid", "enriched_at", "supers
 _INDEXES = (
     ("Memory", "id"),
     ("Memory", "tenant"),
+    ("Memory", "timestamp"),  # PRECEDED_BY's range scans
     ("Outbox", "id"),
     ("Outbox", "created_at"),
     ("IdempotencyKey", "key"),
@@ -583,7 +584,65 @@ class FalkorGraphStore:
     async def link_preceding(
         self, tenant: str, items: list[tuple[str, int]], *, window_us: int, limit: int, now_us: int
     ) -> dict[str, int]:
-        """PRECEDED_BY from each memory to the most recent earlier ones within the window."""
+        """PRECEDED_BY from each memory to the most recent earlier ones within the window.
+
+        One read serves the batch: the memories just before its latest one
+        (a range scan on the timestamp index, once per batch instead of once
+        per memory). A memory whose predecessors lie deeper than that read
+        reaches is looked up on its own."""
+        if not items:
+            return {}
+        reach = len(items) + limit
+        result = await self._query(
+            """
+            MATCH (p:Memory)
+            WHERE p.tenant = $tenant AND p.timestamp < $hi AND p.timestamp >= $lo
+            RETURN p.id, p.timestamp ORDER BY p.timestamp DESC LIMIT $reach
+            """,
+            {
+                "tenant": tenant,
+                "hi": max(ts for _, ts in items),
+                "lo": min(ts for _, ts in items) - window_us,
+                "reach": reach,
+            },
+        )
+        recent = [(memory_id, int(ts)) for memory_id, ts in result.result_set]
+        complete = len(recent) < reach
+        floor = recent[-1][1] if recent else 0
+        pairs: list[dict[str, str]] = []
+        deeper: list[tuple[str, int]] = []
+        for memory_id, ts in items:
+            before = [p for p, pts in recent if ts - window_us <= pts < ts and p != memory_id]
+            # Every memory later than the read's oldest is in it: those are surely the most recent.
+            sure = [p for p, pts in recent if floor < pts < ts and pts >= ts - window_us and p != memory_id]
+            if complete or len(sure) >= limit:
+                pairs += [{"src": memory_id, "dst": p} for p in before[:limit]]
+            else:
+                deeper.append((memory_id, ts))
+        counts: dict[str, int] = {}
+        if pairs:
+            linked = await self._query(
+                """
+                UNWIND $pairs AS it
+                MATCH (m:Memory {id: it.src}) WHERE m.tenant = $tenant
+                MATCH (p:Memory {id: it.dst}) WHERE p.tenant = $tenant
+                MERGE (m)-[e:PRECEDED_BY]->(p)
+                SET e.strength = 1.0, e.created_at = $now
+                RETURN m.id, count(p)
+                """,
+                {"tenant": tenant, "pairs": pairs, "now": now_us},
+            )
+            counts.update({memory_id: int(count) for memory_id, count in linked.result_set})
+        if deeper:
+            counts.update(
+                await self._link_preceding_each(tenant, deeper, window_us=window_us, limit=limit, now_us=now_us)
+            )
+        return counts
+
+    async def _link_preceding_each(
+        self, tenant: str, items: list[tuple[str, int]], *, window_us: int, limit: int, now_us: int
+    ) -> dict[str, int]:
+        """link_preceding one memory at a time (a range scan each)."""
         result = await self._query(
             """
             UNWIND $items AS it
