@@ -266,17 +266,26 @@ class RecallHandlers:
             # Embedding the query and searching the index run beside the text arms.
             started = time.perf_counter()
             vectors = await self._query_vectors(request, debug)
-            debug["timings_ms"]["embed"] = round((time.perf_counter() - started) * 1000, 2)
-            return await self._vector_arm(request, vectors, fetch)
+            embedded = time.perf_counter()
+            debug["timings_ms"]["embed"] = round((embedded - started) * 1000, 2)
+            found = await self._vector_arm(request, vectors, fetch)
+            debug["timings_ms"]["vector_search"] = round((time.perf_counter() - embedded) * 1000, 2)
+            return found
 
         async def text_arm(arm: str, query: str) -> list[TextHit]:
+            started = time.perf_counter()
             words = ranking.tokens(query)
             hits = await self._graph.search_text(
                 scope, arm, words, keyword_fetch if arm == "keyword" else fetch, max_df=max_df
             )
             counts[arm] += len(hits)
-            # BM25 re-ranks the keyword hits while the query is still being embedded.
-            return (await self._bm25(query, hits))[:fetch] if arm == "keyword" else hits[:fetch]
+            if arm == "keyword":
+                # BM25 re-ranks the keyword hits while the query is still being embedded.
+                searched = time.perf_counter()
+                hits = await self._bm25(query, hits)
+                debug["timings_ms"]["bm25"] = round((time.perf_counter() - searched) * 1000, 2)
+            debug["timings_ms"][f"{arm}_arm"] = round((time.perf_counter() - started) * 1000, 2)
+            return hits[:fetch]
 
         counts = {"vector": 0, "keyword": 0, "metadata": 0, "tag": 0}
         results = await asyncio.gather(vector_arm(), *(text_arm(arm, query) for arm, query in text_arms))
