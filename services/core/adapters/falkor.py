@@ -846,11 +846,15 @@ class FalkorGraphStore:
                 )
                 rows = result.result_set
             else:
-                # One query a word: a LIMIT inside an UNWIND's subquery caps all words together.
-                capped = f"CALL db.idx.fulltext.queryNodes('Memory', '@{field}:' + $w) YIELD node "
-                capped += "WITH node LIMIT $cap RETURN $w, count(node)"
-                results = await asyncio.gather(*(self._query(capped, {"w": w, "cap": cap}) for w in missing))
-                rows = [row for result in results for row in result.result_set]
+                # A branch a word (a LIMIT inside an UNWIND's subquery caps all
+                # words together); a word without matches yields no row.
+                capped = " UNION ALL ".join(
+                    f"CALL db.idx.fulltext.queryNodes('Memory', '@{field}:' + $w{i}) YIELD node "
+                    f"WITH node LIMIT $cap RETURN $w{i} AS w, count(node) AS n"
+                    for i in range(len(missing))
+                )
+                result = await self._query(capped, {"cap": cap, **{f"w{i}": w for i, w in enumerate(missing)}})
+                rows = result.result_set
             counted = {w: int(n) for w, n in rows}
             for word in missing:
                 found[word] = counted.get(word, 0)
