@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+from pathlib import Path
 
 import grpc
 
@@ -90,6 +92,81 @@ async def grpc_part(stack: BenchStack, n: int, batches: int) -> None:
         )
 
 
+def _gateway_pid(stack: BenchStack) -> int | None:
+    for pid in Path("/proc").glob("[0-9]*") if Path("/proc").is_dir() else ():
+        try:
+            words = (pid / "cmdline").read_bytes().split(b"\0")
+            environ = (pid / "environ").read_bytes()
+        except OSError:
+            continue
+        if b"gateway.main" in words and f"MEMGRID_DATA_DIR={stack.data}".encode() in environ:
+            return int(pid.name)
+    return None
+
+
+def _cpu(pid: int | None) -> float:
+    """CPU seconds (user + system) of one process so far; 0 when unknown."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def gateway_overhead(stack: BenchStack, client, n: int) -> None:
+    """The same call through REST and straight to the service over gRPC,
+    alternately, so both see the same machine: the p50 of the paired
+    differences is the gateway's overhead, and the gateway's own CPU per
+    request (from /proc) is a figure the neighbours' load moves far less."""
+    meta = tenant_metadata("default")
+    async with (
+        grpc.aio.insecure_channel(stack.grpc_target("ingest")) as ic,
+        grpc.aio.insecure_channel(stack.grpc_target("recall")) as rc,
+    ):
+        ingest, recall = ingest_service_pb2_grpc.IngestServiceStub(ic), recall_service_pb2_grpc.RecallServiceStub(rc)
+
+        async def create_grpc(i: int) -> str:
+            draft = memory_pb2.MemoryDraft(content=f"paired grpc memory {i}", type="Context")
+            reply = await ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(memory=draft), metadata=meta)
+            return reply.memory.id
+
+        def create_rest(i: int) -> str:
+            reply = client.post("/memory", json={"content": f"paired rest memory {i}", "type": "Context"})
+            return reply.json()["memory_id"]
+
+        async def get_grpc(memory_id: str) -> None:
+            await recall.GetMemory(recall_service_pb2.GetMemoryRequest(id=memory_id), metadata=meta)
+
+        def get_rest(memory_id: str) -> None:
+            client.get(f"/memory/{memory_id}").raise_for_status()
+
+        ids: list[str] = []
+        gateway = _gateway_pid(stack)
+        for label, rest_call, grpc_call in (
+            ("create", create_rest, create_grpc),
+            ("get by id", lambda i: get_rest(ids[i]), lambda i: get_grpc(ids[i])),
+        ):
+            rest, direct, cpu = [], [], 0.0
+            for i in range(n):
+                before = _cpu(gateway)
+                started = time.perf_counter()
+                result = rest_call(i)
+                rest.append(time.perf_counter() - started)
+                cpu += _cpu(gateway) - before
+                started = time.perf_counter()
+                await grpc_call(i)
+                direct.append(time.perf_counter() - started)
+                if label == "create":
+                    ids.append(result)
+            paired = sorted(r - d for r, d in zip(rest, direct, strict=True))
+            line(f"  {label}: REST", percentiles(rest))
+            line(f"  {label}: gRPC", percentiles(direct))
+            line(
+                f"gateway overhead, {label}",
+                f"p50 {paired[len(paired) // 2] * 1000:8.2f} ms  (paired REST - gRPC; "
+                f"gateway CPU {cpu * 1000 / n:.2f} ms a request)",
+            )
+
+
 def run(n: int, batches: int) -> None:
     # Enrichment off: this measures the write path alone, not the CPU the models take.
     with BenchStack(ENRICHMENT_ENABLED="false") as stack, stack.client() as client:
@@ -104,3 +181,5 @@ def run(n: int, batches: int) -> None:
         timed("REST GET /memory/{id}", n, lambda i: client.get(f"/memory/{ids[i]}"))
         rest_batches(client, batches)
         asyncio.run(grpc_part(stack, n, batches))
+        print(f"\ngateway overhead: {n} pairs of the same call, REST then gRPC, alternately")
+        asyncio.run(gateway_overhead(stack, client, n))
