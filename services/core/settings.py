@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     embed_durable: str = "embed"
     embedding_fetch_size: int = 256  # events the embedding stage takes at once
     embedding_write_batch: int = 64  # memories embedded and written together (searchable a chunk at a time)
+    # Parts of a call enrich's local embedder runs side by side (each on one core,
+    # EMBEDDING_THREADS=1): under a backlog both cores embed; 1 embeds one batch at a time.
+    enrichment_embedding_parallel: int = Field(default=2, ge=1)
     # The second stage (entities, links) waits before each fetch while the
     # embedding stage has more than this many events outstanding, at most the
     # given seconds: under a backlog the CPU goes to making memories searchable.

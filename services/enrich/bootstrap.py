@@ -30,7 +30,7 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     extractor= or neighbours= instead."""
     graph = overrides.get("graph") or graph_store(settings)
     events = overrides.get("events") or event_bus(settings)
-    embedder = overrides.get("embedder") or embedder_from(settings)
+    embedder = overrides.get("embedder") or embedder_from(settings, parallel=settings.enrichment_embedding_parallel)
     if "extractor" in overrides:
         extractor = overrides["extractor"]
     elif settings.enrichment_entity_process:

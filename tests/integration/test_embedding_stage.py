@@ -291,3 +291,14 @@ async def test_a_durable_from_an_older_release_is_moved_to_the_embedded_events(s
         assert (info.config.filter_subjects or [info.config.filter_subject]) == [f"{prefix}.*.embedded"]
     finally:
         await bus.close()
+
+
+async def test_the_local_model_in_parallel_parts_gives_the_same_vectors_in_order():
+    from services.core.adapters.embedders import LocalMiniLMEmbedder
+
+    texts = [f"Note {i}: {'the deploy uses Docker ' * (i % 7)}and Terraform" for i in range(70)]
+    one = await LocalMiniLMEmbedder(batch_size=8, intra_op_threads=1).embed(texts)
+    two = await LocalMiniLMEmbedder(batch_size=8, intra_op_threads=1, parallel=2).embed(texts)
+    assert len(two) == len(texts)
+    for a, b in zip(one, two, strict=True):
+        assert b == pytest.approx(a, abs=1e-5)

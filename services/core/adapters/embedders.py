@@ -59,7 +59,11 @@ class LocalMiniLMEmbedder:
     The model loads on the first call; inference runs in a worker thread so
     the event loop never blocks. One batch runs at a time: onnxruntime already
     spreads a batch over `intra_op_threads` cores (0 lets it decide), and
-    concurrent batches would only compete for the same cores.
+    concurrent batches would only compete for the same cores. With
+    `parallel` above 1 (and one intra-op thread), a call of more than one
+    batch is split into that many parts embedded side by side on the one
+    session, each on its own core, without the idle spinning of onnxruntime's
+    intra-op threads (enrichment's embedding stage, under a backlog).
     """
 
     dimension = MINILM_DIMENSION
@@ -73,6 +77,7 @@ class LocalMiniLMEmbedder:
         *,
         quantized: bool = False,
         cache_dir: Path | None = None,
+        parallel: int = 1,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -86,6 +91,8 @@ class LocalMiniLMEmbedder:
             self.name = f"{LocalMiniLMEmbedder.name}:dynamic-int8"
         self._cache_dir = cache_dir
         self._lock = threading.Lock()
+        self._parallel = max(1, parallel)
+        self._runs = threading.BoundedSemaphore(self._parallel)
         self._session: onnxruntime.InferenceSession | None = None
         self._tokenizer: Tokenizer | None = None
         self._inputs: tuple[str, ...] = ()
@@ -96,11 +103,22 @@ class LocalMiniLMEmbedder:
         """One unit-length 384-dimensional vector per text, in order."""
         if not texts:
             return []
+        parts = min(self._parallel, -(-len(texts) // self._batch_size))
+        if parts > 1:
+            size = -(-len(texts) // parts)
+            done = await asyncio.gather(
+                *(
+                    asyncio.to_thread(self._embed_blocking, texts[start : start + size])
+                    for start in range(0, len(texts), size)
+                )
+            )
+            return [vector for part in done for vector in part]
         return await asyncio.to_thread(self._embed_blocking, list(texts))
 
     def _embed_blocking(self, texts: list[str]) -> list[list[float]]:
         with self._lock:
             self._load()
+        with self._runs:
             assert self._tokenizer is not None
             encodings = self._tokenizer.encode_batch(texts)
             # Batching texts of similar length keeps padding (wasted work) small;
@@ -255,12 +273,13 @@ class PlaceholderEmbedder:
         return list(self._empty) if norm == 0 else (vector / norm).tolist()
 
 
-def embedder_from(settings: Settings) -> Embedder:
+def embedder_from(settings: Settings, *, parallel: int = 1) -> Embedder:
     """The embedder the settings describe (EMBEDDING_PROVIDER).
 
     auto is openai when OPENAI_API_KEY is set, else local. VECTOR_SIZE must
     match what the provider produces: the local model only makes 384
-    dimensions, and we refuse rather than truncate or pad.
+    dimensions, and we refuse rather than truncate or pad. `parallel`: parts
+    of a call the local model runs side by side (enrich's embedding stage).
     """
     provider = settings.embedding_provider.strip().lower()
     if provider not in PROVIDERS:
@@ -292,4 +311,5 @@ def embedder_from(settings: Settings) -> Embedder:
         batch_size=settings.embedding_batch_size,
         intra_op_threads=settings.embedding_threads,
         quantized=settings.embedding_local_quantized,
+        parallel=parallel,
     )
