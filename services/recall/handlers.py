@@ -275,14 +275,25 @@ class RecallHandlers:
         async def text_arm(arm: str, query: str) -> list[TextHit]:
             started = time.perf_counter()
             words = ranking.tokens(query)
-            hits = await self._graph.search_text(
-                scope, arm, words, keyword_fetch if arm == "keyword" else fetch, max_df=max_df
-            )
+            if arm == "keyword":
+                # BM25's document frequencies are counted while the engine searches
+                # (up to 10 x max_df: past that a word's weight is small anyway).
+                frequencies = asyncio.ensure_future(
+                    self._graph.document_frequencies("content", words, cap=10 * max_df + 1)
+                )
+            try:
+                hits = await self._graph.search_text(
+                    scope, arm, words, keyword_fetch if arm == "keyword" else fetch, max_df=max_df
+                )
+            except BaseException:
+                if arm == "keyword":
+                    frequencies.cancel()
+                raise
             counts[arm] += len(hits)
             if arm == "keyword":
                 # BM25 re-ranks the keyword hits while the query is still being embedded.
                 searched = time.perf_counter()
-                hits = await self._bm25(query, hits)
+                hits = self._bm25(words, hits, await frequencies)
                 debug["timings_ms"]["bm25"] = round((time.perf_counter() - searched) * 1000, 2)
             debug["timings_ms"][f"{arm}_arm"] = round((time.perf_counter() - started) * 1000, 2)
             return hits[:fetch]
@@ -298,12 +309,10 @@ class RecallHandlers:
         debug["arms"] = counts
         return pool
 
-    async def _bm25(self, query: str, hits: list[TextHit]) -> list[TextHit]:
+    def _bm25(self, words: list[str], hits: list[TextHit], frequencies: dict[str, int]) -> list[TextHit]:
         """The keyword arm's matches re-ranked by BM25, best first."""
         if not hits:
             return hits
-        words = ranking.tokens(query)
-        frequencies = await self._graph.document_frequencies("content", words)
         size, _ = self._corpus
         scores = ranking.bm25(
             words,

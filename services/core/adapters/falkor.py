@@ -66,6 +66,12 @@ _RETURN_FIELDS = ", ".join(f"n.{name}" for name in _READ_FIELDS)
 ARM_FIELDS = {"keyword": "content", "tag": "search_tags", "metadata": "search_meta"}
 
 
+def _counted_far_enough(cached: tuple[int, float, int | None], cap: int | None) -> bool:
+    """Whether a cached document frequency answers a request counting up to `cap` (None: exactly)."""
+    count, _, counted_to = cached
+    return counted_to is None or count < counted_to or (cap is not None and counted_to >= cap)
+
+
 def _read_row(values) -> Memory:
     return row_to_memory({k: v for k, v in zip(_READ_FIELDS, values, strict=True) if v is not None})
 
@@ -339,7 +345,8 @@ class FalkorGraphStore:
         self._initial = retry_initial_seconds
         self._max = retry_max_seconds
         self._request_retry = request_retry_seconds
-        self._df_cache: dict[tuple[str, str], tuple[int, float]] = {}
+        #: (field, word) -> (count, when, the cap it was counted to or None: exact).
+        self._df_cache: dict[tuple[str, str], tuple[int, float, int | None]] = {}
 
     async def _attempt(self, cypher: str, params: dict[str, Any] | None):
         if self._graph is None:
@@ -830,7 +837,7 @@ class FalkorGraphStore:
         missing = []
         for word in dict.fromkeys(words):
             cached = self._df_cache.get((field, word))
-            if cached is not None and now - cached[1] < DF_CACHE_SECONDS:
+            if cached is not None and now - cached[1] < DF_CACHE_SECONDS and _counted_far_enough(cached, cap):
                 found[word] = cached[0]
             elif word.isalnum():
                 missing.append(word)
@@ -858,7 +865,7 @@ class FalkorGraphStore:
             counted = {w: int(n) for w, n in rows}
             for word in missing:
                 found[word] = counted.get(word, 0)
-                self._df_cache[(field, word)] = (found[word], now)
+                self._df_cache[(field, word)] = (found[word], now, cap)
             while len(self._df_cache) > DF_CACHE_SIZE:
                 self._df_cache.pop(next(iter(self._df_cache)))
         return found
@@ -876,9 +883,11 @@ class FalkorGraphStore:
         10 x max_df; otherwise the arm finds nothing."""
         field = ARM_FIELDS[arm]
         if max_df is not None and words:
-            df = await self.document_frequencies(field, words, cap=10 * max_df + 1)
+            # Counted just past max_df: enough to tell which words to leave out.
+            df = await self.document_frequencies(field, words, cap=max_df + 1)
             kept = [w for w in words if df.get(w, 0) <= max_df]
             if not kept:
+                df = await self.document_frequencies(field, words, cap=10 * max_df + 1)
                 rarest = min(words, key=lambda w: (df.get(w, 0), w))
                 kept = [rarest] if df.get(rarest, 0) <= 10 * max_df else []
             words = [w for w in kept if df.get(w, 0) > 0]
