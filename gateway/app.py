@@ -12,6 +12,7 @@ from gateway import envelope, openapi
 from gateway.auth import TokenAuth
 from gateway.body_limit import BodyLimit
 from gateway.clients import ServiceClients
+from gateway.metrics import RequestMetrics
 from gateway.responses import Json
 from gateway.routes import router
 from gateway.stream import StreamHub
@@ -43,6 +44,7 @@ def create_app(settings: Settings, api_token: str | None, clients: ServiceClient
     # Outside the body limit, so a 413 carries the CORS headers too.
     origins = [o.strip() for o in settings.cors_allow_origins.split(",") if o.strip()]
     app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"], allow_headers=["*"])
+    app.add_middleware(RequestMetrics)  # outermost: every answer counts, a 413 or a CORS preflight too
     app.include_router(router)
     app.mount("/metrics", make_asgi_app())
     openapi.install(app)
