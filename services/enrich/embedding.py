@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -24,6 +23,7 @@ from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.domain.times import to_micros
 from services.core.ports import Embedder, GraphStore
 from services.core.relay import OutboxRelay
+from services.enrich.deliveries import by_tenant
 
 log = structlog.get_logger()
 
@@ -83,30 +83,15 @@ class EmbeddingStage:
 
     async def handle(self, deliveries: list[Delivery]) -> list[Outcome]:
         """The consumer's handler: embed new content, skip the rest."""
-        wanted: dict[str, set[str]] = defaultdict(set)
-        for d in deliveries:
-            if needs_embedding(d.event):
-                wanted[d.event.tenant].add(d.event.memory_id)
-        failed: set[str] = set()
-        for tenant, ids in wanted.items():
-            try:
-                await self.embed_ids(tenant, sorted(ids))
-            except Exception as exc:
-                log.warning("embedding failed; will retry", tenant=tenant, count=len(ids), error=str(exc))
-                self.stats.failed += len(ids)
-                reason = type(exc).__name__
-                self.stats.by_reason[reason] = self.stats.by_reason.get(reason, 0) + 1
-                EMBEDDED.labels("failed").inc(len(ids))
-                failed |= {f"{tenant}/{i}" for i in ids}
-        outcomes = []
-        for d in deliveries:
-            if not needs_embedding(d.event):
-                outcomes.append(Outcome.SKIP)
-            elif f"{d.event.tenant}/{d.event.memory_id}" in failed:
-                outcomes.append(Outcome.RETRY)
-            else:
-                outcomes.append(Outcome.DONE)
-        return outcomes
+        return await by_tenant(
+            deliveries, wanted=needs_embedding, work=self.embed_ids, failed=self._count_failure, what="embedding"
+        )
+
+    def _count_failure(self, tenant: str, ids: list[str], exc: Exception) -> None:
+        self.stats.failed += len(ids)
+        reason = type(exc).__name__
+        self.stats.by_reason[reason] = self.stats.by_reason.get(reason, 0) + 1
+        EMBEDDED.labels("failed").inc(len(ids))
 
     async def embed_ids(self, tenant: str, ids: list[str]) -> list[str]:
         """Embed these memories of one tenant where they lack a vector and

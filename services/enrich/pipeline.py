@@ -28,6 +28,7 @@ from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.domain.times import to_micros
 from services.core.ports import Embedder, EntityExtractor, GraphStore, LanguageModel, NeighbourFinder
 from services.core.relay import OutboxRelay
+from services.enrich.deliveries import by_tenant
 
 log = structlog.get_logger()
 
@@ -130,30 +131,15 @@ class EnrichmentPipeline:
 
     async def handle(self, deliveries: list[Delivery]) -> list[Outcome]:
         """The consumer's handler: enrich what changed, skip the rest."""
-        wanted: dict[str, set[str]] = defaultdict(set)
-        for d in deliveries:
-            if _needs_enrichment(d.event):
-                wanted[d.event.tenant].add(d.event.memory_id)
-        failed: set[str] = set()
-        for tenant, ids in wanted.items():
-            try:
-                await self.enrich_ids(tenant, sorted(ids))
-            except Exception as exc:
-                log.warning("enrichment failed; will retry", tenant=tenant, count=len(ids), error=str(exc))
-                self.stats.failed += len(ids)
-                reason = type(exc).__name__
-                self.stats.by_reason[reason] = self.stats.by_reason.get(reason, 0) + 1
-                ENRICHED.labels("failed").inc(len(ids))
-                failed |= {f"{tenant}/{i}" for i in ids}
-        outcomes = []
-        for d in deliveries:
-            if not _needs_enrichment(d.event):
-                outcomes.append(Outcome.SKIP)
-            elif f"{d.event.tenant}/{d.event.memory_id}" in failed:
-                outcomes.append(Outcome.RETRY)
-            else:
-                outcomes.append(Outcome.DONE)
-        return outcomes
+        return await by_tenant(
+            deliveries, wanted=_needs_enrichment, work=self.enrich_ids, failed=self._count_failure, what="enrichment"
+        )
+
+    def _count_failure(self, tenant: str, ids: list[str], exc: Exception) -> None:
+        self.stats.failed += len(ids)
+        reason = type(exc).__name__
+        self.stats.by_reason[reason] = self.stats.by_reason.get(reason, 0) + 1
+        ENRICHED.labels("failed").inc(len(ids))
 
     async def enrich_ids(
         self, tenant: str, ids: list[str], *, forced: bool = False, reembed: bool = False
