@@ -79,7 +79,14 @@ def outbox_relay(settings: Settings, graph, events, *, sweeps: bool = True) -> O
     )
 
 
-def consumer_spec(settings: Settings, durable: str, filter_subjects: list[str], batch_size: int) -> ConsumerSpec:
+def consumer_spec(
+    settings: Settings,
+    durable: str,
+    filter_subjects: list[str],
+    batch_size: int,
+    *,
+    fresh_start_if: str | None = None,
+) -> ConsumerSpec:
     """A durable consumer of memory events, with the retry policy from settings."""
     return ConsumerSpec(
         durable=durable,
@@ -90,4 +97,5 @@ def consumer_spec(settings: Settings, durable: str, filter_subjects: list[str], 
         batch_size=batch_size,
         dead_letter_subject=f"{settings.nats_subject_prefix}.dlq.{durable}.failed",
         fetch_timeout_seconds=settings.consumer_fetch_timeout_seconds,
+        fresh_start_if=fresh_start_if,
     )

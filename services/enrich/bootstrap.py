@@ -83,6 +83,10 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
             settings.embed_durable,
             [f"{prefix}.*.created", f"{prefix}.*.updated"],
             settings.embedding_fetch_size,
+            # Upgrading from a release without this stage: enrich's durable has
+            # handled the history, which is not replayed; the reconciler picks up
+            # whatever it left without a vector.
+            fresh_start_if=settings.enrich_durable,
         ),
         embedding.handle,
     )

@@ -29,6 +29,7 @@ from services.enrich.embedding import EmbeddingStage
 from tests.integration.enrich_stack import EnrichStack
 from tests.integration.test_enrichment import enrich_settings
 from tests.integration.test_enrichment_batches import AcceptingRelay, store_memories
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -289,6 +290,63 @@ async def test_a_durable_from_an_older_release_is_moved_to_the_embedded_events(s
             await consumer.stop()
         info = await bus.jetstream.consumer_info(settings.nats_stream, settings.enrich_durable)
         assert (info.config.filter_subjects or [info.config.filter_subject]) == [f"{prefix}.*.embedded"]
+    finally:
+        await bus.close()
+
+
+async def test_a_durable_made_beside_an_older_releases_starts_with_new_messages(settings):
+    """Upgrading: the embed durable made next to an existing enrich durable
+    does not replay the stream's history; made first (a new deployment), it does."""
+    from services.core.adapters.nats_consumer import JetStreamConsumer
+    from services.core.wiring import consumer_spec, event_bus
+
+    bus = event_bus(settings)
+    await bus.connect()
+    prefix = settings.nats_subject_prefix
+    seen: dict[str, list[str]] = {"fresh": [], "beside": []}
+
+    def collect(name):
+        async def handler(deliveries):
+            seen[name] += [d.event.memory_id for d in deliveries]
+            return [Outcome.DONE for _ in deliveries]
+
+        return handler
+
+    def memory(memory_id: str) -> Memory:
+        at = datetime.now(UTC)
+        return Memory(
+            id=memory_id,
+            tenant=TENANT,
+            content="x",
+            type="Context",
+            confidence=0.5,
+            importance=0.5,
+            timestamp=at,
+            t_valid=at,
+            updated_at=at,
+            last_accessed=at,
+            recorded_at=at,
+        )
+
+    async def consume(name: str, durable: str, fresh_start_if: str | None) -> JetStreamConsumer:
+        spec = consumer_spec(settings, durable, [f"{prefix}.*.created"], 8, fresh_start_if=fresh_start_if)
+        consumer = JetStreamConsumer(bus, settings.nats_stream, spec, collect(name))
+        await consumer.start()
+        return consumer
+
+    try:
+        await bus.publish(MemoryEvent.for_memory(EventKind.CREATED, memory("history"), datetime.now(UTC)))
+        first = await consume("fresh", "fresh-embed", fresh_start_if="no-such-durable")
+        await bus.jetstream.add_consumer(settings.nats_stream, durable_name="old-enrich")
+        beside = await consume("beside", "beside-embed", fresh_start_if="old-enrich")
+        await bus.publish(MemoryEvent.for_memory(EventKind.CREATED, memory("later"), datetime.now(UTC)))
+
+        async def both_done() -> bool:
+            return seen["fresh"] == ["history", "later"] and seen["beside"] == ["later"]
+
+        await wait_for(both_done)
+        for consumer in (first, beside):
+            await consumer.stop()
     finally:
         await bus.close()
 

@@ -178,9 +178,7 @@ class LocalMiniLMEmbedder:
         outputs = {output.name: output for output in session.get_outputs()}
         output = outputs.get(_HIDDEN_STATE_OUTPUT) or next(iter(outputs.values()))
         if output.shape[-1] != self.dimension:
-            raise ValueError(
-                f"{MODEL_PACKAGE}/{MODEL_FILE} yields {output.shape[-1]} dimensions, not {self.dimension}"
-            )
+            raise ValueError(f"{MODEL_PACKAGE}/{MODEL_FILE} yields {output.shape[-1]} dimensions, not {self.dimension}")
         self._inputs = tuple(declared)
         self._output = output.name
         self._tokenizer = tokenizer

@@ -53,6 +53,10 @@ class ConsumerSpec:
     batch_size: int
     dead_letter_subject: str
     fetch_timeout_seconds: float = 1.0
+    #: A durable whose existence means the stream's history was already handled
+    #: (an older release's): this durable, made new beside it, starts with new
+    #: messages instead of replaying all of them. None: it always starts at the beginning.
+    fresh_start_if: str | None = None
 
 
 class JetStreamConsumer:
@@ -93,6 +97,9 @@ class JetStreamConsumer:
         try:
             info = await js.consumer_info(self._stream, spec.durable)
         except NotFoundError:
+            if spec.fresh_start_if is not None and await self._exists(spec.fresh_start_if):
+                log.info("new consumer starts with new messages", consumer=spec.durable, beside=spec.fresh_start_if)
+                config.deliver_policy = DeliverPolicy.NEW
             await js.add_consumer(self._stream, config)
         else:
             existing = info.config.filter_subjects or (
@@ -103,6 +110,13 @@ class JetStreamConsumer:
                 log.info("consumer subjects updated", consumer=spec.durable, subjects=spec.filter_subjects)
                 await js.add_consumer(self._stream, config)
         self._sub = await js.pull_subscribe_bind(durable=spec.durable, stream=self._stream)
+
+    async def _exists(self, durable: str) -> bool:
+        try:
+            await self._bus.jetstream.consumer_info(self._stream, durable)
+        except NotFoundError:
+            return False
+        return True
 
     async def pending(self) -> int:
         """Messages not yet delivered plus those delivered and not acknowledged."""
