@@ -26,6 +26,7 @@ from services.core.grpc.tenant import tenant_metadata
 from services.core.wiring import graph_store
 from services.enrich.bootstrap import build_app as build_enrich
 from services.enrich.embedding import EmbeddingStage
+from tests.factories import memory_at
 from tests.integration.enrich_stack import EnrichStack
 from tests.integration.test_enrichment import enrich_settings
 from tests.integration.test_enrichment_batches import AcceptingRelay, store_memories
@@ -233,18 +234,12 @@ async def test_the_reconciler_embeds_and_enriches_what_no_event_reached(falkordb
         await stack.start("recall")
         at = datetime.now(UTC) - timedelta(minutes=5)
         memories = [
-            Memory(
-                id=f"left{i}",
+            memory_at(
+                f"left{i}",
+                at,
                 tenant=TENANT,
                 content=f"Left behind {i}: a note about Ansible",
-                type="Context",
                 confidence=0.8,
-                importance=0.5,
-                timestamp=at,
-                t_valid=at,
-                updated_at=at,
-                last_accessed=at,
-                recorded_at=at,
                 # The second was embedded and never enriched.
                 embedding=(await PlaceholderEmbedder(384).embed(["Left behind 1: a note about Ansible"]))[0]
                 if i == 1
@@ -313,20 +308,7 @@ async def test_a_durable_made_beside_an_older_releases_starts_with_new_messages(
         return handler
 
     def memory(memory_id: str) -> Memory:
-        at = datetime.now(UTC)
-        return Memory(
-            id=memory_id,
-            tenant=TENANT,
-            content="x",
-            type="Context",
-            confidence=0.5,
-            importance=0.5,
-            timestamp=at,
-            t_valid=at,
-            updated_at=at,
-            last_accessed=at,
-            recorded_at=at,
-        )
+        return memory_at(memory_id, datetime.now(UTC), tenant=TENANT)
 
     async def consume(name: str, durable: str, fresh_start_if: str | None) -> JetStreamConsumer:
         spec = consumer_spec(settings, durable, [f"{prefix}.*.created"], 8, fresh_start_if=fresh_start_if)

@@ -11,10 +11,11 @@ import pytest
 
 from services.core.adapters.embedders import PlaceholderEmbedder
 from services.core.adapters.spacy_entities import SpacyEntityExtractor
-from services.core.domain.model import EventKind, Memory, MemoryEvent
+from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.times import to_micros
 from services.core.wiring import graph_store
 from services.enrich.pipeline import EnrichmentPipeline, EnrichmentPolicy
+from tests.factories import memory_at
 
 pytestmark = pytest.mark.integration
 
@@ -107,18 +108,12 @@ async def store_memories(graph, count: int) -> list[str]:
     for i in range(count):
         at = start + timedelta(seconds=i)
         memories.append(
-            Memory(
-                id=f"m{i:02d}",
+            memory_at(
+                f"m{i:02d}",
+                at,
                 tenant=TENANT,
                 content=f"The billing service moved its nightly jobs to Kafka, step {i}",
-                type="Context",
                 confidence=0.8,
-                importance=0.5,
-                timestamp=at,
-                t_valid=at,
-                updated_at=at,
-                last_accessed=at,
-                recorded_at=at,
             )
         )
     events = [MemoryEvent.for_memory(EventKind.CREATED, m, m.recorded_at) for m in memories]

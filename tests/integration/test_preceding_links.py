@@ -12,6 +12,7 @@ import pytest
 from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.domain.times import to_micros
 from services.core.wiring import graph_store
+from tests.factories import memory_at
 
 pytestmark = pytest.mark.integration
 
@@ -20,19 +21,7 @@ WINDOW = timedelta(hours=24)
 
 
 def memory(i: int, at: datetime, tenant: str = TENANT) -> Memory:
-    return Memory(
-        id=f"{tenant}-m{i:03d}",
-        tenant=tenant,
-        content=f"note {i}",
-        type="Context",
-        confidence=0.5,
-        importance=0.5,
-        timestamp=at,
-        t_valid=at,
-        updated_at=at,
-        last_accessed=at,
-        recorded_at=at,
-    )
+    return memory_at(f"{tenant}-m{i:03d}", at, tenant=tenant, content=f"note {i}")
 
 
 async def edges(store) -> set[tuple[str, str]]:
