@@ -34,7 +34,12 @@ def enrich_settings(falkordb_port: int, nats_port: int, data_dir, **overrides):
 
 @pytest.fixture
 async def stack(falkordb_server, nats_server, tmp_path):
-    stack = EnrichStack(enrich_settings(falkordb_server.port, nats_server.port, tmp_path / "data"))
+    # These tests follow the event path; the reconciler (tested on its own below)
+    # would race it on a loaded machine and enrich a memory a second time.
+    settings = enrich_settings(
+        falkordb_server.port, nats_server.port, tmp_path / "data", enrichment_reconcile_grace_seconds=60
+    )
+    stack = EnrichStack(settings)
     await stack.start()
     yield stack
     await stack.close()
