@@ -42,6 +42,17 @@ def _process_name(pid: str) -> str:
     return Path(words[0].split()[0]).name if words and words[0].strip() else pid
 
 
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) one process has used so far."""
+    fields = _stat(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(root: int) -> dict[str, float]:
     """CPU seconds (user + system) so far of each process under `root`, by
     name; empty where /proc is not there (not Linux)."""
@@ -51,18 +62,16 @@ def cpu_seconds(root: int) -> dict[str, float]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                children[int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])].append(int(entry.name))
+                children[int(_stat(int(entry.name))[1])].append(int(entry.name))
             except (OSError, IndexError, ValueError):
                 continue
-    ticks = os.sysconf("SC_CLK_TCK")
     used: dict[str, float] = defaultdict(float)
     todo = [root]
     while todo:
         pid = todo.pop()
         todo += children.get(pid, [])
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            used[_process_name(str(pid))] += (int(fields[11]) + int(fields[12])) / ticks
+            used[_process_name(str(pid))] += process_cpu_seconds(pid)
         except (OSError, IndexError, ValueError):
             continue
     return dict(used)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
-import os
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import grpc
 
+from benchmarks.enrichment import process_cpu_seconds
 from benchmarks.report import line, percentiles, progress
 from benchmarks.stack import TOKEN, BenchStack
 from memgrid.v1 import (
@@ -109,10 +109,7 @@ def _gateway_pid(stack: BenchStack) -> int | None:
 
 def _cpu(pid: int | None) -> float:
     """CPU seconds (user + system) of one process so far; 0 when unknown."""
-    if pid is None:
-        return 0.0
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return 0.0 if pid is None else process_cpu_seconds(pid)
 
 
 class KeepAlive:

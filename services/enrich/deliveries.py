@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import structlog
+from prometheus_client import Counter
 
 from services.core.adapters.nats_consumer import Delivery, Outcome
 from services.core.domain.model import MemoryEvent
@@ -15,15 +17,24 @@ from services.core.domain.model import MemoryEvent
 log = structlog.get_logger()
 
 
+class FailureCounts(Protocol):
+    """The failure figures both stages' stats keep."""
+
+    failed: int
+    by_reason: dict[str, int]
+
+
 async def by_tenant(
     deliveries: list[Delivery],
     *,
     wanted: Callable[[MemoryEvent], bool],
     work: Callable[[str, list[str]], Awaitable[object]],
-    failed: Callable[[str, list[str], Exception], None],
+    stats: FailureCounts,
+    outcomes_metric: Counter,
     what: str,
 ) -> list[Outcome]:
-    """Run `work(tenant, ids)` for the wanted events; `failed` is told of each failure."""
+    """Run `work(tenant, ids)` for the wanted events; a failure is counted in
+    `stats` (by exception type) and as `failed` in `outcomes_metric`."""
     ids: dict[str, set[str]] = defaultdict(set)
     for d in deliveries:
         if wanted(d.event):
@@ -34,7 +45,10 @@ async def by_tenant(
             await work(tenant, sorted(memory_ids))
         except Exception as exc:
             log.warning(f"{what} failed; will retry", tenant=tenant, count=len(memory_ids), error=str(exc))
-            failed(tenant, sorted(memory_ids), exc)
+            stats.failed += len(memory_ids)
+            reason = type(exc).__name__
+            stats.by_reason[reason] = stats.by_reason.get(reason, 0) + 1
+            outcomes_metric.labels("failed").inc(len(memory_ids))
             retry |= {(tenant, i) for i in memory_ids}
     outcomes = []
     for d in deliveries:

@@ -84,14 +84,13 @@ class EmbeddingStage:
     async def handle(self, deliveries: list[Delivery]) -> list[Outcome]:
         """The consumer's handler: embed new content, skip the rest."""
         return await by_tenant(
-            deliveries, wanted=needs_embedding, work=self.embed_ids, failed=self._count_failure, what="embedding"
+            deliveries,
+            wanted=needs_embedding,
+            work=self.embed_ids,
+            stats=self.stats,
+            outcomes_metric=EMBEDDED,
+            what="embedding",
         )
-
-    def _count_failure(self, tenant: str, ids: list[str], exc: Exception) -> None:
-        self.stats.failed += len(ids)
-        reason = type(exc).__name__
-        self.stats.by_reason[reason] = self.stats.by_reason.get(reason, 0) + 1
-        EMBEDDED.labels("failed").inc(len(ids))
 
     async def embed_ids(self, tenant: str, ids: list[str]) -> list[str]:
         """Embed these memories of one tenant where they lack a vector and

@@ -132,14 +132,13 @@ class EnrichmentPipeline:
     async def handle(self, deliveries: list[Delivery]) -> list[Outcome]:
         """The consumer's handler: enrich what changed, skip the rest."""
         return await by_tenant(
-            deliveries, wanted=_needs_enrichment, work=self.enrich_ids, failed=self._count_failure, what="enrichment"
+            deliveries,
+            wanted=_needs_enrichment,
+            work=self.enrich_ids,
+            stats=self.stats,
+            outcomes_metric=ENRICHED,
+            what="enrichment",
         )
-
-    def _count_failure(self, tenant: str, ids: list[str], exc: Exception) -> None:
-        self.stats.failed += len(ids)
-        reason = type(exc).__name__
-        self.stats.by_reason[reason] = self.stats.by_reason.get(reason, 0) + 1
-        ENRICHED.labels("failed").inc(len(ids))
 
     async def enrich_ids(
         self, tenant: str, ids: list[str], *, forced: bool = False, reembed: bool = False

@@ -277,9 +277,9 @@ class RecallHandlers:
             words = ranking.tokens(query)
             if arm == "keyword":
                 # BM25's document frequencies are counted while the engine searches
-                # (up to 10 x max_df: past that a word's weight is small anyway).
+                # (as far as df_count_cap).
                 frequencies = asyncio.ensure_future(
-                    self._graph.document_frequencies("content", words, cap=10 * max_df + 1)
+                    self._graph.document_frequencies("content", words, cap=ranking.df_count_cap(max_df))
                 )
             try:
                 hits = await self._graph.search_text(

@@ -23,7 +23,6 @@ from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.domain.times import to_micros
 from services.core.grpc.server import start
 from services.core.grpc.tenant import tenant_metadata
-from services.core.wiring import graph_store
 from services.enrich.bootstrap import build_app as build_enrich
 from services.enrich.embedding import EmbeddingStage
 from tests.factories import memory_at
@@ -35,14 +34,6 @@ from tests.waiting import wait_for
 pytestmark = pytest.mark.integration
 
 TENANT = "acme"
-
-
-@pytest.fixture
-async def graph(settings):
-    store = graph_store(settings)
-    await store.ensure_schema()
-    yield store
-    await store.close()
 
 
 class CountingEmbedder:

@@ -13,7 +13,6 @@ from services.core.adapters.embedders import PlaceholderEmbedder
 from services.core.adapters.spacy_entities import SpacyEntityExtractor
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.times import to_micros
-from services.core.wiring import graph_store
 from services.enrich.pipeline import EnrichmentPipeline, EnrichmentPolicy
 from tests.factories import memory_at
 
@@ -92,14 +91,6 @@ def policy(batch_size: int) -> EnrichmentPolicy:
         conflict_retries=3,
         batch_size=batch_size,
     )
-
-
-@pytest.fixture
-async def graph(settings):
-    store = graph_store(settings)
-    await store.ensure_schema()
-    yield store
-    await store.close()
 
 
 async def store_memories(graph, count: int) -> list[str]:

@@ -30,7 +30,7 @@ from services.core.domain.model import (
     MemoryEvent,
     Relation,
 )
-from services.core.domain.recall import Scope, TextHit
+from services.core.domain.recall import DF_REACH, Scope, TextHit, df_count_cap
 from services.core.domain.state import Successor
 from services.core.domain.times import from_micros, to_micros
 from services.core.ports import ExportedEdge, GraphStats, IdempotencyClaim, OutboxEntry
@@ -880,16 +880,16 @@ class FalkorGraphStore:
         say little, and every match costs a row): the engine returns all
         matches, so this bounds the arm's cost at scale. When every word is
         that common, the rarest one alone is searched if it is within
-        10 x max_df; otherwise the arm finds nothing."""
+        DF_REACH x max_df; otherwise the arm finds nothing."""
         field = ARM_FIELDS[arm]
         if max_df is not None and words:
             # Counted just past max_df: enough to tell which words to leave out.
             df = await self.document_frequencies(field, words, cap=max_df + 1)
             kept = [w for w in words if df.get(w, 0) <= max_df]
             if not kept:
-                df = await self.document_frequencies(field, words, cap=10 * max_df + 1)
+                df = await self.document_frequencies(field, words, cap=df_count_cap(max_df))
                 rarest = min(words, key=lambda w: (df.get(w, 0), w))
-                kept = [rarest] if df.get(rarest, 0) <= 10 * max_df else []
+                kept = [rarest] if df.get(rarest, 0) <= DF_REACH * max_df else []
             words = [w for w in kept if df.get(w, 0) > 0]
         query = fulltext_query(field, words)
         if query is None:

@@ -114,6 +114,18 @@ def bm25(
     return scores
 
 
+#: How far past the document-frequency bound (max_df) words are still told
+#: apart: when every query word is over the bound, the rarest is searched if
+#: within this many times it, and BM25 counts frequencies this far (past it a
+#: word's weight is small anyway).
+DF_REACH = 10
+
+
+def df_count_cap(max_df: int) -> int:
+    """Where counting a word's document frequency can stop, for both rules above."""
+    return DF_REACH * max_df + 1
+
+
 @dataclass(frozen=True, slots=True)
 class RecallPolicy:
     """The numbers behind ranked recall, from settings."""
