@@ -142,11 +142,19 @@ class GraphStore(Protocol):
         """A read by id in one query: record (access time bumped) and relations."""
 
     async def search_text(
-        self, scope: Scope, arm: str, words: list[str], limit: int, *, max_df: int | None = None
+        self,
+        scope: Scope,
+        arm: str,
+        words: list[str],
+        limit: int,
+        *,
+        max_df: int | None = None,
+        fallback_scan: int | None = None,
     ) -> list[TextHit]:
         """A full-text arm (keyword, tag, metadata) within the scope, best
         first, with the text matched; words in more than max_df memories are
-        left out."""
+        left out (when all are, the rarest is searched, reading at most
+        fallback_scan of its matches)."""
 
     async def document_frequencies(self, field: str, words: list[str], *, cap: int | None = None) -> dict[str, int]:
         """How many memories hold each word in a full-text field (cached)."""

@@ -190,6 +190,9 @@ class Settings(BaseSettings):
     recall_keyword_max_df_ratio: float = 0.02
     recall_keyword_min_df: int = 200
     recall_keyword_candidates: int = 200  # the keyword arm re-ranks this many full-text matches by BM25
+    # When every query word is over that share, the rarest alone is searched,
+    # reading at most this many of its matches: the bound on the arm's cost at scale.
+    recall_keyword_fallback_scan: int = Field(default=2000, ge=1)
     # BM25 for short passages (Anserini's MS MARCO passage defaults; memories are short).
     recall_bm25_k1: float = 0.9
     recall_bm25_b: float = 0.4
@@ -271,6 +274,7 @@ class Settings(BaseSettings):
             keyword_max_df_ratio=self.recall_keyword_max_df_ratio,
             keyword_min_df=self.recall_keyword_min_df,
             keyword_candidates=self.recall_keyword_candidates,
+            keyword_fallback_scan=self.recall_keyword_fallback_scan,
             bm25_k1=self.recall_bm25_k1,
             bm25_b=self.recall_bm25_b,
         )

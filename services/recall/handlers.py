@@ -283,7 +283,12 @@ class RecallHandlers:
                 )
             try:
                 hits = await self._graph.search_text(
-                    scope, arm, words, keyword_fetch if arm == "keyword" else fetch, max_df=max_df
+                    scope,
+                    arm,
+                    words,
+                    keyword_fetch if arm == "keyword" else fetch,
+                    max_df=max_df,
+                    fallback_scan=self._policy.keyword_fallback_scan,
                 )
             except BaseException:
                 if arm == "keyword":

@@ -10,6 +10,7 @@ from devstack.servers import free_port, start_falkordb
 from services.core.adapters.falkor import FalkorGraphStore
 from services.core.domain.errors import Unavailable
 from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
+from services.core.domain.recall import DF_REACH, Scope
 from services.core.wiring import graph_store
 
 pytestmark = pytest.mark.integration
@@ -149,6 +150,32 @@ async def test_capped_document_frequencies_stop_counting_at_the_cap(store):
     assert exact == {"common": 12, "word0": 4, "rare5": 1, "absent": 0}
     await store._query("MATCH (n:Memory) WHERE n.id STARTS WITH 'df-' DETACH DELETE n")
     assert await store.document_frequencies("content", ["common", "word0"], cap=5) == {"common": 12, "word0": 4}
+
+
+async def test_the_keyword_arm_leaves_out_common_words_and_bounds_the_rarest_word_fallback(store):
+    # "often" in 12 memories, "sometimes" in 6, "once" in 1; max_df 4 leaves out the first two.
+    await put(
+        store,
+        [
+            memory(f"kw-{i}", content=" ".join(w for w, every in (("often", 1), ("sometimes", 2)) if i % every == 0))
+            for i in range(12)
+        ]
+        + [memory("kw-once", content="once often")],
+    )
+    scope = Scope(tenant="default", at=T0 + timedelta(days=1))
+
+    async def found(words: list[str], **options) -> set[str]:
+        return {h.id for h in await store.search_text(scope, "keyword", words, 50, max_df=4, **options)}
+
+    assert await found(["often", "once"]) == {"kw-once"}  # the common word is left out
+    # Every word common: the rarest ("sometimes", 6 <= DF_REACH x 4) alone, read in full...
+    assert await found(["often", "sometimes"]) == {f"kw-{i}" for i in range(0, 12, 2)}
+    # ... or reading at most fallback_scan of its matches.
+    assert len(await found(["often", "sometimes"], fallback_scan=3)) == 3
+    # A word past DF_REACH x max_df finds nothing; without max_df every word counts.
+    assert DF_REACH * 1 < 13
+    assert await store.search_text(scope, "keyword", ["often"], 50, max_df=1) == []
+    assert len(await store.search_text(scope, "keyword", ["often"], 50)) == 13
 
 
 async def test_read_candidates_finds_supersession_edges_and_backfills_superseded_at(store):

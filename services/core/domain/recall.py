@@ -148,6 +148,7 @@ class RecallPolicy:
     keyword_max_df_ratio: float
     keyword_min_df: int
     keyword_candidates: int
+    keyword_fallback_scan: int
     bm25_k1: float
     bm25_b: float
 
