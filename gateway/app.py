@@ -14,7 +14,7 @@ from gateway.body_limit import BodyLimit
 from gateway.clients import ServiceClients
 from gateway.metrics import RequestMetrics
 from gateway.responses import Json
-from gateway.routes import router
+from gateway.routes import ROUTES
 from gateway.stream import StreamHub
 from services.core.settings import Settings
 
@@ -45,7 +45,7 @@ def create_app(settings: Settings, api_token: str | None, clients: ServiceClient
     origins = [o.strip() for o in settings.cors_allow_origins.split(",") if o.strip()]
     app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"], allow_headers=["*"])
     app.add_middleware(RequestMetrics)  # outermost: every answer counts, a 413 or a CORS preflight too
-    app.include_router(router)
+    app.router.routes.extend(ROUTES)
     app.mount("/metrics", make_asgi_app())
     openapi.install(app)
     return app

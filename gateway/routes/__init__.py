@@ -1,16 +1,15 @@
-"""The REST routes, one module per resource."""
+"""The REST routes, one module per resource.
 
-from fastapi import APIRouter
+ROUTES lists them all, for the app to add as they are: FastAPI's
+include_router would serve an included route through a handler of its own
+making, not the route's (see gateway/responses.py JsonRoute)."""
+
+from fastapi.routing import APIRoute
 
 from gateway.routes import admin, associations, consolidation, enrichment, graph, health, memories, recall, stream
 
-router = APIRouter()
-router.include_router(health.router)
-router.include_router(memories.router)
-router.include_router(associations.router)
-router.include_router(enrichment.router)
-router.include_router(recall.router)
-router.include_router(graph.router)
-router.include_router(admin.router)
-router.include_router(consolidation.router)
-router.include_router(stream.router)
+ROUTES: list[APIRoute] = [
+    route
+    for module in (health, memories, associations, enrichment, recall, graph, admin, consolidation, stream)
+    for route in module.router.routes
+]
