@@ -19,6 +19,9 @@ def main() -> int:
     parser.add_argument("--steady", type=int, default=300, help="stores at that rate")
     parser.add_argument("--recall-sizes", default="10000,100000", help="memory counts for recall latency")
     parser.add_argument("--recall-queries", type=int, default=200, help="queries per recall latency figure")
+    parser.add_argument(
+        "--recall-words", choices=recall_latency.WORDS, default="locomo", help="the vocabulary of contents and queries"
+    )
     args = parser.parse_args()
     if args.only in (None, "write"):
         write_path.run(args.n, args.batches)
@@ -26,7 +29,7 @@ def main() -> int:
         enrichment.run(args.enrich_count, args.rate, args.steady)
     if args.only in (None, "recall"):
         sizes = tuple(int(s) for s in args.recall_sizes.split(","))
-        recall_latency.run(sizes, args.recall_queries)
+        recall_latency.run(sizes, args.recall_queries, args.recall_words)
     return 0
 
 

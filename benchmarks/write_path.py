@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import http.client
-import json
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import grpc
 
 from benchmarks.enrichment import process_cpu_seconds
 from benchmarks.report import line, percentiles, progress
-from benchmarks.stack import TOKEN, BenchStack
+from benchmarks.stack import TOKEN, BenchStack, KeepAlive
 from memgrid.v1 import (
     ingest_service_pb2,
     ingest_service_pb2_grpc,
@@ -110,29 +107,6 @@ def _gateway_pid(stack: BenchStack) -> int | None:
 def _cpu(pid: int | None) -> float:
     """CPU seconds (user + system) of one process so far; 0 when unknown."""
     return 0.0 if pid is None else process_cpu_seconds(pid)
-
-
-class KeepAlive:
-    """A minimal HTTP/1.1 client on one kept-alive connection (the standard
-    library's): httpx spends about 1.1 ms of CPU a request on its own, which
-    would be counted as the gateway's overhead."""
-
-    def __init__(self, url: str, token: str):
-        address = urlsplit(url)
-        self._connection = http.client.HTTPConnection(address.hostname, address.port, timeout=60)
-        self._headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-
-    def request(self, method: str, path: str, body: dict | None = None) -> dict:
-        payload = json.dumps(body).encode() if body is not None else None
-        self._connection.request(method, path, body=payload, headers=self._headers)
-        reply = self._connection.getresponse()
-        data = reply.read()
-        if reply.status >= 400:
-            raise RuntimeError(f"{method} {path}: {reply.status} {data[:200]!r}")
-        return json.loads(data)
-
-    def close(self) -> None:
-        self._connection.close()
 
 
 async def gateway_overhead(stack: BenchStack, n: int) -> None:
