@@ -149,12 +149,12 @@ class GraphStore(Protocol):
         limit: int,
         *,
         max_df: int | None = None,
-        fallback_scan: int | None = None,
+        scan: int | None = None,
     ) -> list[TextHit]:
         """A full-text arm (keyword, tag, metadata) within the scope, best
         first, with the text matched; words in more than max_df memories are
-        left out (when all are, the rarest is searched, reading at most
-        fallback_scan of its matches)."""
+        left out (when all are, the rarest is searched), and about scan
+        matches at most are read."""
 
     async def document_frequencies(self, field: str, words: list[str], *, cap: int | None = None) -> dict[str, int]:
         """How many memories hold each word in a full-text field (cached)."""

@@ -190,9 +190,10 @@ class Settings(BaseSettings):
     recall_keyword_max_df_ratio: float = 0.02
     recall_keyword_min_df: int = 200
     recall_keyword_candidates: int = 200  # the keyword arm re-ranks this many full-text matches by BM25
-    # When every query word is over that share, the rarest alone is searched,
-    # reading at most this many of its matches: the bound on the arm's cost at scale.
-    recall_keyword_fallback_scan: int = Field(default=2000, ge=1)
+    # The most full-text matches a text arm reads (its cost at scale): the rarest
+    # words while their matches add up to this; when every word is over the
+    # share, this many matches of the rarest (FalkorGraphStore.search_text).
+    recall_keyword_scan: int = Field(default=2000, ge=1)
     # BM25 for short passages (Anserini's MS MARCO passage defaults; memories are short).
     recall_bm25_k1: float = 0.9
     recall_bm25_b: float = 0.4
@@ -274,7 +275,7 @@ class Settings(BaseSettings):
             keyword_max_df_ratio=self.recall_keyword_max_df_ratio,
             keyword_min_df=self.recall_keyword_min_df,
             keyword_candidates=self.recall_keyword_candidates,
-            keyword_fallback_scan=self.recall_keyword_fallback_scan,
+            keyword_scan=self.recall_keyword_scan,
             bm25_k1=self.recall_bm25_k1,
             bm25_b=self.recall_bm25_b,
         )

@@ -288,7 +288,7 @@ class RecallHandlers:
                     words,
                     keyword_fetch if arm == "keyword" else fetch,
                     max_df=max_df,
-                    fallback_scan=self._policy.keyword_fallback_scan,
+                    scan=self._policy.keyword_scan,
                 )
             except BaseException:
                 if arm == "keyword":

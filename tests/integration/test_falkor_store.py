@@ -153,25 +153,36 @@ async def test_capped_document_frequencies_stop_counting_at_the_cap(store):
 
 
 async def test_the_keyword_arm_leaves_out_common_words_and_bounds_the_rarest_word_fallback(store):
-    # "often" in 12 memories, "sometimes" in 6, "once" in 1; max_df 4 leaves out the first two.
-    await put(
-        store,
-        [
-            memory(f"kw-{i}", content=" ".join(w for w, every in (("often", 1), ("sometimes", 2)) if i % every == 0))
-            for i in range(12)
-        ]
-        + [memory("kw-once", content="once often")],
-    )
-    scope = Scope(tenant="default", at=T0 + timedelta(days=1))
+    # "often" in 13 memories, "sometimes" in 6, "once" in 1; max_df 4 leaves out the first two.
+    def numbered(i: int) -> Memory:
+        half = "late" if i >= 6 else "early"
+        content = " ".join(w for w, every in (("often", 1), ("sometimes", 2)) if i % every == 0)
+        return memory(f"kw-{i}", content=content, tags=[half], tag_prefixes=[half])
 
-    async def found(words: list[str], **options) -> set[str]:
-        return {h.id for h in await store.search_text(scope, "keyword", words, 50, max_df=4, **options)}
+    for i in range(12):  # one at a time: the index's order is the order they were written
+        await put(store, [numbered(i)])
+    await put(store, [memory("kw-once", content="once often")])
+    scope = Scope(tenant="default", at=T0 + timedelta(days=1))
+    late = Scope(tenant="default", at=scope.at, tags=("late",))
+
+    async def found(words: list[str], within: Scope = scope, **options) -> set[str]:
+        return {h.id for h in await store.search_text(within, "keyword", words, 50, max_df=4, **options)}
 
     assert await found(["often", "once"]) == {"kw-once"}  # the common word is left out
     # Every word common: the rarest ("sometimes", 6 <= DF_REACH x 4) alone, read in full...
     assert await found(["often", "sometimes"]) == {f"kw-{i}" for i in range(0, 12, 2)}
-    # ... or reading at most fallback_scan of its matches.
-    assert len(await found(["often", "sometimes"], fallback_scan=3)) == 3
+    assert await found(["often", "sometimes"], late) == {"kw-6", "kw-8", "kw-10"}
+    # ... or reading at most scan of its matches, the scope applied to
+    # those read: the first three are all "early", so "late" finds none of them.
+    assert await found(["often", "sometimes"], scan=3) == {"kw-0", "kw-2", "kw-4"}
+    assert await found(["often", "sometimes"], late, scan=3) == set()
+    # Words under max_df are searched rarest first while their matches add up
+    # to scan: "once" (1) and "sometimes" (6) within 7, "sometimes" left out within 6.
+    within = {h.id for h in await store.search_text(scope, "keyword", ["sometimes", "once"], 50, max_df=6, scan=7)}
+    assert within == {"kw-once"} | {f"kw-{i}" for i in range(0, 12, 2)}
+    assert {h.id for h in await store.search_text(scope, "keyword", ["sometimes", "once"], 50, max_df=6, scan=6)} == {
+        "kw-once"
+    }
     # A word past DF_REACH x max_df finds nothing; without max_df every word counts.
     assert DF_REACH * 1 < 13
     assert await store.search_text(scope, "keyword", ["often"], 50, max_df=1) == []

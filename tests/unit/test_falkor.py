@@ -10,7 +10,14 @@ import struct
 import pytest
 import redis.exceptions as redis_errors
 
-from services.core.adapters.falkor import _retryable, decode_embedding, encode_embedding, memory_to_row, row_to_memory
+from services.core.adapters.falkor import (
+    _retryable,
+    decode_embedding,
+    encode_embedding,
+    memory_to_row,
+    rarest_within,
+    row_to_memory,
+)
 
 TIME_FIELDS = ("timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed", "recorded_at", "enriched_at")
 
@@ -104,3 +111,10 @@ def test_encode_of_none_is_none():
 )
 def test_only_transient_errors_are_retried(error, retry):
     assert _retryable(error) is retry
+
+
+def test_rarest_within_takes_the_rarest_words_while_their_matches_fit():
+    df = {"rare": 3, "mid": 40, "common": 900, "absent": 0}
+    assert rarest_within(["common", "mid", "rare", "rare", "absent"], df, 50) == ["absent", "rare", "mid"]
+    assert rarest_within(["common", "mid"], df, 10) == ["mid"]  # the rarest always
+    assert rarest_within(["common", "mid", "rare"], df, 10_000) == ["rare", "mid", "common"]

@@ -71,7 +71,7 @@ def policy(**changes) -> RecallPolicy:
         "default_trust": 0.7,
         "keyword_max_df_ratio": 0.02,
         "keyword_min_df": 200,
-        "keyword_fallback_scan": 2000,
+        "keyword_scan": 2000,
         "keyword_candidates": 100,
         "bm25_k1": 1.2,
         "bm25_b": 0.75,

@@ -121,6 +121,18 @@ def scope_where(scope: Scope, alias: str = "n") -> tuple[str, dict[str, Any]]:
     return " AND ".join(parts), params
 
 
+def rarest_within(words: list[str], df: dict[str, int], scan: int) -> list[str]:
+    """The words, rarest first, while their document frequencies add up to
+    no more than scan (the rarest always)."""
+    taken, total = [], 0
+    for word in sorted(dict.fromkeys(words), key=lambda w: (df.get(w, 0), w)):
+        total += df.get(word, 0)
+        if taken and total > scan:
+            break
+        taken.append(word)
+    return taken
+
+
 def fulltext_query(field: str, words: list[str]) -> str | None:
     """A RediSearch query matching any of the words in one field; the words
     are alphanumeric (domain tokens), so nothing needs escaping."""
@@ -878,21 +890,26 @@ class FalkorGraphStore:
         limit: int,
         *,
         max_df: int | None = None,
-        fallback_scan: int | None = None,
+        scan: int | None = None,
     ) -> list[TextHit]:
         """An arm over the full-text index (keyword: content, tag: tags,
         metadata: metadata text): (id, score) within the scope, best first.
 
         With max_df, words held by more memories than that are left out (they
-        say little, and every match costs a row): the engine returns all
-        matches, so this bounds the arm's cost at scale. When every word is
-        that common, the rarest one alone is searched if it is within
-        DF_REACH x max_df, reading at most `fallback_scan` of its matches (in
-        the index's order: they share the one word, so little is lost, and a
-        word in 17k of 100k memories took 51 ms to read in full, 10 ms to
-        2,000); otherwise the arm finds nothing."""
+        say little, and every match costs a row); when every word is that
+        common, the rarest alone is searched if within DF_REACH x max_df,
+        otherwise the arm finds nothing.
+
+        With scan, the arm reads about that many matches at most, its cost at
+        scale: the words are searched rarest first while their matches add up
+        to no more than scan (the rarest always), and the rarest-word search
+        reads at most scan of its matches, in the index's order, the scope then
+        keeping those it holds. The words left out are the commonest, whose
+        matches rank lowest; at 100k memories a word in 17k of them took 51 ms
+        to read in full and 10 ms to 2,000, and with the scope applied first, a
+        tag held by 2% of memories made the search read all of them."""
         field = ARM_FIELDS[arm]
-        scan = ""
+        bound = ""
         if max_df is not None and words:
             # Counted just past max_df: enough to tell which words to leave out.
             df = await self.document_frequencies(field, words, cap=max_df + 1)
@@ -901,8 +918,15 @@ class FalkorGraphStore:
                 df = await self.document_frequencies(field, words, cap=df_count_cap(max_df))
                 rarest = min(words, key=lambda w: (df.get(w, 0), w))
                 kept = [rarest] if df.get(rarest, 0) <= DF_REACH * max_df else []
-                if fallback_scan is not None:
-                    scan = f"WITH n, score LIMIT {int(fallback_scan)}"
+                if scan is not None:
+                    # collect() makes the bound hold before the scope: FalkorDB
+                    # moves a filter ahead of a bare LIMIT.
+                    bound = (
+                        f"WITH n, score LIMIT {int(scan)} WITH collect([n, score]) AS read "
+                        "UNWIND read AS pair WITH pair[0] AS n, pair[1] AS score"
+                    )
+            elif scan is not None:
+                kept = rarest_within(kept, df, scan)
             words = [w for w in kept if df.get(w, 0) > 0]
         query = fulltext_query(field, words)
         if query is None:
@@ -911,7 +935,7 @@ class FalkorGraphStore:
         result = await self._query(
             f"""
             CALL db.idx.fulltext.queryNodes('Memory', $q) YIELD node AS n, score
-            WHERE {where} {scan}
+            {bound} WHERE {where}
             RETURN n.id, score, n.{field} ORDER BY score DESC LIMIT $limit
             """,
             {**params, "q": query, "limit": limit},

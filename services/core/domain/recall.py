@@ -69,6 +69,14 @@ def stem(word: str) -> str:
     return word[:-1] if word.endswith("e") and len(word) > 3 else word
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def text_stems(text: str) -> tuple[str, ...]:
+    """The stemmed words of a text, cached: BM25 re-reads the texts of the
+    keyword arm's candidates on every query, and at scale the same texts
+    come back for query after query."""
+    return tuple(stem(t) for t in tokens(text))
+
+
 @dataclass(frozen=True, slots=True)
 class TextHit:
     """A full-text arm's hit: the engine's score and the text it matched."""
@@ -95,7 +103,7 @@ def bm25(
     words = list(dict.fromkeys(query_words))
     if not words or not texts:
         return {}
-    terms = {i: [stem(t) for t in tokens(text)] for i, text in texts.items()}
+    terms = {i: text_stems(text) for i, text in texts.items()}
     average = sum(len(t) for t in terms.values()) / len(terms) or 1.0
     n = max(corpus_size, max(document_frequency.values(), default=0), 1)
     weights = {}
@@ -148,7 +156,7 @@ class RecallPolicy:
     keyword_max_df_ratio: float
     keyword_min_df: int
     keyword_candidates: int
-    keyword_fallback_scan: int
+    keyword_scan: int
     bm25_k1: float
     bm25_b: float
 
