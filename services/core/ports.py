@@ -156,8 +156,13 @@ class GraphStore(Protocol):
         left out (when all are, the rarest is searched), and about scan
         matches at most are read."""
 
-    async def document_frequencies(self, field: str, words: list[str], *, cap: int | None = None) -> dict[str, int]:
-        """How many memories hold each word in a full-text field (cached)."""
+    async def document_frequencies(
+        self, field: str, words: list[str], *, cap: int | None = None, recount: bool = False
+    ) -> dict[str, int]:
+        """How many memories hold each word in a full-text field (cached; recount: counted again and cached)."""
+
+    async def sample_texts(self, field: str, size: int) -> list[str]:
+        """A random sample of the memories' texts in a full-text field (every tenant's)."""
 
     async def list_memories(self, scope: Scope, order_by: str, limit: int, offset: int = 0) -> list[Memory]:
         """Memories within the scope in a fixed order (importance or a recall sort)."""

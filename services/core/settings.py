@@ -194,6 +194,11 @@ class Settings(BaseSettings):
     # words while their matches add up to this; when every word is over the
     # share, this many matches of the rarest (FalkorGraphStore.search_text).
     recall_keyword_scan: int = Field(default=2000, ge=1)
+    # The commonest words of a sample of the corpus have their document frequencies
+    # counted ahead this often (below the 300 s a count is cached; 0: never).
+    recall_df_warm_seconds: float = Field(default=120.0, ge=0)
+    recall_df_warm_sample: int = Field(default=2000, ge=1)  # memories sampled
+    recall_df_warm_words: int = Field(default=200, ge=1)  # words counted
     # BM25 for short passages (Anserini's MS MARCO passage defaults; memories are short).
     recall_bm25_k1: float = 0.9
     recall_bm25_b: float = 0.4

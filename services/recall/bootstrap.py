@@ -8,6 +8,7 @@ from services.core.adapters.nats_consumer import JetStreamConsumer
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.settings import Settings
 from services.core.wiring import consumer_spec, event_bus, graph_store, vector_index
+from services.recall.df_warmer import FrequencyWarmer
 from services.recall.graph_views import GraphLimits, GraphViews
 from services.recall.handlers import ReadLimits, RecallHandlers
 from services.recall.projector import Projector
@@ -53,6 +54,10 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         """Load the query embedder now, not on the first recall."""
         await embedder.embed(["warm-up"])
 
+    warmer = FrequencyWarmer(
+        lambda: handlers.warm_document_frequencies(settings.recall_df_warm_sample, settings.recall_df_warm_words),
+        settings.recall_df_warm_seconds,
+    )
     projector = Projector(graph=graph, vectors=vectors)
     consumer = JetStreamConsumer(
         events,
@@ -69,6 +74,14 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         service_name=full_service_name(recall_service_pb2, "RecallService"),
         add_servicer=recall_service_pb2_grpc.add_RecallServiceServicer_to_server,
         servicer=RecallServicer(handlers, settings.recall_default_limit, settings.reindex_batch_size, views),
-        startups=[vectors.open, vectors.optimize, graph.ensure_schema, warm_embedder, events.connect, consumer.start],
-        shutdowns=[consumer.stop, events.close, vectors.close, graph.close],
+        startups=[
+            vectors.open,
+            vectors.optimize,
+            graph.ensure_schema,
+            warm_embedder,
+            events.connect,
+            consumer.start,
+            warmer.start,
+        ],
+        shutdowns=[warmer.stop, consumer.stop, events.close, vectors.close, graph.close],
     )

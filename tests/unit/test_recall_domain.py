@@ -20,6 +20,7 @@ from services.core.domain.recall import (
     bm25,
     build_request,
     clean_tags,
+    common_words,
     dedupe,
     diversify,
     fingerprint,
@@ -850,3 +851,9 @@ def test_the_text_arms_document_frequency_bound_grows_with_the_corpus():
     assert POLICY.max_document_frequency(0) == 200
     assert POLICY.max_document_frequency(10_000) == 200
     assert POLICY.max_document_frequency(100_000) == 2000
+
+
+def test_common_words_are_those_in_the_most_texts_commonest_first():
+    texts = ["The harbour light", "harbour light harbour", "a light at sea", "sea harbour", "unique"]
+    assert common_words(texts, 10) == ["harbour", "light", "sea"]  # per text, not per use; stopwords out
+    assert common_words(texts, 1) == ["harbour"]

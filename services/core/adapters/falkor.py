@@ -837,7 +837,9 @@ class FalkorGraphStore:
         row, edges = result.result_set[0]
         return row_to_memory(dict(row)), [_edge_relation(memory_id, *edge) for edge in edges]
 
-    async def document_frequencies(self, field: str, words: list[str], *, cap: int | None = None) -> dict[str, int]:
+    async def document_frequencies(
+        self, field: str, words: list[str], *, cap: int | None = None, recount: bool = False
+    ) -> dict[str, int]:
         """How many memories (all tenants) hold each word in a full-text
         field; cached for DF_CACHE_SECONDS (a stopword filter, not a count).
 
@@ -849,7 +851,8 @@ class FalkorGraphStore:
         missing = []
         for word in dict.fromkeys(words):
             cached = self._df_cache.get((field, word))
-            if cached is not None and now - cached[1] < DF_CACHE_SECONDS and _counted_far_enough(cached, cap):
+            fresh = cached is not None and not recount and now - cached[1] < DF_CACHE_SECONDS
+            if fresh and _counted_far_enough(cached, cap):
                 found[word] = cached[0]
             elif word.isalnum():
                 missing.append(word)
@@ -881,6 +884,16 @@ class FalkorGraphStore:
             while len(self._df_cache) > DF_CACHE_SIZE:
                 self._df_cache.pop(next(iter(self._df_cache)))
         return found
+
+    async def sample_texts(self, field: str, size: int) -> list[str]:
+        """A random sample of the memories' texts in a full-text field (every
+        tenant's, as document frequencies are counted)."""
+        result = await self._query(
+            f"MATCH (n:Memory) WHERE n.{field} IS NOT NULL "
+            f"WITH n.{field} AS text, rand() AS r ORDER BY r LIMIT $size RETURN text",
+            {"size": size},
+        )
+        return [text for (text,) in result.result_set]
 
     async def search_text(
         self,

@@ -69,6 +69,17 @@ def stem(word: str) -> str:
     return word[:-1] if word.endswith("e") and len(word) > 3 else word
 
 
+def common_words(texts: Iterable[str], count: int) -> list[str]:
+    """At most `count` words found in the most texts (two at least), commonest
+    first: in a sample of the corpus, the words whose document frequencies
+    cost the most to count when a query first names them."""
+    found: dict[str, int] = {}
+    for text in texts:
+        for word in set(tokens(text)):
+            found[word] = found.get(word, 0) + 1
+    return [w for w in sorted(found, key=lambda w: (-found[w], w)) if found[w] > 1][:count]
+
+
 @functools.lru_cache(maxsize=1 << 14)
 def text_stems(text: str) -> tuple[str, ...]:
     """The stemmed words of a text, cached: BM25 re-reads the texts of the

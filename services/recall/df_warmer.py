@@ -1,0 +1,51 @@
+"""Keeps the document frequencies of the corpus's commonest words counted.
+
+The keyword arm and BM25 count how many memories hold each query word, and
+cache the count for a few minutes (FalkorGraphStore.DF_CACHE_SECONDS). A word
+held by thousands of memories is dear to count, and at 100k memories such a
+count was the largest part of a slow query's time the first time a query
+named the word. Every `interval` seconds (less than the cache keeps a count),
+this counts again the commonest words of a sample of the corpus, in the
+background, so no query waits for them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+log = structlog.get_logger()
+
+
+class FrequencyWarmer:
+    def __init__(self, warm: Callable[[], Awaitable[int]], interval_seconds: float, first_after_seconds: float = 5.0):
+        self._warm = warm
+        self._interval = interval_seconds
+        self._first = first_after_seconds
+        self._task: asyncio.Task | None = None
+        self.passes = 0
+
+    async def _loop(self) -> None:
+        delay = self._first
+        while True:
+            await asyncio.sleep(delay)
+            delay = self._interval
+            try:
+                counted = await self._warm()
+                self.passes += 1
+                log.debug("document frequencies counted ahead", words=counted)
+            except Exception as exc:  # the graph is down: the next pass tries again
+                log.warning("counting document frequencies ahead failed", error=str(exc))
+
+    def start(self) -> None:
+        if self._interval > 0:
+            self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None

@@ -1,0 +1,75 @@
+"""Document frequencies of the corpus's commonest words, counted ahead."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from services.core.domain.model import EventKind, MemoryEvent
+from services.core.domain.recall import df_count_cap
+from services.recall.df_warmer import FrequencyWarmer
+from services.recall.handlers import ReadLimits, RecallHandlers
+from tests.factories import memory_at
+
+T0 = datetime(2025, 3, 1, tzinfo=UTC)
+
+
+def handlers_on(graph, settings) -> RecallHandlers:
+    return RecallHandlers(
+        graph=graph,
+        vectors=None,
+        events=None,
+        policy=settings.recall_policy,
+        limits=ReadLimits(by_tag_default=20, by_tag_max=200, startup_default=10, related_default=5),
+    )
+
+
+async def put(graph, contents: list[str], start: int = 0) -> None:
+    memories = [memory_at(f"w-{start + i}", T0, content=text) for i, text in enumerate(contents)]
+    events = [MemoryEvent.for_memory(EventKind.CREATED, m, m.timestamp) for m in memories]
+    await graph.create_memories(memories, events, now_us=1)
+
+
+async def test_the_commonest_words_of_a_sample_are_counted_ahead_and_recounted(graph, settings):
+    await put(graph, [f"harbour lighthouse note{i}" for i in range(8)] + ["lighthouse alone", "unique words here"])
+    assert sorted(await graph.sample_texts("content", 100))[0] == "harbour lighthouse note0"
+    assert len(await graph.sample_texts("content", 3)) == 3
+
+    handlers = handlers_on(graph, settings)
+    assert await handlers.warm_document_frequencies(sample=100, words=5) == 2  # in two texts or more
+    cap = df_count_cap(await handlers._max_df())
+    assert {w: graph._df_cache[("content", w)][::2] for w in ("lighthouse", "harbour")} == {
+        "lighthouse": (9, cap),
+        "harbour": (8, cap),
+    }
+    assert ("content", "unique") not in graph._df_cache  # in one text: cheap to count when asked
+
+    # A cached count answers until a warming pass counts again.
+    await put(graph, ["lighthouse again"], start=100)
+    assert (await graph.document_frequencies("content", ["lighthouse"], cap=cap))["lighthouse"] == 9
+    await handlers.warm_document_frequencies(sample=100, words=5)
+    assert (await graph.document_frequencies("content", ["lighthouse"], cap=cap))["lighthouse"] == 10
+
+
+async def test_the_warmer_runs_every_interval_and_outlives_a_failure():
+    calls = []
+
+    async def warm() -> int:
+        calls.append(len(calls))
+        if len(calls) == 1:
+            raise ConnectionError("graph down")
+        return 3
+
+    warmer = FrequencyWarmer(warm, interval_seconds=0.01, first_after_seconds=0)
+    warmer.start()
+    for _ in range(200):
+        if warmer.passes >= 2:
+            break
+        await asyncio.sleep(0.01)
+    await warmer.stop()
+    assert warmer.passes >= 2 and len(calls) >= 3  # the first call failed, the loop went on
+
+    never = FrequencyWarmer(warm, interval_seconds=0)
+    never.start()
+    await never.stop()
+    assert never.passes == 0
