@@ -51,13 +51,20 @@ def _plan(path: str, endpoint: Callable[..., Any]) -> list[tuple[str, _Source]]:
     for name, parameter in inspect.signature(endpoint).parameters.items():
         if hints.get(name) is Request:
             sources.append((name, _the_request))
-        elif isinstance(parameter.default, params.Depends) and parameter.default.dependency is not None:
+        elif isinstance(parameter.default, params.Depends) and _of_the_request(parameter.default.dependency):
             sources.append((name, parameter.default.dependency))
         elif "{" + name + "}" in path:
             sources.append((name, _path_parameter(name)))
         else:
             raise TypeError(f"{endpoint.__name__}: {name!r} is not the request, a path parameter or a dependency")
     return sources
+
+
+def _of_the_request(dependency: Callable[..., Any] | None) -> bool:
+    """Whether a dependency is an async function of the request alone."""
+    if dependency is None or not inspect.iscoroutinefunction(dependency):
+        return False
+    return list(typing.get_type_hints(dependency).get(p) for p in inspect.signature(dependency).parameters) == [Request]
 
 
 async def _the_request(request: Request) -> Request:

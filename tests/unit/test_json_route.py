@@ -60,5 +60,16 @@ def test_a_parameter_the_plan_cannot_fill_is_refused_at_startup():
         JsonRoute("/items", endpoint, methods=["GET"])
 
 
+def test_a_dependency_of_more_than_the_request_is_refused_at_startup():
+    async def paged(request: Request, page: int = 1) -> int:
+        return page
+
+    async def endpoint(request: Request, page: int = Depends(paged)):
+        return {}
+
+    with pytest.raises(TypeError, match="'page' is not the request"):
+        JsonRoute("/items", endpoint, methods=["GET"])
+
+
 def test_every_gateway_route_is_a_json_route():
     assert ROUTES and all(isinstance(route, JsonRoute) for route in ROUTES)
