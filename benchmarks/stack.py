@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ TOKEN = "bench-token"
 class BenchStack:
     def __init__(self, **env_overrides: str):
         self.data = Path(tempfile.mkdtemp(prefix="memgrid-bench-"))
+        self.owns_data = True  # removed on exit (a subclass reusing a directory sets False)
         self.env = {
             **os.environ,
             "MEMGRID_DATA_DIR": str(self.data),
@@ -64,6 +66,8 @@ class BenchStack:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             self.process.wait(timeout=60)
+        if self.owns_data:  # a 100k run leaves half a gigabyte
+            shutil.rmtree(self.data, ignore_errors=True)
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
