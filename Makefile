@@ -44,7 +44,7 @@ lint: install proto
 	$(VENV)/bin/lint-imports
 
 bench: install proto
-	$(PY) -m benchmarks
+	$(PY) -m benchmarks $(ARGS)
 
 # Recall quality on LoCoMo dev; options through ARGS, e.g. ARGS="--offline-only".
 reindex: install proto
