@@ -113,6 +113,15 @@ async def reindex(stack: BenchStack) -> None:
     line(f"RebuildIndex {last.indexed} points", f"{last.indexed / elapsed:9.0f} points/s  ({elapsed:.1f} s)")
 
 
+def distinct_queries(rng: np.random.Generator, words: list[str], count: int) -> list[str]:
+    """`count` different queries of 3-6 words (a repeated one would be answered
+    by recall's query-embedding cache)."""
+    texts: dict[str, None] = {}
+    while len(texts) < count:
+        texts[" ".join(zipf_words(rng, words, int(rng.integers(3, 7))))] = None
+    return list(texts)
+
+
 def measure(client: KeepAlive, label: str, queries: list[str], tags: list[str] | None = None) -> None:
     samples = []
     for i, query in enumerate(queries):
@@ -151,8 +160,7 @@ def run(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 200, words_fr
             client = KeepAlive(stack.url, TOKEN)  # a new connection: the last one idled out while seeding
             for warm in range(20):
                 client.request("GET", "/recall", params={"query": f"warm up {warm}"})
-            texts = [" ".join(zipf_words(rng, words, int(rng.integers(3, 7)))) for _ in range(queries)]
-            measure(client, f"{size // 1000}k memories, query", texts)
-            texts = [" ".join(zipf_words(rng, words, int(rng.integers(3, 7)))) for _ in range(queries)]
-            measure(client, f"{size // 1000}k memories, query + tag", texts, PROJECTS)
+            texts = distinct_queries(rng, words, 2 * queries)
+            measure(client, f"{size // 1000}k memories, query", texts[:queries])
+            measure(client, f"{size // 1000}k memories, query + tag", texts[queries:], PROJECTS)
             client.close()
