@@ -138,6 +138,14 @@ class JetStreamConsumer:
             msgs = await self._sub.fetch(self._spec.batch_size, timeout=self._spec.fetch_timeout_seconds)
         except NatsTimeout:
             return 0
+        except TimeoutError:
+            # nats-py raises the builtin one too when nothing came. On a live
+            # connection that is an empty fetch: taken for a lost bus, it made
+            # the consumer pause a second and subscribe again, and recall's
+            # projection fell behind enrichment's neighbour search.
+            if self._bus.connected:
+                return 0
+            raise
         deliveries, handled = [], []
         for msg in msgs:
             try:
