@@ -7,13 +7,13 @@ have a backlog, nothing is left behind yet: the pass waits for a later turn."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import structlog
 
+from services.core.background import BackgroundLoop
 from services.core.domain.times import to_micros
 from services.core.ports import GraphStore
 from services.enrich.embedding import EmbeddingStage
@@ -22,7 +22,7 @@ from services.enrich.pipeline import EnrichmentPipeline
 log = structlog.get_logger()
 
 
-class Reconciler:
+class Reconciler(BackgroundLoop):
     def __init__(
         self,
         *,
@@ -47,7 +47,6 @@ class Reconciler:
         self._grace = timedelta(seconds=grace_seconds)
         self._batch = batch_size
         self._clock = clock
-        self._task: asyncio.Task | None = None
         self.redriven = 0
         self.redriven_embeddings = 0
 
@@ -99,16 +98,6 @@ class Reconciler:
                     )
             except Exception as exc:
                 log.warning("reconciler pass failed", error=str(exc))
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
 
 
 def _by_tenant(items: list[tuple[str, str]]) -> dict[str, list[str]]:

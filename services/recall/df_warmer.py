@@ -11,23 +11,25 @@ background, so no query waits for them."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 
 import structlog
 
+from services.core.background import BackgroundLoop
+
 log = structlog.get_logger()
 
 
-class FrequencyWarmer:
+class FrequencyWarmer(BackgroundLoop):
     def __init__(self, warm: Callable[[], Awaitable[int]], interval_seconds: float, first_after_seconds: float = 5.0):
         self._warm = warm
         self._interval = interval_seconds
         self._first = first_after_seconds
-        self._task: asyncio.Task | None = None
         self.passes = 0
 
     async def _loop(self) -> None:
+        if self._interval <= 0:
+            return  # turned off
         delay = self._first
         while True:
             await asyncio.sleep(delay)
@@ -38,14 +40,3 @@ class FrequencyWarmer:
                 log.debug("document frequencies counted ahead", words=counted)
             except Exception as exc:  # the graph is down: the next pass tries again
                 log.warning("counting document frequencies ahead failed", error=str(exc))
-
-    def start(self) -> None:
-        if self._interval > 0:
-            self._task = asyncio.create_task(self._loop())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
