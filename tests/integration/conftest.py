@@ -14,3 +14,9 @@ async def graph(settings):
     await store.ensure_schema()
     yield store
     await store.close()
+
+
+@pytest.fixture
+def store(graph):
+    """The same graph store, by the name the store tests use."""
+    return graph

@@ -11,7 +11,6 @@ from services.core.adapters.falkor import FalkorGraphStore
 from services.core.domain.errors import Unavailable
 from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
 from services.core.domain.recall import DF_REACH, Scope
-from services.core.wiring import graph_store
 
 pytestmark = pytest.mark.integration
 
@@ -43,14 +42,6 @@ async def put(store, memories: list[Memory]) -> None:
     """Create memories with their CREATED events, as ingest does."""
     events = [MemoryEvent.for_memory(EventKind.CREATED, m, T0) for m in memories]
     await store.create_memories(memories, events, now_us=1)
-
-
-@pytest.fixture
-async def store(settings):
-    store = graph_store(settings)
-    await store.ensure_schema()
-    yield store
-    await store.close()
 
 
 async def test_create_and_get_round_trips_every_field(store):

@@ -10,7 +10,6 @@ import pytest
 
 from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
 from services.core.domain.times import to_micros
-from services.core.wiring import graph_store
 
 pytestmark = pytest.mark.integration
 
@@ -45,14 +44,6 @@ async def put(store, *memories: Memory) -> None:
 async def link(store, tenant: str, source: str, target: str, kind: str = "RELATES_TO", strength: float = 0.5) -> None:
     relation = Relation(source, target, kind, strength, T0, {"reason": "test"} if kind == "PREFERS_OVER" else {})
     await store.create_relations(tenant, [relation], [MemoryEvent.associated(tenant, relation)], now_us=1)
-
-
-@pytest.fixture
-async def store(settings):
-    store = graph_store(settings)
-    await store.ensure_schema()
-    yield store
-    await store.close()
 
 
 @pytest.fixture

@@ -11,18 +11,9 @@ import pytest
 
 from services.core.domain.model import EventKind, MemoryEvent, Relation
 from services.core.ports import IdempotencyClaim
-from services.core.wiring import graph_store
 from tests.integration.test_falkor_store import T0, memory, put
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def store(settings):
-    store = graph_store(settings)
-    await store.ensure_schema()
-    yield store
-    await store.close()
 
 
 def ids(n: int) -> list[str]:
