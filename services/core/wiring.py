@@ -49,6 +49,7 @@ def vector_index(settings: Settings) -> VectorIndex:
             wait_seconds=settings.dependency_wait_seconds,
             retry_initial_seconds=settings.retry_initial_seconds,
             retry_max_seconds=settings.retry_max_seconds,
+            quantization=settings.vector_quantization,
         )
     return EdgeVectorIndex(
         path=settings.memgrid_data_dir / "vectors" / settings.qdrant_collection,
@@ -56,6 +57,7 @@ def vector_index(settings: Settings) -> VectorIndex:
         vector_size=settings.vector_size,
         autodetect=settings.vector_size_autodetect,
         optimize_every=settings.vector_optimize_every,
+        quantization=settings.vector_quantization,
     )
 
 

@@ -33,6 +33,8 @@ from qdrant_edge import (
     Point,
     Query,
     RangeFloat,
+    ScalarQuantizationConfig,
+    ScalarType,
     SearchRequest,
     UpdateOperation,
 )
@@ -54,6 +56,11 @@ INDEXED_FIELDS = {
     "t_invalid": PayloadSchemaType.Float,
     "recorded_at": PayloadSchemaType.Float,
 }
+
+
+#: VECTOR_QUANTIZATION: int8 copies of the vectors in RAM (searched first,
+#: the best rescored with the float32 vectors), or none.
+QUANTIZATIONS = {"int8": ScalarQuantizationConfig(type=ScalarType.Int8, always_ram=True), "none": None}
 
 
 def _tag_condition(query: VectorQuery, tags: tuple[str, ...]) -> list[FieldCondition]:
@@ -93,7 +100,14 @@ class EdgeVectorIndex:
     """A shard under <data_dir>/vectors/<collection>."""
 
     def __init__(
-        self, *, path: Path, collection: str, vector_size: int, autodetect: bool = True, optimize_every: int = 5000
+        self,
+        *,
+        path: Path,
+        collection: str,
+        vector_size: int,
+        autodetect: bool = True,
+        optimize_every: int = 5000,
+        quantization: str = "int8",
     ):
         self._path = path
         self._collection = collection
@@ -108,6 +122,9 @@ class EdgeVectorIndex:
         #: Held by optimize() (which runs without _lock) and by clear(), which replaces the shard.
         self._optimize_guard = threading.Lock()
         self._optimize_every = optimize_every
+        if quantization not in QUANTIZATIONS:
+            raise ValueError(f"quantization must be one of {sorted(QUANTIZATIONS)}, got {quantization!r}")
+        self._quantization = quantization
         self._since_optimize = 0
         self._optimizing: asyncio.Task | None = None
 
@@ -143,7 +160,12 @@ class EdgeVectorIndex:
         return self._path.with_name(self._path.name + ".cleared")
 
     def _config(self) -> EdgeConfig:
-        return EdgeConfig(vectors=EdgeVectorParams(size=self.dimension, distance=Distance.Cosine))
+        """The shard's configuration; on load it also applies to what the next
+        optimisation builds (a shard made without quantisation gets it then)."""
+        return EdgeConfig(
+            vectors=EdgeVectorParams(size=self.dimension, distance=Distance.Cosine),
+            quantization_config=QUANTIZATIONS[self._quantization],
+        )
 
     def _create(self) -> EdgeShard:
         shard = EdgeShard.create(str(self._path), self._config())

@@ -86,6 +86,16 @@ def current_state_filter(query: VectorQuery) -> models.Filter:
     return models.Filter(must=must, must_not=must_not)
 
 
+#: VECTOR_QUANTIZATION for a new collection (the same as the embedded index's;
+#: local mode accepts it and searches exactly).
+QUANTIZATIONS = {
+    "int8": models.ScalarQuantization(
+        scalar=models.ScalarQuantizationConfig(type=models.ScalarType.INT8, always_ram=True)
+    ),
+    "none": None,
+}
+
+
 def _score_threshold(min_score: float | None) -> float | None:
     # The engine compares scores as float32 and keeps those above the threshold;
     # local mode compares in float64. The float32 value gives both the same cut.
@@ -108,6 +118,7 @@ class QdrantClientIndex:
         wait_seconds: float = 120.0,
         retry_initial_seconds: float = 0.1,
         retry_max_seconds: float = 2.0,
+        quantization: str = "int8",
     ):
         if (url is None) == (location is None):
             raise ValueError("give either a Qdrant server url or a local location")
@@ -120,6 +131,9 @@ class QdrantClientIndex:
         self._wait = wait_seconds
         self._initial = retry_initial_seconds
         self._max = retry_max_seconds
+        if quantization not in QUANTIZATIONS:
+            raise ValueError(f"quantization must be one of {sorted(QUANTIZATIONS)}, got {quantization!r}")
+        self._quantization = QUANTIZATIONS[quantization]
         #: (configured, found) when the collection has another dimension and autodetect is off.
         self.mismatch: tuple[int, int] | None = None
         self.refused = 0
@@ -169,6 +183,7 @@ class QdrantClientIndex:
                 await client.create_collection(
                     self._collection,
                     vectors_config=models.VectorParams(size=self.dimension, distance=models.Distance.COSINE),
+                    quantization_config=self._quantization,
                 )
             except UnexpectedResponse as exc:
                 if exc.status_code != 409:  # another replica created it first
