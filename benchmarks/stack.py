@@ -42,6 +42,9 @@ class BenchStack:
         self.url = f"http://127.0.0.1:{self.env['PORT']}"
         self.process: subprocess.Popen | None = None
 
+    #: How long the stack may take to answer /health (recall optimises its index first).
+    startup_seconds = 120.0
+
     def grpc_target(self, service: str) -> str:
         return f"127.0.0.1:{self.env[f'{service.upper()}_GRPC_PORT']}"
 
@@ -50,7 +53,7 @@ class BenchStack:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "devstack"], env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + self.startup_seconds
         while True:
             try:
                 if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:

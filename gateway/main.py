@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-import structlog
-import uvicorn
+import os
 
-from gateway.app import create_app
-from gateway.auth import load_or_create_token
-from gateway.tokens_file import TokensFileError
-from services.core.observability import configure_logging
-from services.core.settings import Settings
+# grpc reads this when it is imported, so it is set before anything imports it.
+# Without the EventEngine client the gateway's calls to the services cost
+# about 0.1 ms less CPU each (grpc 1.85 on 2 cores); a value set outside wins.
+os.environ.setdefault("GRPC_EXPERIMENTS", "-event_engine_client")
+
+import structlog  # noqa: E402
+import uvicorn  # noqa: E402
+
+from gateway.app import create_app  # noqa: E402
+from gateway.auth import load_or_create_token  # noqa: E402
+from gateway.tokens_file import TokensFileError  # noqa: E402
+from services.core.observability import configure_logging  # noqa: E402
+from services.core.settings import Settings  # noqa: E402
 
 
 def main() -> None:

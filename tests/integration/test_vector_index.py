@@ -4,9 +4,11 @@ cases against qdrant-client: test_vector_congruence.py."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
 from services.core.adapters.edge_index import INDEXED_FIELDS, EdgeVectorIndex
@@ -116,6 +118,46 @@ async def test_clear_replaces_the_shard_with_an_empty_usable_one(tmp_path):
     info = await reopened._run(lambda shard: shard.info())
     assert set(info.payload_schema) == set(INDEXED_FIELDS)
     await reopened.close()
+
+
+def _quantization(path) -> dict | None:
+    """The quantisation the shard's stored configuration names."""
+    return json.loads((path / "edge_config.json").read_text()).get("quantization_config")
+
+
+async def test_int8_quantisation_returns_the_float32_results_and_reaches_older_shards(tmp_path):
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(300, 16))
+    memories = [memory(embedding=[float(x) for x in v]) for v in vectors]
+    queries = [
+        VectorQuery(vector=[float(x) for x in q], tenant="a", limit=10, current_at=NOW)
+        for q in rng.normal(size=(20, 16))
+    ]
+
+    found = {}
+    for setting in ("none", "int8"):
+        path = tmp_path / setting / "memories"
+        index = EdgeVectorIndex(path=path, collection="memories", vector_size=16, quantization=setting)
+        index.open()
+        await put(index, memories)
+        await index.optimize()
+        found[setting] = [[(h.id, round(h.score, 5)) for h in await index.search(q)] for q in queries]
+        await index.close()
+        assert (_quantization(path) is None) == (setting == "none")
+    # The int8 copies choose the candidates; the float32 vectors score them.
+    assert found["int8"] == found["none"]
+
+    # A shard made without quantisation gets it when it is opened with int8.
+    older = tmp_path / "none" / "memories"
+    upgraded = EdgeVectorIndex(path=older, collection="memories", vector_size=16, quantization="int8")
+    upgraded.open()
+    await upgraded.optimize()
+    assert _quantization(older) == {"scalar": {"type": "int8", "always_ram": True}}
+    assert [[(h.id, round(h.score, 5)) for h in await upgraded.search(q)] for q in queries] == found["none"]
+    await upgraded.close()
+
+    with pytest.raises(ValueError, match="quantization"):
+        EdgeVectorIndex(path=tmp_path / "x", collection="memories", vector_size=16, quantization="int4")
 
 
 def test_payloads_carry_what_every_filter_needs():

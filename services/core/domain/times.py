@@ -54,5 +54,4 @@ def from_micros(value: int | None) -> datetime | None:
     """The inverse of to_micros."""
     if value is None:
         return None
-    seconds, micros = divmod(int(value), 1_000_000)
-    return datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=micros)
+    return _EPOCH + timedelta(microseconds=int(value))
