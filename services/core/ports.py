@@ -161,6 +161,9 @@ class GraphStore(Protocol):
     ) -> dict[str, int]:
         """How many memories hold each word in a full-text field (cached; recount: counted again and cached)."""
 
+    async def arm_frequencies(self, arms: list[str], words: list[str], *, cap: int) -> None:
+        """Count and cache, in one query, the frequencies search_text reads first for these arms."""
+
     async def sample_texts(self, field: str, size: int) -> list[str]:
         """A random sample of the memories' texts in a full-text field (every tenant's)."""
 

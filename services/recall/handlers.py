@@ -87,6 +87,10 @@ class RebuildProgress:
     elapsed_seconds: float
 
 
+#: The full-text arms, each searched for every query.
+TEXT_ARMS = ("keyword", "metadata", "tag")
+
+
 class QueryEmbeddings:
     """Query vectors by text, with a small LRU cache (agents repeat queries)."""
 
@@ -270,7 +274,7 @@ class RecallHandlers:
             watch.lap("list")
             return pool
         max_df = await self._max_df()
-        text_arms = [(arm, query) for query in request.queries for arm in ("keyword", "metadata", "tag")]
+        text_arms = [(arm, query) for query in request.queries for arm in TEXT_ARMS]
         keyword_fetch = max(fetch, self._policy.keyword_candidates)
 
         async def vector_arm() -> list[list[VectorHit]]:
@@ -314,13 +318,20 @@ class RecallHandlers:
             debug["timings_ms"][f"{arm}_arm"] = round((time.perf_counter() - started) * 1000, 2)
             return hits[:fetch]
 
+        async def text_arms_() -> list[list[TextHit]]:
+            # Every text arm first counts its words (to leave out the commonest):
+            # one query counts them all, and the arms find the counts cached.
+            words = [w for query in request.queries for w in ranking.tokens(query)]
+            await self._graph.arm_frequencies(list(TEXT_ARMS), words, cap=max_df + 1)
+            return await asyncio.gather(*(text_arm(arm, query) for arm, query in text_arms))
+
         counts = {"vector": 0, "keyword": 0, "metadata": 0, "tag": 0}
-        results = await asyncio.gather(vector_arm(), *(text_arm(arm, query) for arm, query in text_arms))
+        vector_hits, text_hits = await asyncio.gather(vector_arm(), text_arms_())
         watch.lap("arms")
-        for hits in results[0]:
+        for hits in vector_hits:
             counts["vector"] += len(hits)
             ranking.merge(pool, "vector", ((h.id, h.score) for h in hits))
-        for (arm, _), hits in zip(text_arms, results[1:], strict=True):
+        for (arm, _), hits in zip(text_arms, text_hits, strict=True):
             ranking.merge(pool, arm, ((h.id, h.score) for h in hits), normalise=True)
         debug["arms"] = counts
         return pool

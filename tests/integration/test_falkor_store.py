@@ -143,6 +143,32 @@ async def test_capped_document_frequencies_stop_counting_at_the_cap(store):
     assert await store.document_frequencies("content", ["common", "word0"], cap=5) == {"common": 12, "word0": 4}
 
 
+async def test_the_arms_words_are_counted_in_one_query_and_cached_for_each_field(store):
+    await put(store, [memory(f"af-{i}", content=f"common word{i % 3}", tags=["common"]) for i in range(6)])
+    queries = []
+    real_query = store._query
+
+    async def counting(cypher, params=None, **options):
+        queries.append(params or {})
+        return await real_query(cypher, params, **options)
+
+    store._query = counting
+    await store.arm_frequencies(["keyword", "tag", "metadata"], ["common", "word0", "absent"], cap=4)
+    assert len(queries) == 1
+    # Each field's counts are now cached: the per-field reads make no query.
+    assert await store.document_frequencies("content", ["common", "word0", "absent"], cap=4) == {
+        "common": 4,
+        "word0": 2,
+        "absent": 0,
+    }
+    assert await store.document_frequencies("search_tags", ["common", "word0"], cap=4) == {"common": 4, "word0": 0}
+    assert await store.document_frequencies("search_meta", ["common"], cap=4) == {"common": 0}
+    assert len(queries) == 1
+    # A count that stopped at the cap is counted again for a higher one; exact ones are not.
+    assert await store.document_frequencies("content", ["common", "word0"], cap=10) == {"common": 6, "word0": 2}
+    assert len(queries) == 2 and "common" in queries[1].values() and "word0" not in queries[1].values()
+
+
 async def test_the_keyword_arm_leaves_out_common_words_and_bounds_the_rarest_word_fallback(store):
     # "often" in 13 memories, "sometimes" in 6, "once" in 1; max_df 4 leaves out the first two.
     def numbered(i: int) -> Memory:

@@ -851,43 +851,54 @@ class FalkorGraphStore:
         With cap, counting stops there (the engine yields matches lazily): a
         word in nearly every one of 100k memories took 90 ms to count in
         full, 3 ms to 2,001. A word at the cap holds at least that many."""
+        return (await self._frequencies({field: words}, cap=cap, recount=recount))[field]
+
+    async def arm_frequencies(self, arms: list[str], words: list[str], *, cap: int) -> None:
+        """Count (and cache) the words' document frequencies in the fields of
+        these arms, all in one query: what each arm's search_text reads
+        first, so the arms then find them cached."""
+        await self._frequencies({ARM_FIELDS[arm]: words for arm in arms}, cap=cap)
+
+    async def _frequencies(
+        self, fields: dict[str, list[str]], *, cap: int | None, recount: bool = False
+    ) -> dict[str, dict[str, int]]:
         now = time.monotonic()
-        found: dict[str, int] = {}
-        missing = []
-        for word in dict.fromkeys(words):
-            cached = self._df_cache.get((field, word))
-            fresh = cached is not None and not recount and now - cached[1] < DF_CACHE_SECONDS
-            if fresh and _counted_far_enough(cached, cap):
-                found[word] = cached[0]
-            elif word.isalnum():
-                missing.append(word)
-        if missing:
-            if cap is None:
-                result = await self._query(
-                    f"""
-                    UNWIND $words AS w
-                    CALL db.idx.fulltext.queryNodes('Memory', '@{field}:' + w) YIELD node
-                    RETURN w, count(node)
-                    """,
-                    {"words": missing},
-                )
-                rows = result.result_set
-            else:
-                # A branch a word (a LIMIT inside an UNWIND's subquery caps all
-                # words together); a word without matches yields no row.
-                capped = " UNION ALL ".join(
-                    f"CALL db.idx.fulltext.queryNodes('Memory', '@{field}:' + $w{i}) YIELD node "
-                    f"WITH node LIMIT $cap RETURN $w{i} AS w, count(node) AS n"
-                    for i in range(len(missing))
-                )
-                result = await self._query(capped, {"cap": cap, **{f"w{i}": w for i, w in enumerate(missing)}})
-                rows = result.result_set
-            counted = {w: int(n) for w, n in rows}
-            for word in missing:
-                found[word] = counted.get(word, 0)
-                self._df_cache[(field, word)] = (found[word], now, cap)
-            while len(self._df_cache) > DF_CACHE_SIZE:
-                self._df_cache.pop(next(iter(self._df_cache)))
+        found: dict[str, dict[str, int]] = {field: {} for field in fields}
+        missing: list[tuple[str, str]] = []
+        for field, words in fields.items():
+            for word in dict.fromkeys(words):
+                cached = self._df_cache.get((field, word))
+                fresh = cached is not None and not recount and now - cached[1] < DF_CACHE_SECONDS
+                if fresh and _counted_far_enough(cached, cap):
+                    found[field][word] = cached[0]
+                elif word.isalnum():
+                    missing.append((field, word))
+        if not missing:
+            return found
+        if cap is None:
+            result = await self._query(
+                """
+                UNWIND $pairs AS p
+                CALL db.idx.fulltext.queryNodes('Memory', '@' + p[0] + ':' + p[1]) YIELD node
+                RETURN p[0], p[1], count(node)
+                """,
+                {"pairs": [list(pair) for pair in missing]},
+            )
+        else:
+            # A branch a word (a LIMIT inside an UNWIND's subquery caps all
+            # words together); a word without matches yields no row.
+            capped = " UNION ALL ".join(
+                f"CALL db.idx.fulltext.queryNodes('Memory', '@{field}:' + $w{i}) YIELD node "
+                f"WITH node LIMIT $cap RETURN '{field}' AS f, $w{i} AS w, count(node) AS n"
+                for i, (field, _) in enumerate(missing)
+            )
+            result = await self._query(capped, {"cap": cap, **{f"w{i}": w for i, (_, w) in enumerate(missing)}})
+        counted = {(field, word): int(n) for field, word, n in result.result_set}
+        for field, word in missing:
+            found[field][word] = counted.get((field, word), 0)
+            self._df_cache[(field, word)] = (found[field][word], now, cap)
+        while len(self._df_cache) > DF_CACHE_SIZE:
+            self._df_cache.pop(next(iter(self._df_cache)))
         return found
 
     async def sample_texts(self, field: str, size: int) -> list[str]:
