@@ -156,7 +156,7 @@ def run(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 200, words_fr
         for size in sizes:
             asyncio.run(grow(seeded, size))
             seeded = size
-            time.sleep(5)  # let the background HNSW optimisation start; queries never wait for it
+            progress(f"stack quiet after {stack.settle():.0f} s")
             client = KeepAlive(stack.url, TOKEN)  # a new connection: the last one idled out while seeding
             for warm in range(20):
                 client.request("GET", "/recall", params={"query": f"warm up {warm}"})

@@ -45,6 +45,23 @@ class BenchStack:
     #: How long the stack may take to answer /health (recall optimises its index first).
     startup_seconds = 120.0
 
+    def settle(self, quiet_share: float = 0.1, window_seconds: float = 2.0, longest_seconds: float = 180.0) -> float:
+        """Wait until the stack's processes together use less than `quiet_share`
+        of one core over a window (after a bulk load: the vector index's
+        clean-up, FalkorDB's AOF rewrite), at most `longest_seconds`; returns
+        the seconds waited. A latency figure then measures queries, not the
+        load's aftermath."""
+        from benchmarks.enrichment import cpu_seconds  # enrichment imports this module
+
+        assert self.process is not None
+        started = time.monotonic()
+        while time.monotonic() - started < longest_seconds:
+            before = sum(cpu_seconds(self.process.pid).values())
+            time.sleep(window_seconds)
+            if sum(cpu_seconds(self.process.pid).values()) - before < quiet_share * window_seconds:
+                break
+        return time.monotonic() - started
+
     def grpc_target(self, service: str) -> str:
         return f"127.0.0.1:{self.env[f'{service.upper()}_GRPC_PORT']}"
 

@@ -146,14 +146,19 @@ class RecallHandlers:
             self._corpus = (size, time.monotonic())
         return self._policy.max_document_frequency(size)
 
-    async def warm_document_frequencies(self, sample: int, words: int, chunk: int = 25) -> int:
+    async def warm_document_frequencies(
+        self, sample: int, words: int, chunk: int = 25, pause_seconds: float = 0.0
+    ) -> int:
         """Count again, and cache, the document frequencies of the corpus's
         commonest words (found in a sample of it), as far as BM25 counts them:
         counting a word in thousands of memories took up to 20 ms of a query's
-        time the first time the query named it. Returns the words counted."""
+        time the first time the query named it. `chunk` words a query, with a
+        pause between queries. Returns the words counted."""
         cap = ranking.df_count_cap(await self._max_df())
         common = ranking.common_words(await self._graph.sample_texts("content", sample), words)
         for start in range(0, len(common), chunk):
+            if start:
+                await asyncio.sleep(pause_seconds)
             await self._graph.document_frequencies("content", common[start : start + chunk], cap=cap, recount=True)
         return len(common)
 

@@ -51,6 +51,21 @@ async def test_the_commonest_words_of_a_sample_are_counted_ahead_and_recounted(g
     assert (await graph.document_frequencies("content", ["lighthouse"], cap=cap))["lighthouse"] == 10
 
 
+async def test_a_pass_counts_a_chunk_of_words_a_query_with_pauses_between(graph, settings):
+    await put(graph, [f"alpha beta gamma delta note{i}" for i in range(4)])
+    handlers = handlers_on(graph, settings)
+    queries: list[float] = []
+    count = graph.document_frequencies
+
+    async def timed(*args, **options):
+        queries.append(asyncio.get_running_loop().time())
+        return await count(*args, **options)
+
+    graph.document_frequencies = timed
+    assert await handlers.warm_document_frequencies(sample=10, words=4, chunk=2, pause_seconds=0.2) == 4
+    assert len(queries) == 2 and queries[1] - queries[0] >= 0.2
+
+
 async def test_the_warmer_runs_every_interval_and_outlives_a_failure():
     calls = []
 
