@@ -17,11 +17,10 @@ from services.core.domain.times import to_micros
 
 _KIND_TO_PB = {kind: getattr(events_pb2, f"MEMORY_EVENT_KIND_{kind.name}") for kind in EventKind}
 _PB_TO_KIND = {v: k for k, v in _KIND_TO_PB.items()}
+# Timestamps convert by arithmetic from the epoch: protobuf's FromDatetime and
+# ToDatetime are Python and cost twice as much, and a recall converts a few
+# hundred times.
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-# Timestamp.FromDatetime and ToDatetime are Python in protobuf's runtime and
-# cost twice what this arithmetic does; a recall converts a few hundred times.
 
 
 def ts_to_pb(value: datetime | None) -> timestamp_pb2.Timestamp | None:

@@ -323,7 +323,7 @@ class RecallHandlers:
             debug["timings_ms"][f"{arm}_arm"] = round((time.perf_counter() - started) * 1000, 2)
             return hits[:fetch]
 
-        async def text_arms_() -> list[list[TextHit]]:
+        async def all_text_arms() -> list[list[TextHit]]:
             # Every text arm first counts its words (to leave out the commonest):
             # one query counts them all, and the arms find the counts cached.
             words = [w for query in request.queries for w in ranking.tokens(query)]
@@ -331,7 +331,7 @@ class RecallHandlers:
             return await asyncio.gather(*(text_arm(arm, query) for arm, query in text_arms))
 
         counts = {"vector": 0, "keyword": 0, "metadata": 0, "tag": 0}
-        vector_hits, text_hits = await asyncio.gather(vector_arm(), text_arms_())
+        vector_hits, text_hits = await asyncio.gather(vector_arm(), all_text_arms())
         watch.lap("arms")
         for hits in vector_hits:
             counts["vector"] += len(hits)
