@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.core.domain.limits import Limits
@@ -200,8 +200,10 @@ class Settings(BaseSettings):
     # words while their matches add up to this; when every word is over the
     # share, this many matches of the rarest (FalkorGraphStore.search_text).
     recall_keyword_scan: int = Field(default=2000, ge=1)
+    # How long a word's counted document frequency is trusted (FalkorGraphStore).
+    recall_df_cache_seconds: float = Field(default=300.0, gt=0)
     # The commonest words of a sample of the corpus have their document frequencies
-    # counted ahead this often (below the 300 s a count is cached; 0: never).
+    # counted ahead this often (less than recall_df_cache_seconds; 0: never).
     recall_df_warm_seconds: float = Field(default=120.0, ge=0)
     recall_df_warm_sample: int = Field(default=2000, ge=1)  # memories sampled
     recall_df_warm_words: int = Field(default=200, ge=1)  # words counted
@@ -263,6 +265,15 @@ class Settings(BaseSettings):
     def grpc_target(self, service: str) -> str:
         """The address the gateway dials for a service."""
         return f"{self.grpc_host}:{self.grpc_port(service)}"
+
+    @model_validator(mode="after")
+    def _warmed_before_expiry(self) -> Settings:
+        if self.recall_df_warm_seconds and self.recall_df_warm_seconds >= self.recall_df_cache_seconds:
+            raise ValueError(
+                f"RECALL_DF_WARM_SECONDS ({self.recall_df_warm_seconds}) must be less than RECALL_DF_CACHE_SECONDS "
+                f"({self.recall_df_cache_seconds}), or the counts expire before they are counted again"
+            )
+        return self
 
     @property
     def recall_policy(self) -> RecallPolicy:

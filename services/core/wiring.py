@@ -22,6 +22,7 @@ def graph_store(settings: Settings) -> FalkorGraphStore:
         wait_seconds=settings.dependency_wait_seconds,
         retry_initial_seconds=settings.retry_initial_seconds,
         retry_max_seconds=settings.retry_max_seconds,
+        df_cache_seconds=settings.recall_df_cache_seconds,
     )
 
 

@@ -1,7 +1,7 @@
 """Keeps the document frequencies of the corpus's commonest words counted.
 
 The keyword arm and BM25 count how many memories hold each query word, and
-cache the count for a few minutes (FalkorGraphStore.DF_CACHE_SECONDS). A word
+cache the count for a few minutes (RECALL_DF_CACHE_SECONDS). A word
 held by thousands of memories is dear to count, and at 100k memories such a
 count was the largest part of a slow query's time the first time a query
 named the word. Every `interval` seconds (less than the cache keeps a count),

@@ -52,7 +52,7 @@ _INDEXES = (
 )
 
 
-#: How long a word's document frequency is trusted, and how many are kept.
+#: How long a word's document frequency is trusted (by default), and how many are kept.
 DF_CACHE_SECONDS = 300.0
 DF_CACHE_SIZE = 50_000
 #: Full-text fields of Memory: the keyword, tag and metadata arms.
@@ -348,6 +348,7 @@ class FalkorGraphStore:
         retry_initial_seconds: float = 0.1,
         retry_max_seconds: float = 2.0,
         request_retry_seconds: float = 3.0,
+        df_cache_seconds: float = DF_CACHE_SECONDS,
     ):
         self._connect_args = {"host": host, "port": port, "password": password}
         self._graph_name = graph
@@ -358,6 +359,7 @@ class FalkorGraphStore:
         self._initial = retry_initial_seconds
         self._max = retry_max_seconds
         self._request_retry = request_retry_seconds
+        self._df_cache_seconds = df_cache_seconds
         #: (field, word) -> (count, when, the cap it was counted to or None: exact).
         self._df_cache: dict[tuple[str, str], tuple[int, float, int | None]] = {}
 
@@ -846,7 +848,7 @@ class FalkorGraphStore:
         self, field: str, words: list[str], *, cap: int | None = None, recount: bool = False
     ) -> dict[str, int]:
         """How many memories (all tenants) hold each word in a full-text
-        field; cached for DF_CACHE_SECONDS (a stopword filter, not a count).
+        field; cached for df_cache_seconds (RECALL_DF_CACHE_SECONDS; a stopword filter, not a count).
 
         With cap, counting stops there (the engine yields matches lazily): a
         word in nearly every one of 100k memories took 90 ms to count in
@@ -868,7 +870,7 @@ class FalkorGraphStore:
         for field, words in fields.items():
             for word in dict.fromkeys(words):
                 cached = self._df_cache.get((field, word))
-                fresh = cached is not None and not recount and now - cached[1] < DF_CACHE_SECONDS
+                fresh = cached is not None and not recount and now - cached[1] < self._df_cache_seconds
                 if fresh and _counted_far_enough(cached, cap):
                     found[field][word] = cached[0]
                 elif word.isalnum():

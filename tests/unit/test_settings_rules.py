@@ -1,0 +1,28 @@
+"""Rules between settings, checked when they are read."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from services.core.settings import Settings
+
+
+def test_document_frequencies_are_counted_again_before_their_counts_expire():
+    assert (
+        Settings(_env_file=None, recall_df_warm_seconds=120, recall_df_cache_seconds=300).recall_df_cache_seconds == 300
+    )
+    assert (
+        Settings(_env_file=None, recall_df_warm_seconds=0, recall_df_cache_seconds=10).recall_df_warm_seconds == 0
+    )  # never
+    with pytest.raises(ValidationError, match="RECALL_DF_WARM_SECONDS"):
+        Settings(_env_file=None, recall_df_warm_seconds=300, recall_df_cache_seconds=300)
+
+
+def test_the_graph_store_trusts_a_count_as_long_as_the_setting_says():
+    from services.core.wiring import graph_store
+
+    assert (
+        graph_store(Settings(_env_file=None, recall_df_cache_seconds=42, recall_df_warm_seconds=30))._df_cache_seconds
+        == 42
+    )
