@@ -7,13 +7,11 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections import defaultdict
-from pathlib import Path
 
 import grpc
 
 from benchmarks.report import line, percentiles, progress
-from benchmarks.stack import BenchStack
+from benchmarks.stack import BenchStack, cpu_seconds
 from memgrid.v1 import enrich_service_pb2, enrich_service_pb2_grpc, recall_service_pb2, recall_service_pb2_grpc
 from services.core.grpc.tenant import tenant_metadata
 
@@ -29,52 +27,6 @@ AREAS = ("billing", "search", "reporting", "auth", "ingest", "mobile")
 
 def text(i: int) -> str:
     return SENTENCES[i % len(SENTENCES)].format(tool=TOOLS[i % len(TOOLS)], area=AREAS[i % len(AREAS)]) + f" (#{i})"
-
-
-def _process_name(pid: str) -> str:
-    words = Path(f"/proc/{pid}/cmdline").read_text().split("\0")
-    module = next((w for w in words if w.startswith(("services.", "gateway."))), None)
-    if module:
-        return module.split(".")[1] if module.startswith("services.") else "gateway"
-    if any("multiprocessing" in w for w in words):
-        return "spacy-worker"  # enrich's one worker process
-    # redis-server rewrites its command line as "path host:port".
-    return Path(words[0].split()[0]).name if words and words[0].strip() else pid
-
-
-def _stat(pid: int) -> list[str]:
-    """The fields of /proc/<pid>/stat after the command name."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """CPU seconds (user + system) one process has used so far."""
-    fields = _stat(pid)
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(root: int) -> dict[str, float]:
-    """CPU seconds (user + system) so far of each process under `root`, by
-    name; empty where /proc is not there (not Linux)."""
-    if not Path("/proc").is_dir():
-        return {}
-    children: dict[int, list[int]] = defaultdict(list)
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                children[int(_stat(int(entry.name))[1])].append(int(entry.name))
-            except (OSError, IndexError, ValueError):
-                continue
-    used: dict[str, float] = defaultdict(float)
-    todo = [root]
-    while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
-        try:
-            used[_process_name(str(pid))] += process_cpu_seconds(pid)
-        except (OSError, IndexError, ValueError):
-            continue
-    return dict(used)
 
 
 def cpu_per_memory(before: dict[str, float], after: dict[str, float], count: int) -> str:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
@@ -22,10 +23,55 @@ from services.core.settings import SERVICE_NAMES
 TOKEN = "bench-token"
 
 
+def _process_name(pid: str) -> str:
+    words = Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+    module = next((w for w in words if w.startswith(("services.", "gateway."))), None)
+    if module:
+        return module.split(".")[1] if module.startswith("services.") else "gateway"
+    if any("multiprocessing" in w for w in words):
+        return "spacy-worker"  # enrich's one worker process
+    # redis-server rewrites its command line as "path host:port".
+    return Path(words[0].split()[0]).name if words and words[0].strip() else pid
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) one process has used so far."""
+    fields = _stat(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(root: int) -> dict[str, float]:
+    """CPU seconds (user + system) so far of each process under `root`, by
+    name; empty where /proc is not there (not Linux)."""
+    if not Path("/proc").is_dir():
+        return {}
+    children: dict[int, list[int]] = defaultdict(list)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                children[int(_stat(int(entry.name))[1])].append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    used: dict[str, float] = defaultdict(float)
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            used[_process_name(str(pid))] += process_cpu_seconds(pid)
+        except (OSError, IndexError, ValueError):
+            continue
+    return dict(used)
+
+
 class BenchStack:
     def __init__(self, **env_overrides: str):
         self.data = Path(tempfile.mkdtemp(prefix="memgrid-bench-"))
-        self.owns_data = True  # removed on exit (a subclass reusing a directory sets False)
         self.env = {
             **os.environ,
             "MEMGRID_DATA_DIR": str(self.data),
@@ -51,8 +97,6 @@ class BenchStack:
         clean-up, FalkorDB's AOF rewrite), at most `longest_seconds`; returns
         the seconds waited. A latency figure then measures queries, not the
         load's aftermath."""
-        from benchmarks.enrichment import cpu_seconds  # enrichment imports this module
-
         assert self.process is not None
         started = time.monotonic()
         while time.monotonic() - started < longest_seconds:
@@ -86,8 +130,7 @@ class BenchStack:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             self.process.wait(timeout=60)
-        if self.owns_data:  # a 100k run leaves half a gigabyte
-            shutil.rmtree(self.data, ignore_errors=True)
+        shutil.rmtree(self.data, ignore_errors=True)  # a 100k run leaves half a gigabyte
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)

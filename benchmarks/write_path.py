@@ -8,9 +8,8 @@ from pathlib import Path
 
 import grpc
 
-from benchmarks.enrichment import process_cpu_seconds
 from benchmarks.report import line, percentiles, progress
-from benchmarks.stack import TOKEN, BenchStack, KeepAlive
+from benchmarks.stack import TOKEN, BenchStack, KeepAlive, process_cpu_seconds
 from memgrid.v1 import (
     ingest_service_pb2,
     ingest_service_pb2_grpc,

@@ -6,21 +6,20 @@ Protobuf types stop here: handlers and the domain see dataclasses only.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from google.protobuf import json_format, timestamp_pb2
 
 from memgrid.v1 import events_pb2, memory_pb2
 from services.core.domain.drafts import Draft
 from services.core.domain.model import TIME_FIELDS, ComponentStatus, EventKind, Memory, MemoryEvent, Relation
-from services.core.domain.times import to_micros
+from services.core.domain.times import from_micros, to_micros
 
 _KIND_TO_PB = {kind: getattr(events_pb2, f"MEMORY_EVENT_KIND_{kind.name}") for kind in EventKind}
 _PB_TO_KIND = {v: k for k, v in _KIND_TO_PB.items()}
-# Timestamps convert by arithmetic from the epoch: protobuf's FromDatetime and
+# Timestamps convert through epoch microseconds: protobuf's FromDatetime and
 # ToDatetime are Python and cost twice as much, and a recall converts a few
 # hundred times.
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def ts_to_pb(value: datetime | None) -> timestamp_pb2.Timestamp | None:
@@ -35,7 +34,7 @@ def ts_from_pb(message, field: str) -> datetime | None:
     if not message.HasField(field):
         return None
     value = getattr(message, field)
-    return _EPOCH + timedelta(seconds=value.seconds, microseconds=value.nanos // 1000)
+    return from_micros(value.seconds * 1_000_000 + value.nanos // 1000)
 
 
 def memory_to_pb(memory: Memory, *, with_embedding: bool = True) -> memory_pb2.Memory:

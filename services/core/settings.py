@@ -207,6 +207,9 @@ class Settings(BaseSettings):
     recall_df_warm_seconds: float = Field(default=120.0, ge=0)
     recall_df_warm_sample: int = Field(default=2000, ge=1)  # memories sampled
     recall_df_warm_words: int = Field(default=200, ge=1)  # words counted
+    # Between two of a pass's counting queries (25 words each, about 65 ms of
+    # FalkorDB's time at 100k): a recall waits behind one of them, not the pass.
+    recall_df_warm_pause_seconds: float = Field(default=1.0, ge=0)
     # BM25 for short passages (Anserini's MS MARCO passage defaults; memories are short).
     recall_bm25_k1: float = 0.9
     recall_bm25_b: float = 0.4

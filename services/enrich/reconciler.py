@@ -6,7 +6,6 @@ have a backlog, nothing is left behind yet: the pass waits for a later turn."""
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -23,6 +22,8 @@ log = structlog.get_logger()
 
 
 class Reconciler(BackgroundLoop):
+    _failed = "reconciler pass failed"
+
     def __init__(
         self,
         *,
@@ -86,18 +87,11 @@ class Reconciler(BackgroundLoop):
         self.redriven += count
         return count
 
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval)
-            try:
-                embedded = self.redriven_embeddings
-                count = await self.run_once()
-                if count or self.redriven_embeddings > embedded:
-                    log.info(
-                        "reconciler re-drove memories", enriched=count, embedded=self.redriven_embeddings - embedded
-                    )
-            except Exception as exc:
-                log.warning("reconciler pass failed", error=str(exc))
+    async def _pass(self) -> None:
+        embedded = self.redriven_embeddings
+        count = await self.run_once()
+        if count or self.redriven_embeddings > embedded:
+            log.info("reconciler re-drove memories", enriched=count, embedded=self.redriven_embeddings - embedded)
 
 
 def _by_tenant(items: list[tuple[str, str]]) -> dict[str, list[str]]:

@@ -8,7 +8,7 @@ from services.core.adapters.nats_consumer import JetStreamConsumer
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.settings import Settings
 from services.core.wiring import consumer_spec, event_bus, graph_store, vector_index
-from services.recall.df_warmer import CHUNK_PAUSE_SECONDS, FrequencyWarmer
+from services.recall.df_warmer import FrequencyWarmer
 from services.recall.graph_views import GraphLimits, GraphViews
 from services.recall.handlers import ReadLimits, RecallHandlers
 from services.recall.projector import Projector
@@ -56,7 +56,9 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
 
     warmer = FrequencyWarmer(
         lambda: handlers.warm_document_frequencies(
-            settings.recall_df_warm_sample, settings.recall_df_warm_words, pause_seconds=CHUNK_PAUSE_SECONDS
+            settings.recall_df_warm_sample,
+            settings.recall_df_warm_words,
+            pause_seconds=settings.recall_df_warm_pause_seconds,
         ),
         settings.recall_df_warm_seconds,
     )

@@ -280,6 +280,7 @@ class RecallHandlers:
             return pool
         max_df = await self._max_df()
         text_arms = [(arm, query) for query in request.queries for arm in TEXT_ARMS]
+        words_of = {query: ranking.tokens(query) for query in request.queries}
         keyword_fetch = max(fetch, self._policy.keyword_candidates)
 
         async def vector_arm() -> list[list[VectorHit]]:
@@ -294,7 +295,7 @@ class RecallHandlers:
 
         async def text_arm(arm: str, query: str) -> list[TextHit]:
             started = time.perf_counter()
-            words = ranking.tokens(query)
+            words = words_of[query]
             if arm == "keyword":
                 # BM25's document frequencies are counted while the engine searches
                 # (as far as df_count_cap).
@@ -326,11 +327,11 @@ class RecallHandlers:
         async def all_text_arms() -> list[list[TextHit]]:
             # Every text arm first counts its words (to leave out the commonest):
             # one query counts them all, and the arms find the counts cached.
-            words = [w for query in request.queries for w in ranking.tokens(query)]
+            words = [w for query in request.queries for w in words_of[query]]
             await self._graph.arm_frequencies(list(TEXT_ARMS), words, cap=max_df + 1)
             return await asyncio.gather(*(text_arm(arm, query) for arm, query in text_arms))
 
-        counts = {"vector": 0, "keyword": 0, "metadata": 0, "tag": 0}
+        counts = dict.fromkeys(("vector", *TEXT_ARMS), 0)
         vector_hits, text_hits = await asyncio.gather(vector_arm(), all_text_arms())
         watch.lap("arms")
         for hits in vector_hits:
