@@ -26,12 +26,20 @@ def payload(tenant: str, memory_id: str) -> bytes:
     return event_to_pb(event).SerializeToString()
 
 
-async def next_named(stream, wanted: str, within: float = 15.0) -> str:
-    """The next frame of the `wanted` event (keepalives and others skipped)."""
-    async with asyncio.timeout(within):
-        async for frame in stream:
-            if frame.startswith(f"event: {wanted}\n"):
-                return frame
+async def next_named(stream, wanted: str, hub: StreamHub | None = None, within: float = 15.0) -> str:
+    """The next frame of the `wanted` event (keepalives and others skipped);
+    on a timeout, the frames seen and the hub's status say what happened."""
+    seen: list[str] = []
+    try:
+        async with asyncio.timeout(within):
+            async for frame in stream:
+                if frame.startswith(f"event: {wanted}\n"):
+                    return frame
+                seen.append(frame.split("\n", 1)[0])
+    except TimeoutError:
+        status = hub.status("acme") if hub is not None else None
+        detail = f"seen {seen[-5:]} of {len(seen)}; hub {status}"
+        raise AssertionError(f"no {wanted!r} frame in {within} s; {detail}") from None
     raise AssertionError("the stream ended")
 
 
@@ -49,7 +57,8 @@ async def test_the_stream_reports_a_lost_connection_and_resumes(falkordb_server,
         elsewhere = event_subject(settings.nats_subject_prefix, "globex", "created")
         await publisher.publish(elsewhere, payload("globex", "g1"))
         await publisher.publish(subject, payload("acme", "a1"))
-        assert '"memory_id": "a1"' in await next_named(stream, "created")
+        await asyncio.wait_for(publisher.flush(), 15)  # the server has both before the stream is read
+        assert '"memory_id": "a1"' in await next_named(stream, "created", hub)
 
         server.stop()
         assert '"since"' in await next_named(stream, "interrupted")
@@ -60,7 +69,7 @@ async def test_the_stream_reports_a_lost_connection_and_resumes(falkordb_server,
         assert '"until": "' in resumed
         await asyncio.wait_for(publisher.flush(), 15)
         await publisher.publish(subject, payload("acme", "a2"))
-        frame = await next_named(stream, "created")
+        frame = await next_named(stream, "created", hub)
         assert '"memory_id": "a2"' in frame and "g1" not in frame
         status = hub.status("acme")
         assert status["nats"] == "connected" and status["dropped"] == 0
