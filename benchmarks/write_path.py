@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
 
 from benchmarks.report import line, percentiles, progress
 from benchmarks.stack import TOKEN, BenchStack, KeepAlive, process_cpu_seconds
+from devstack.servers import free_port, wait_for_port
 from memgrid.v1 import (
     ingest_service_pb2,
     ingest_service_pb2_grpc,
@@ -108,13 +112,41 @@ def _cpu(pid: int | None) -> float:
     return 0.0 if pid is None else process_cpu_seconds(pid)
 
 
+@contextmanager
+def bare_relay(stack: BenchStack):
+    """benchmarks/bare_relay.py on a free port, relaying to the stack's ingest: (url, pid)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.bare_relay", str(port), stack.grpc_target("ingest")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, 30)
+        yield f"http://127.0.0.1:{port}", process.pid
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 async def gateway_overhead(stack: BenchStack, n: int) -> None:
     """The same call through REST and straight to the service over gRPC,
     alternately, so both see the same machine: the p50 of the paired
     differences is the gateway's overhead, and the gateway's own CPU per
-    request (from /proc) is a figure the neighbours' load moves far less."""
+    request (from /proc) is a figure the neighbours' load moves far less.
+    The same pairs through benchmarks/bare_relay.py give the floor a Python
+    relay starts from on this machine, next to which the gateway's figure
+    is read."""
     client = KeepAlive(stack.url, TOKEN)
     meta = tenant_metadata("default")
+    with bare_relay(stack) as (relay_url, relay_pid):
+        relay = KeepAlive(relay_url, TOKEN)
+        await _paired(stack, client, relay, relay_pid, meta, n)
+        relay.close()
+    client.close()
+
+
+async def _paired(stack: BenchStack, client: KeepAlive, relay: KeepAlive, relay_pid: int, meta, n: int) -> None:
     async with (
         grpc.aio.insecure_channel(stack.grpc_target("ingest")) as ic,
         grpc.aio.insecure_channel(stack.grpc_target("recall")) as rc,
@@ -137,33 +169,38 @@ async def gateway_overhead(stack: BenchStack, n: int) -> None:
         def get_rest(memory_id: str) -> None:
             client.request("GET", f"/memory/{memory_id}")
 
+        def create_bare(i: int) -> str:
+            return relay.request("POST", "/memory", {"content": f"paired relay memory {i}", "type": "Context"})[
+                "memory_id"
+            ]
+
         ids: list[str] = []
         gateway = _gateway_pid(stack)
-        for label, rest_call, grpc_call in (
-            ("create", create_rest, create_grpc),
-            ("get by id", lambda i: get_rest(ids[i]), lambda i: get_grpc(ids[i])),
+        for who, label, rest_call, grpc_call, pid in (
+            ("gateway", "create", create_rest, create_grpc, gateway),
+            ("gateway", "get by id", lambda i: get_rest(ids[i]), lambda i: get_grpc(ids[i]), gateway),
+            ("bare relay", "create", create_bare, create_grpc, relay_pid),
         ):
             rest, direct, cpu = [], [], 0.0
             for i in range(n):
-                before = _cpu(gateway)
+                before = _cpu(pid)
                 started = time.perf_counter()
                 result = rest_call(i)
                 rest.append(time.perf_counter() - started)
-                cpu += _cpu(gateway) - before
+                cpu += _cpu(pid) - before
                 started = time.perf_counter()
                 await grpc_call(i)
                 direct.append(time.perf_counter() - started)
-                if label == "create":
+                if pid == gateway and label == "create":
                     ids.append(result)
             paired = sorted(r - d for r, d in zip(rest, direct, strict=True))
-            line(f"  {label}: REST", percentiles(rest))
+            line(f"  {label}: REST" + (" (bare relay)" if who != "gateway" else ""), percentiles(rest))
             line(f"  {label}: gRPC", percentiles(direct))
             line(
-                f"gateway overhead, {label}",
+                f"{who} overhead, {label}",
                 f"p50 {paired[len(paired) // 2] * 1000:8.2f} ms  (paired REST - gRPC; "
-                f"gateway CPU {cpu * 1000 / n:.2f} ms a request)",
+                f"{who} CPU {cpu * 1000 / n:.2f} ms a request)",
             )
-    client.close()
 
 
 def run(n: int, batches: int) -> None:
@@ -180,5 +217,5 @@ def run(n: int, batches: int) -> None:
         timed("REST GET /memory/{id}", n, lambda i: client.get(f"/memory/{ids[i]}"))
         rest_batches(client, batches)
         asyncio.run(grpc_part(stack, n, batches))
-        print(f"\ngateway overhead: {n} pairs of the same call, REST then gRPC, alternately")
+        print(f"\ngateway overhead: {n} pairs of the same call, REST then gRPC, alternately (and through a bare relay)")
         asyncio.run(gateway_overhead(stack, n))

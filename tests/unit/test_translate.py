@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import hypothesis
 import pytest
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
+from hypothesis import strategies as st
 
 from gateway.envelope import ApiError
 from gateway.responses import Json
-from gateway.translate import draft_from_json, memory_to_json
+from gateway.translate import draft_from_json, memory_to_json, set_json_value
 from memgrid.v1 import memory_pb2
 from services.core.codec import memory_to_pb
 
@@ -40,6 +42,41 @@ def test_known_fields_are_carried():
     assert pb.last_accessed == "2024-01-19T00:00:00Z"
     assert json_format.MessageToDict(pb.tags) == ["a", "b:c"]
     assert json_format.MessageToDict(pb.embedding) == [0.1, 0.2]
+
+
+#: Any value json.loads gives (decode_json bounds numbers to what a double holds).
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    max_leaves=12,
+)
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(JSON_VALUES)
+def test_a_json_value_is_set_as_protobufs_own_parser_sets_it(value):
+    ours = struct_pb2.Value()
+    set_json_value(ours, value)
+    assert ours == json_format.ParseDict(value, struct_pb2.Value())
+
+
+def test_a_draft_is_the_message_protobufs_own_parser_makes():
+    body = {
+        "content": "hello",
+        "type": "Decision",
+        "confidence": 1,
+        "importance": 0.25,
+        "tags": ["a", {"nested": [1, None, True]}],
+        "embedding": [1, 2.5, -0.0, 2**60],
+        "timestamp": "2024-01-15T10:30:00Z",
+    }
+    expected = json_format.ParseDict(body, memory_pb2.MemoryDraft())
+    assert draft_from_json(body) == expected
+    assert draft_from_json(body).SerializeToString(deterministic=True) == expected.SerializeToString(deterministic=True)
 
 
 def test_string_tags_and_embedding_stay_strings():
