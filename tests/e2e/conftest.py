@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
 import pytest
@@ -41,29 +43,32 @@ async def stack_services(stack_settings):
             await service.stop()
 
 
-@pytest.fixture
-async def gateway_url(stack_settings, stack_services):
-    """The gateway over real HTTP on a free port, dialling the services."""
-    services = stack_services
-    server = None
-    task = None
+@asynccontextmanager
+async def serving(app) -> AsyncIterator[str]:
+    """An ASGI app served by uvicorn on a free port, in this event loop: its URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    task = asyncio.create_task(server.serve())
     try:
-        clients = ServiceClients.connect({name: f"127.0.0.1:{s.port}" for name, s in services.items()})
-        port = free_port()
-        config = uvicorn.Config(
-            create_app(stack_settings, API_TOKEN, clients), host="127.0.0.1", port=port, log_level="warning"
-        )
-        server = uvicorn.Server(config)
-        task = asyncio.create_task(server.serve())
         while not server.started:
             if task.done():
                 task.result()
             await asyncio.sleep(0.02)
         yield f"http://127.0.0.1:{port}"
     finally:
-        if server is not None:
-            server.should_exit = True
-            await task
+        server.should_exit = True
+        await task
+
+
+def connect(services: dict) -> ServiceClients:
+    return ServiceClients.connect({name: f"127.0.0.1:{s.port}" for name, s in services.items()})
+
+
+@pytest.fixture
+async def gateway_url(stack_settings, stack_services):
+    """The gateway over real HTTP on a free port, dialling the services."""
+    async with serving(create_app(stack_settings, API_TOKEN, connect(stack_services))) as url:
+        yield url
 
 
 @pytest.fixture

@@ -4,15 +4,13 @@ the gateway then serves."""
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import os
 
 import httpx
 import pytest
-import uvicorn
 
-from devstack.servers import free_port
+from tests.e2e.conftest import serving
 
 pytestmark = pytest.mark.e2e
 
@@ -21,22 +19,11 @@ async def test_the_bare_relay_stores_through_ingest(stack_services, client, monk
     # Importing the relay sets GRPC_EXPERIMENTS (for its own process); restored after the test.
     monkeypatch.setenv("GRPC_EXPERIMENTS", os.environ.get("GRPC_EXPERIMENTS", ""))
     relay = importlib.import_module("benchmarks.bare_relay").relay
-    port = free_port()
     app = relay(f"127.0.0.1:{stack_services['ingest'].port}")
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.02)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as relayed:
-            reply = await relayed.post("/memory", json={"content": "relayed to ingest", "type": "Insight"})
-        assert reply.status_code == 201
-        memory_id = reply.json()["memory_id"]
-        stored = await client.get(f"/memory/{memory_id}")
-        assert stored.status_code == 200
-        assert (stored.json()["memory"]["content"], stored.json()["memory"]["type"]) == ("relayed to ingest", "Insight")
-    finally:
-        server.should_exit = True
-        await task
+    async with serving(app) as url, httpx.AsyncClient(base_url=url) as relayed:
+        reply = await relayed.post("/memory", json={"content": "relayed to ingest", "type": "Insight"})
+    assert reply.status_code == 201
+    memory_id = reply.json()["memory_id"]
+    stored = await client.get(f"/memory/{memory_id}")
+    assert stored.status_code == 200
+    assert (stored.json()["memory"]["content"], stored.json()["memory"]["type"]) == ("relayed to ingest", "Insight")

@@ -14,15 +14,12 @@ from datetime import UTC, datetime
 import httpx
 import nats
 import pytest
-import uvicorn
 
-from devstack.servers import free_port
 from gateway.app import create_app
-from gateway.clients import ServiceClients
 from services.core.adapters.nats_bus import event_subject
 from services.core.codec import event_to_pb
 from services.core.domain.model import EventKind, MemoryEvent
-from tests.e2e.conftest import API_TOKEN
+from tests.e2e.conftest import API_TOKEN, connect, serving
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -41,20 +38,9 @@ def stack_settings(settings):
 @pytest.fixture
 async def other_tenant(stack_settings, stack_services):
     """A second gateway over the same services whose token belongs to tenant `other`."""
-    clients = ServiceClients.connect({name: f"127.0.0.1:{s.port}" for name, s in stack_services.items()})
-    app = create_app(stack_settings.model_copy(update={"default_tenant": "other"}), API_TOKEN, clients)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.02)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.config.port}", headers=AUTH) as client:
-            yield client
-    finally:
-        server.should_exit = True
-        await task
+    app = create_app(stack_settings.model_copy(update={"default_tenant": "other"}), API_TOKEN, connect(stack_services))
+    async with serving(app) as url, httpx.AsyncClient(base_url=url, headers=AUTH) as client:
+        yield client
 
 
 @pytest.fixture
