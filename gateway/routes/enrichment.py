@@ -34,6 +34,8 @@ STATUS = obj(
 
 @router.get("/enrichment/status", **doc(ok=STATUS))
 async def status(request: Request, who: Caller = Depends(require("read"))):
+    """The enrich service's queues and counters, and how many of the caller's
+    memories wait for enrichment (pending) and for a vector (stats.embedding.pending)."""
     reply = await clients(request).enrich.GetEnrichmentStatus(
         enrich.GetEnrichmentStatusRequest(), **call_options(request, who)
     )

@@ -106,7 +106,8 @@ class GraphStore(Protocol):
 
     async def find_unenriched(self, recorded_before_us: int, limit: int) -> list[tuple[str, str]]: ...
 
-    async def count_unenriched(self) -> int: ...
+    async def count_unenriched(self, tenant: str) -> int:
+        """The tenant's memories enrichment has not finished."""
 
     async def record_embeddings(
         self,
@@ -123,7 +124,8 @@ class GraphStore(Protocol):
     async def embedding_models(self, tenant: str, memory_ids: list[str]) -> dict[str, str]:
         """The model the embedding stage recorded for each memory's vector."""
 
-    async def count_unembedded(self) -> int: ...
+    async def count_unembedded(self, tenant: str) -> int:
+        """The tenant's memories without a vector."""
 
     async def find_unembedded(self, changed_before_us: int, limit: int) -> list[tuple[str, str]]:
         """(tenant, id) of memories without a vector, last changed before the time."""

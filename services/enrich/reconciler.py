@@ -51,13 +51,13 @@ class Reconciler(BackgroundLoop):
         self.redriven = 0
         self.redriven_embeddings = 0
 
-    async def pending(self) -> int:
-        """How many memories wait for enrichment right now (any age)."""
-        return await self._graph.count_unenriched()
+    async def pending(self, tenant: str) -> int:
+        """How many of the tenant's memories wait for enrichment right now (any age)."""
+        return await self._graph.count_unenriched(tenant)
 
-    async def pending_embeddings(self) -> int:
-        """How many memories have no vector right now (any age)."""
-        return await self._graph.count_unembedded()
+    async def pending_embeddings(self, tenant: str) -> int:
+        """How many of the tenant's memories have no vector right now (any age)."""
+        return await self._graph.count_unembedded(tenant)
 
     async def _busy(self) -> bool:
         if self._outstanding is None:

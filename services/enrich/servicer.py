@@ -55,7 +55,7 @@ class EnrichServicer(pb_grpc.EnrichServiceServicer):
         return pb.GetEnrichmentStatusResponse(
             status="running",
             queue_size=queue,
-            pending=await self._reconciler.pending(),
+            pending=await self._reconciler.pending(tenant_of(context)),
             inflight=stats.inflight,
             processed=stats.processed,
             failed=stats.failed,
@@ -68,18 +68,18 @@ class EnrichServicer(pb_grpc.EnrichServiceServicer):
                     "last_batch_seconds": round(stats.last_batch_seconds, 4),
                     "failures_by_reason": stats.by_reason,
                     "reembed": self._reembedder.status(tenant_of(context)) if self._reembedder else None,
-                    "embedding": await self._embedding_status(),
+                    "embedding": await self._embedding_status(tenant_of(context)),
                 }
             ),
         )
 
-    async def _embedding_status(self) -> dict | None:
-        """The first stage: its queue, the memories without a vector, its counts."""
+    async def _embedding_status(self, tenant: str) -> dict | None:
+        """The first stage: its queue, the tenant's memories without a vector, its counts."""
         if self._embedding is None:
             return None
         return {
             "queue_size": await self._embed_consumer.pending() if self._embed_consumer else 0,
-            "pending": await self._reconciler.pending_embeddings(),
+            "pending": await self._reconciler.pending_embeddings(tenant),
             "reconciled": self._reconciler.redriven_embeddings,
             **self._embedding.stats.to_dict(),
         }

@@ -215,7 +215,7 @@ async def test_the_embedding_write_compares_version_and_content(graph):
     assert await stage.embed_ids(TENANT, [ids[2]]) == [ids[2]]
     assert stage.stats.passed == 1
     assert (await graph.get_memory(TENANT, ids[2])).version == read[ids[2]].version + 1
-    assert await graph.count_unembedded() == 0
+    assert await graph.count_unembedded(TENANT) == 0
 
 
 async def test_the_reconciler_embeds_and_enriches_what_no_event_reached(falkordb_server, nats_server, tmp_path):

@@ -95,7 +95,7 @@ async def test_killing_enrich_mid_batch_loses_and_doubles_nothing(falkordb_serve
             assert all(n == 1 for n in counts.values()), memory.tags
             assert {"entity:tools:docker", "entity:tools:terraform"} <= set(memory.tags)
             assert memory.embedding is not None
-        assert await stack.store.count_unembedded() == 0
+        assert await stack.store.count_unembedded("acme") == 0
         pairs = await stack.edges("PRECEDED_BY")
         assert len(pairs) == len(set(pairs)), "an edge was written twice"
     finally:

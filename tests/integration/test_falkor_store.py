@@ -70,6 +70,21 @@ async def test_every_read_is_scoped_to_the_tenant(store):
     assert (await store.get_memory("b", "b1")).last_accessed == T0
 
 
+async def test_the_enrichment_backlog_counts_are_the_tenants_own(store):
+    await put(
+        store,
+        [
+            memory("a1", tenant="a"),
+            memory("a2", tenant="a", enriched_at=T0, embedding=[0.1, 0.2]),
+            memory("b1", tenant="b"),
+            memory("b2", tenant="b"),
+        ],
+    )
+    assert (await store.count_unenriched("a"), await store.count_unenriched("b")) == (1, 2)
+    assert (await store.count_unembedded("a"), await store.count_unembedded("b")) == (1, 2)
+    assert await store.count_unenriched("c") == 0
+
+
 async def test_touch_moves_last_accessed_only(store):
     await put(store, [memory("m1")])
     later = T0 + timedelta(hours=1)

@@ -770,8 +770,10 @@ class FalkorGraphStore:
                 counts[memory_id] = counts.get(memory_id, 0) + 1
         return counts
 
-    async def count_unenriched(self) -> int:
-        result = await self._query("MATCH (m:Memory) WHERE m.enriched_at IS NULL RETURN count(m)")
+    async def count_unenriched(self, tenant: str) -> int:
+        result = await self._query(
+            "MATCH (m:Memory {tenant: $tenant}) WHERE m.enriched_at IS NULL RETURN count(m)", {"tenant": tenant}
+        )
         return int(result.result_set[0][0])
 
     async def find_unenriched(self, recorded_before_us: int, limit: int) -> list[tuple[str, str]]:
@@ -1382,8 +1384,10 @@ class FalkorGraphStore:
         )
         return {memory_id: model for memory_id, model in result.result_set}
 
-    async def count_unembedded(self) -> int:
-        result = await self._query("MATCH (m:Memory) WHERE m.embedding IS NULL RETURN count(m)")
+    async def count_unembedded(self, tenant: str) -> int:
+        result = await self._query(
+            "MATCH (m:Memory {tenant: $tenant}) WHERE m.embedding IS NULL RETURN count(m)", {"tenant": tenant}
+        )
         return int(result.result_set[0][0])
 
     async def find_unembedded(self, changed_before_us: int, limit: int) -> list[tuple[str, str]]:
