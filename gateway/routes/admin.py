@@ -45,8 +45,9 @@ BATCH_SIZE = {"type": "integer", "minimum": 0, "description": "Per batch; 0 or o
     ),
 )
 async def reindex(request: Request, who: Caller = Depends(require("admin"))):
-    """Rebuild recall's vector index from the graph (every tenant's points:
-    the index is one projection); answers when the rebuild is done."""
+    """Rebuild the caller's tenant's part of recall's vector index from the
+    graph (other tenants' points stay as they are; `make reindex` rebuilds
+    every tenant's); answers when the rebuild is done, with the tenant's counts."""
     body = await optional_json_object(request)
     stream = clients(request).recall.RebuildIndex(
         recall.RebuildIndexRequest(batch_size=body_count(body, "batch_size")), **long_call(request, who)

@@ -192,9 +192,9 @@ class GraphStore(Protocol):
 
     async def entity_neighbours(self, tenant: str, ids: list[str], limit: int) -> list[tuple[str, int]]: ...
 
-    async def scan_memories(self, cursor: int, limit: int) -> tuple[int, list[Memory]]:
-        """A page of every tenant's memories with embeddings after a cursor
-        (-1 to start), and the next cursor (index rebuilds)."""
+    async def scan_memories(self, cursor: int, limit: int, tenant: str | None = None) -> tuple[int, list[Memory]]:
+        """A page of the tenant's (with None, every tenant's) memories with
+        embeddings after a cursor (-1 to start), and the next cursor (index rebuilds)."""
 
     async def graph_stats(self, tenant: str) -> GraphStats: ...
 
@@ -268,9 +268,10 @@ class VectorIndex(Protocol):
 
     async def count(self) -> int: ...
 
-    async def clear(self) -> None:
-        """Remove every point (a rebuild from the graph starts here); the index
-        keeps its dimension and payload indexes and stays usable."""
+    async def clear(self, tenant: str | None = None) -> None:
+        """Remove the tenant's points, or with None every point (a rebuild
+        from the graph starts here); the index keeps its dimension and payload
+        indexes and stays usable."""
 
     async def optimize(self) -> None:
         """Index what was written since the last optimisation (HNSW), now.

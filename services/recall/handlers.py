@@ -597,16 +597,17 @@ class RecallHandlers:
             with_payload=True,
         )  # fmt: skip
 
-    async def rebuild_index(self, batch_size: int) -> AsyncIterator[RebuildProgress]:
-        """Drop every point and project the graph again, page by page: the
-        index is a projection, so the graph alone reproduces it."""
+    async def rebuild_index(self, batch_size: int, tenant: str | None) -> AsyncIterator[RebuildProgress]:
+        """Drop the tenant's points (None: every point) and project its part
+        of the graph again, page by page: the index is a projection, so the
+        graph alone reproduces it. Other tenants' points stay searchable."""
         started = time.perf_counter()
-        total = await self._graph.count_memories()
-        await self._vectors.clear()
+        total = await self._graph.count_memories(tenant)
+        await self._vectors.clear(tenant)
         indexed = skipped = 0
         cursor = -1
         while True:
-            cursor, page = await self._graph.scan_memories(cursor, batch_size)
+            cursor, page = await self._graph.scan_memories(cursor, batch_size, tenant)
             if not page:
                 break
             points = [
@@ -619,7 +620,7 @@ class RecallHandlers:
             skipped += len(page) - len(points)
             yield RebuildProgress(indexed, skipped, total, False, time.perf_counter() - started)
         await self._vectors.optimize()
-        log.info("vector index rebuilt", indexed=indexed, skipped=skipped)
+        log.info("vector index rebuilt", tenant=tenant or "every tenant", indexed=indexed, skipped=skipped)
         yield RebuildProgress(indexed, skipped, total, True, time.perf_counter() - started)
 
     def _check_dimension(self, vector: list[float]) -> None:

@@ -22,7 +22,9 @@ async def rebuild(target: str, batch_size: int, out=sys.stdout) -> recall_servic
     last = None
     async with grpc.aio.insecure_channel(target) as channel:
         stub = recall_service_pb2_grpc.RecallServiceStub(channel)
-        async for progress in stub.RebuildIndex(recall_service_pb2.RebuildIndexRequest(batch_size=batch_size)):
+        async for progress in stub.RebuildIndex(
+            recall_service_pb2.RebuildIndexRequest(batch_size=batch_size, every_tenant=True)
+        ):
             last = progress
             share = (
                 f"{100 * (progress.indexed + progress.skipped) / progress.total:5.1f}%" if progress.total else "  -  "

@@ -159,7 +159,9 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         return pb.ListRelatedMemoriesResponse(related=related)
 
     async def RebuildIndex(self, request: pb.RebuildIndexRequest, context):
-        async for progress in self._handlers.rebuild_index(request.batch_size or self._rebuild_batch_size):
+        tenant = None if request.every_tenant else tenant_of(context)
+        batch_size = request.batch_size or self._rebuild_batch_size
+        async for progress in self._handlers.rebuild_index(batch_size, tenant):
             yield pb.RebuildIndexProgress(
                 indexed=progress.indexed,
                 skipped=progress.skipped,

@@ -334,6 +334,12 @@ async def test_tenant_a_can_neither_see_nor_change_tenant_b(clients, stack_setti
     assert not any("password" in text for text in ids_in(document)), "B's content in A's backup"
     assert a_ids <= ids_in(document)
 
+    # A's reindex drops and projects A's points only, and counts only A's memories
+    # (B's vector search is checked at the end).
+    reindexed = await admin.post("/admin/reindex", json={"batch_size": 2})
+    assert reindexed.status_code == 200, reindexed.text
+    assert (reindexed.json()["total"], reindexed.json()["indexed"]) == (len(a_ids), len(a_ids))
+
     # Bulk delete by a tag both tenants use: only A's go.
     deleted = await a.delete("/memory/by-tag", params={"tags": "shared"})
     assert deleted.status_code == 200 and deleted.json()["deleted_count"] == 2, deleted.text

@@ -85,6 +85,22 @@ async def test_the_enrichment_backlog_counts_are_the_tenants_own(store):
     assert await store.count_unenriched("c") == 0
 
 
+async def test_a_scan_pages_through_one_tenant_or_every_tenant(store):
+    await put(store, [memory(f"{tenant}{n}", tenant=tenant) for n in range(3) for tenant in ("a", "b")])
+
+    async def scan(tenant):
+        seen, cursor = [], -1
+        while True:
+            cursor, page = await store.scan_memories(cursor, 2, tenant)
+            if not page:
+                return seen
+            seen += [m.id for m in page]
+
+    assert sorted(await scan("a")) == ["a0", "a1", "a2"]
+    assert sorted(await scan(None)) == ["a0", "a1", "a2", "b0", "b1", "b2"]
+    assert await scan("c") == []
+
+
 async def test_touch_moves_last_accessed_only(store):
     await put(store, [memory("m1")])
     later = T0 + timedelta(hours=1)

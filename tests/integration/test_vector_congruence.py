@@ -295,6 +295,13 @@ async def test_delete_count_and_clear(fresh_engines):
         assert await index.count() == total - 2
     await engines.expect(HISTORY - {"plain", "ops"})
 
+    # One tenant's points go; the other tenant's stay searchable.
+    for index in engines.all:
+        await index.clear("a")
+        assert await index.count() == 1
+    await engines.expect(set())
+    await engines.expect({"other_tenant"}, tenant="b")
+
     for index in engines.all:
         await index.clear()
         assert await index.count() == 0

@@ -259,15 +259,21 @@ class EdgeVectorIndex:
             return 0
         return await self._run(lambda shard: shard.count(CountRequest(exact=True)))
 
-    async def clear(self) -> None:
-        """Remove every point by replacing the shard with an empty one (same
-        dimension and payload indexes): instant at any size, and the disk
-        space is freed at once, where deleting points would leave them to a
-        later vacuum. The old directory is renamed aside before it is
-        deleted, so a crash never leaves a half-deleted shard (open() removes
-        what was set aside, and creates an empty shard if none is there)."""
+    async def clear(self, tenant: str | None = None) -> None:
+        """Remove the tenant's points (a delete by filter), or every point by
+        replacing the shard with an empty one (same dimension and payload
+        indexes): instant at any size, and the disk space is freed at once,
+        where deleting points would leave them to a later vacuum. The old
+        directory is renamed aside before it is deleted, so a crash never
+        leaves a half-deleted shard (open() removes what was set aside, and
+        creates an empty shard if none is there)."""
         if self._shard is None:
             raise RuntimeError("the vector index is not open")
+        if tenant is not None:
+            of_tenant = Filter(must=[FieldCondition(key="tenant", match=MatchValue(tenant))])
+            await self._run(lambda shard: shard.update(UpdateOperation.delete_points_by_filter(of_tenant)))
+            log.info("vector index cleared", collection=self._collection, tenant=tenant)
+            return
 
         def recreate() -> None:
             with self._lock, self._optimize_guard:

@@ -1097,13 +1097,15 @@ class FalkorGraphStore:
         )
         return [(memory_id, int(shared)) for memory_id, shared in result.result_set]
 
-    async def scan_memories(self, cursor: int, limit: int) -> tuple[int, list[Memory]]:
-        """A page of every tenant's memories, embeddings included, after the
-        internal node id `cursor` (-1 to start); returns the next cursor. The
-        id range is a seek, so each page costs its own size, not the graph's."""
+    async def scan_memories(self, cursor: int, limit: int, tenant: str | None = None) -> tuple[int, list[Memory]]:
+        """A page of the tenant's (None: every tenant's) memories, embeddings
+        included, after the internal node id `cursor` (-1 to start); returns
+        the next cursor. The id range is a seek, so each page costs its own
+        size (and the other tenants' nodes in its range), not the graph's."""
         result = await self._query(
-            "MATCH (m:Memory) WHERE ID(m) > $after WITH m ORDER BY ID(m) LIMIT $limit RETURN ID(m), properties(m)",
-            {"after": cursor, "limit": limit},
+            "MATCH (m:Memory) WHERE ID(m) > $after AND ($tenant IS NULL OR m.tenant = $tenant) "
+            "WITH m ORDER BY ID(m) LIMIT $limit RETURN ID(m), properties(m)",
+            {"after": cursor, "limit": limit, "tenant": tenant},
         )
         if not result.result_set:
             return cursor, []

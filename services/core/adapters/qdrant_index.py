@@ -260,14 +260,15 @@ class QdrantClientIndex:
             return 0
         return (await self._client.count(self._collection, exact=True)).count
 
-    async def clear(self) -> None:
-        """Remove every point with one delete by an empty filter (it matches
-        all): the collection keeps its configuration and payload indexes,
-        and other replicas' searches go on meanwhile, which dropping and
-        recreating the collection would break."""
-        selector = models.FilterSelector(filter=models.Filter())
+    async def clear(self, tenant: str | None = None) -> None:
+        """Remove the tenant's points, or every point (a delete by an empty
+        filter, which matches all): the collection keeps its configuration
+        and payload indexes, and other replicas' searches go on meanwhile,
+        which dropping and recreating the collection would break."""
+        must = [] if tenant is None else [models.FieldCondition(key="tenant", match=models.MatchValue(value=tenant))]
+        selector = models.FilterSelector(filter=models.Filter(must=must))
         await self._open_client().delete(self._collection, points_selector=selector, wait=True)
-        log.info("vector index cleared", collection=self._collection)
+        log.info("vector index cleared", collection=self._collection, tenant=tenant or "every tenant")
 
     async def status(self) -> ComponentStatus:
         return await vector_index_status(
