@@ -85,6 +85,11 @@ class TokenAuth:
             memory_limit=settings.tenant_memory_limit,
         )
 
+    @property
+    def many_tenants(self) -> bool:
+        """Whether tokens come from a tokens file (tenants other than the default)."""
+        return self._tokens is not None
+
     def authenticate(self, request: Request) -> Caller:
         """The caller behind the presented token; 401 when there is none."""
         token = presented_token(request)

@@ -1,4 +1,10 @@
-"""GET /health: no auth; the stores, the four services and the memory count."""
+"""GET /health: no auth; the stores, the four services and the memory count.
+
+The count is the caller's tenant's when a valid token comes with the
+request. With many tenants (a tokens file), an anonymous caller gets no
+count, and only an admin gets the figures that count every tenant's data
+(the graph's memories, the stream's messages, the index's points): a probe
+learns whether memgrid is up, not how much others store."""
 
 from __future__ import annotations
 
@@ -8,14 +14,19 @@ import grpc
 from fastapi import APIRouter, Request
 from grpc_health.v1 import health_pb2
 
+from gateway.envelope import ApiError
 from gateway.openapi import doc, obj
 from gateway.responses import Json, JsonRoute
 from gateway.routes.common import clients
 from gateway.translate import now_iso
 from memgrid.v1 import recall_service_pb2
+from services.core.grpc.tenant import caller_metadata
 from services.core.settings import SERVICE_NAMES
 
 router = APIRouter(route_class=JsonRoute)
+
+#: Component figures that count every tenant's data.
+EVERY_TENANTS_FIGURES = frozenset({"memories", "messages", "points"})
 
 
 async def _service_health(request: Request, name: str) -> str:
@@ -55,6 +66,12 @@ HEALTH = obj(
 )
 async def health(request: Request):
     """No auth: the stores, the four services and the memory count; 503 when any is down."""
+    auth = request.app.state.auth
+    try:
+        caller = auth.authenticate(request)
+    except ApiError:
+        caller = None  # /health answers everyone; a token only scopes the count
+    every_tenants_figures = not auth.many_tenants or (caller is not None and caller.role == "admin")
     statuses = await asyncio.gather(*(_service_health(request, n) for n in SERVICE_NAMES))
     services = dict(zip(SERVICE_NAMES, statuses, strict=True))
     components: dict[str, dict] = {}
@@ -62,11 +79,14 @@ async def health(request: Request):
     try:
         status = await clients(request).recall.GetSystemStatus(
             recall_service_pb2.GetSystemStatusRequest(),
+            metadata=caller_metadata(caller.tenant) if caller is not None else (),
             timeout=request.app.state.settings.health_status_timeout_seconds,
         )
-        memory_count = status.memory_count
+        if caller is not None or not auth.many_tenants:
+            memory_count = status.memory_count
         for c in status.components:
-            components[c.name] = {"status": c.status, "detail": c.detail, **dict(c.figures)}
+            figures = {k: v for k, v in c.figures.items() if every_tenants_figures or k not in EVERY_TENANTS_FIGURES}
+            components[c.name] = {"status": c.status, "detail": c.detail, **figures}
     except grpc.aio.AioRpcError as exc:
         components = {
             n: {"status": "unknown", "detail": f"recall unavailable: {exc.code().name}"}

@@ -631,8 +631,10 @@ class RecallHandlers:
                 field="embedding",
             )
 
-    async def system_status(self) -> tuple[int, list[ComponentStatus]]:
-        """The memory count (all tenants) and the stores recall depends on."""
+    async def system_status(self, tenant: str | None) -> tuple[int, list[ComponentStatus]]:
+        """The memory count (the tenant's; None: all tenants') and the stores recall depends on."""
         graph = await self._graph.status()
         components = [graph, await self._events.status(), await self._vectors.status()]
+        if tenant is not None and graph.status == "connected":
+            return await self._graph.count_memories(tenant), components
         return int(graph.figures.get("memories", 0)), components

@@ -10,7 +10,7 @@ from services.core.codec import memory_to_pb, relation_seen_from, status_to_pb, 
 from services.core.domain.model import Relation
 from services.core.domain.recall import Candidate
 from services.core.domain.times import format_iso
-from services.core.grpc.tenant import tenant_of
+from services.core.grpc.tenant import tenant_if_any, tenant_of
 from services.recall.graph_views import GraphView, GraphViews
 from services.recall.handlers import RecallHandlers
 
@@ -190,7 +190,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         )
 
     async def GetSystemStatus(self, request: pb.GetSystemStatusRequest, context) -> pb.GetSystemStatusResponse:
-        count, components = await self._handlers.system_status()
+        count, components = await self._handlers.system_status(tenant_if_any(context))
         return pb.GetSystemStatusResponse(memory_count=count, components=[status_to_pb(c) for c in components])
 
     # The graph views and the analysis (services/recall/graph_views.py) ------------------------------

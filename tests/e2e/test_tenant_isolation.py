@@ -378,3 +378,21 @@ async def test_nothing_in_a_request_chooses_the_tenant(clients):
     for params in ({"tags": "probe"}, {"tags": "probe", "tenant": "alpha"}):
         listed = (await b.get("/memory/by-tag", params=params, headers={"X-Memgrid-Tenant": "alpha"})).json()
         assert listed["memories"] == [], params
+
+
+async def test_health_counts_the_callers_memories_and_tells_a_stranger_none(clients, gateway_url):
+    a, admin, b = clients[A_WRITE], clients[A_ADMIN], clients[B_WRITE]
+    await store(a, "Alpha keeps its runbooks in git", ["probe"])
+    for n in range(2):
+        await store(b, f"Beta keeps runbook {n} in a wiki", ["probe"])
+    async with httpx.AsyncClient(base_url=gateway_url) as anonymous:
+        stranger = (await anonymous.get("/health")).json()
+    assert stranger["memory_count"] is None
+    assert stranger["falkordb"] == "connected" and stranger["services"]["recall"] == "SERVING"
+    for component in stranger["components"].values():
+        assert not {"memories", "messages", "points"} & set(component), component
+    assert (await a.get("/health")).json()["memory_count"] == 1
+    assert (await b.get("/health")).json()["memory_count"] == 2
+    operator = (await admin.get("/health")).json()
+    assert operator["memory_count"] == 1 and operator["components"]["falkordb"]["memories"] == 3
+    assert "points" in operator["components"]["vector_index"]

@@ -109,6 +109,11 @@ async def test_create_writes_the_graph_and_publishes_an_event(stack, settings):
     assert other_tenant.value.code() == grpc.StatusCode.NOT_FOUND
     status = await recall.GetSystemStatus(recall_service_pb2.GetSystemStatusRequest())
     assert status.memory_count == 1
+    for tenant, count in (("acme", 1), ("other", 0)):  # with a tenant, its own count
+        scoped = await recall.GetSystemStatus(
+            recall_service_pb2.GetSystemStatusRequest(), metadata=tenant_metadata(tenant)
+        )
+        assert scoped.memory_count == count
     assert {c.name: c.status for c in status.components} == {
         "falkordb": "connected",
         "nats": "connected",

@@ -29,6 +29,11 @@ def _metadata_value(context, key: str) -> str | None:
     return None
 
 
+def tenant_if_any(context) -> str | None:
+    """The tenant of the current call, or None for a call on no tenant's behalf."""
+    return _metadata_value(context, TENANT_METADATA_KEY)
+
+
 def tenant_of(context) -> str:
     """The tenant of the current call; refused when absent."""
     tenant = _metadata_value(context, TENANT_METADATA_KEY)
