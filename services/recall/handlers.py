@@ -619,7 +619,10 @@ class RecallHandlers:
             indexed += len(points)
             skipped += len(page) - len(points)
             yield RebuildProgress(indexed, skipped, total, False, time.perf_counter() - started)
-        await self._vectors.optimize()
+        if tenant is None:
+            await self._vectors.optimize()  # every point is new: index them all before answering
+        # A tenant's points are left to the periodic optimisation, as any
+        # write's are: an optimisation holds up every tenant's searches.
         log.info("vector index rebuilt", tenant=tenant or "every tenant", indexed=indexed, skipped=skipped)
         yield RebuildProgress(indexed, skipped, total, True, time.perf_counter() - started)
 
