@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from services.core.adapters.edge_index import EdgeVectorIndex
 from services.core.wiring import graph_store
 
 
@@ -20,3 +21,12 @@ async def graph(settings):
 def store(graph):
     """The same graph store, by the name the store tests use."""
     return graph
+
+
+@pytest.fixture
+async def index(tmp_path):
+    """The in-process vector index (qdrant-edge), 4 dimensions, in the test's directory."""
+    vectors = EdgeVectorIndex(path=tmp_path / "vectors" / "memories", collection="memories", vector_size=4)
+    vectors.open()
+    yield vectors
+    await vectors.close()

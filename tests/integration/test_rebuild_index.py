@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from services.core.adapters.edge_index import EdgeVectorIndex
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.projection import VectorQuery, vector_payload
 from services.recall.handlers import ReadLimits, RecallHandlers
@@ -25,14 +24,6 @@ AXES = {"a": [1.0, 0.0, 0.0, 0.0], "b": [0.0, 1.0, 0.0, 0.0]}
 def uid(name: str) -> str:
     """Memory ids are UUIDs (vector points are keyed by them)."""
     return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
-
-
-@pytest.fixture
-async def index(tmp_path):
-    vectors = EdgeVectorIndex(path=tmp_path / "vectors" / "memories", collection="memories", vector_size=4)
-    vectors.open()
-    yield vectors
-    await vectors.close()
 
 
 async def test_a_tenants_rebuild_touches_only_its_points(graph, settings, index, monkeypatch):

@@ -30,14 +30,6 @@ def memory(tenant: str = "a", **fields) -> Memory:
     return Memory(**values)
 
 
-@pytest.fixture
-async def index(tmp_path):
-    index = EdgeVectorIndex(path=tmp_path / "vectors" / "memories", collection="memories", vector_size=4)
-    index.open()
-    yield index
-    await index.close()
-
-
 async def put(index, memories):
     await index.upsert([(m.id, m.embedding, vector_payload(m)) for m in memories])
 
