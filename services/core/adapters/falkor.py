@@ -1102,9 +1102,9 @@ class FalkorGraphStore:
         included, after the internal node id `cursor` (-1 to start); returns
         the next cursor. The id range is a seek, so each page costs its own
         size (and the other tenants' nodes in its range), not the graph's."""
+        of = "" if tenant is None else " {tenant: $tenant}"  # two plans: every tenant's scan stays a plain id seek
         result = await self._query(
-            "MATCH (m:Memory) WHERE ID(m) > $after AND ($tenant IS NULL OR m.tenant = $tenant) "
-            "WITH m ORDER BY ID(m) LIMIT $limit RETURN ID(m), properties(m)",
+            f"MATCH (m:Memory{of}) WHERE ID(m) > $after WITH m ORDER BY ID(m) LIMIT $limit RETURN ID(m), properties(m)",
             {"after": cursor, "limit": limit, "tenant": tenant},
         )
         if not result.result_set:
