@@ -138,15 +138,17 @@ async def gateway_overhead(stack: BenchStack, n: int) -> None:
     relay starts from on this machine, next to which the gateway's figure
     is read."""
     client = KeepAlive(stack.url, TOKEN)
-    meta = tenant_metadata("default")
     with bare_relay(stack) as (relay_url, relay_pid):
         relay = KeepAlive(relay_url, TOKEN)
-        await _paired(stack, client, relay, relay_pid, meta, n)
-        relay.close()
-    client.close()
+        try:
+            await _paired(stack, client, relay, relay_pid, n)
+        finally:
+            relay.close()
+            client.close()
 
 
-async def _paired(stack: BenchStack, client: KeepAlive, relay: KeepAlive, relay_pid: int, meta, n: int) -> None:
+async def _paired(stack: BenchStack, client: KeepAlive, relay: KeepAlive, relay_pid: int, n: int) -> None:
+    meta = tenant_metadata("default")
     async with (
         grpc.aio.insecure_channel(stack.grpc_target("ingest")) as ic,
         grpc.aio.insecure_channel(stack.grpc_target("recall")) as rc,

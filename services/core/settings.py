@@ -206,11 +206,12 @@ class Settings(BaseSettings):
     # counted ahead this often (less than recall_df_cache_seconds; 0: never).
     recall_df_warm_seconds: float = Field(default=120.0, ge=0)
     recall_df_warm_sample: int = Field(default=2000, ge=1)  # memories sampled
-    # Words counted, 25 a query: with 1000 (40 queries a pass) the 100k recall
-    # benchmark's p95 was 45-48 ms, with 200 46-55 ms (first-use counts in queries).
+    # Words counted: with 1000 (40 queries a pass) the 100k recall benchmark's
+    # p95 was 45-48 ms, with 200 46-55 ms (first-use counts in queries).
     recall_df_warm_words: int = Field(default=1000, ge=1)
-    # Between two of a pass's counting queries (25 words each, about 65 ms of
-    # FalkorDB's time at 100k): a recall waits behind one of them, not the pass.
+    # Words a counting query (about 65 ms of FalkorDB's time at 100k), and the
+    # pause between two: a recall waits behind one of them, not the pass.
+    recall_df_warm_chunk: int = Field(default=25, ge=1)
     recall_df_warm_pause_seconds: float = Field(default=1.0, ge=0)
     # BM25 for short passages (Anserini's MS MARCO passage defaults; memories are short).
     recall_bm25_k1: float = 0.9

@@ -58,6 +58,7 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         lambda: handlers.warm_document_frequencies(
             settings.recall_df_warm_sample,
             settings.recall_df_warm_words,
+            chunk=settings.recall_df_warm_chunk,
             pause_seconds=settings.recall_df_warm_pause_seconds,
         ),
         settings.recall_df_warm_seconds,

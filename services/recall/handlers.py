@@ -146,9 +146,7 @@ class RecallHandlers:
             self._corpus = (size, time.monotonic())
         return self._policy.max_document_frequency(size)
 
-    async def warm_document_frequencies(
-        self, sample: int, words: int, chunk: int = 25, pause_seconds: float = 0.0
-    ) -> int:
+    async def warm_document_frequencies(self, sample: int, words: int, chunk: int, pause_seconds: float = 0.0) -> int:
         """Count again, and cache, the document frequencies of the corpus's
         commonest words (found in a sample of it), as far as BM25 counts them:
         counting a word in thousands of memories took up to 20 ms of a query's

@@ -36,7 +36,7 @@ async def test_the_commonest_words_of_a_sample_are_counted_ahead_and_recounted(g
     assert len(await graph.sample_texts("content", 3)) == 3
 
     handlers = handlers_on(graph, settings)
-    assert await handlers.warm_document_frequencies(sample=100, words=5) == 2  # in two texts or more
+    assert await handlers.warm_document_frequencies(sample=100, words=5, chunk=25) == 2  # in two texts or more
     cap = df_count_cap(await handlers._max_df())
     assert {w: graph._df_cache[("content", w)][::2] for w in ("lighthouse", "harbour")} == {
         "lighthouse": (9, cap),
@@ -47,7 +47,7 @@ async def test_the_commonest_words_of_a_sample_are_counted_ahead_and_recounted(g
     # A cached count answers until a warming pass counts again.
     await put(graph, ["lighthouse again"], start=100)
     assert (await graph.document_frequencies("content", ["lighthouse"], cap=cap))["lighthouse"] == 9
-    await handlers.warm_document_frequencies(sample=100, words=5)
+    await handlers.warm_document_frequencies(sample=100, words=5, chunk=25)
     assert (await graph.document_frequencies("content", ["lighthouse"], cap=cap))["lighthouse"] == 10
 
 

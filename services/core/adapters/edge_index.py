@@ -63,6 +63,10 @@ INDEXED_FIELDS = {
 QUANTIZATIONS = {"int8": ScalarQuantizationConfig(type=ScalarType.Int8, always_ram=True), "none": None}
 
 
+def _of_tenant(tenant: str) -> FieldCondition:
+    return FieldCondition(key="tenant", match=MatchValue(tenant))
+
+
 def _tag_condition(query: VectorQuery, tags: tuple[str, ...]) -> list[FieldCondition]:
     key = "tags" if query.tag_match == "exact" else "tag_prefixes"
     return [FieldCondition(key=key, match=MatchValue(tag)) for tag in tags]
@@ -71,7 +75,7 @@ def _tag_condition(query: VectorQuery, tags: tuple[str, ...]) -> list[FieldCondi
 def current_state_filter(query: VectorQuery) -> Filter:
     """The filter of a VectorQuery (its docstring is the contract; the
     qdrant-client index builds the same one)."""
-    must: list = [FieldCondition(key="tenant", match=MatchValue(query.tenant))]
+    must: list = [_of_tenant(query.tenant)]
     must_not: list = [FieldCondition(key="lifecycle", match=MatchValue(ARCHIVED))]
     if query.current_at is not None:
         now = query.current_at.timestamp()
@@ -270,7 +274,7 @@ class EdgeVectorIndex:
         if self._shard is None:
             raise RuntimeError("the vector index is not open")
         if tenant is not None:
-            of_tenant = Filter(must=[FieldCondition(key="tenant", match=MatchValue(tenant))])
+            of_tenant = Filter(must=[_of_tenant(tenant)])
             await self._run(lambda shard: shard.update(UpdateOperation.delete_points_by_filter(of_tenant)))
             log.info("vector index cleared", collection=self._collection, tenant=tenant)
             return

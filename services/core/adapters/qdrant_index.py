@@ -55,10 +55,14 @@ def _tag_conditions(query: VectorQuery, tags: tuple[str, ...]) -> list[models.Fi
     return [models.FieldCondition(key=key, match=models.MatchValue(value=tag)) for tag in tags]
 
 
+def _of_tenant(tenant: str) -> models.FieldCondition:
+    return models.FieldCondition(key="tenant", match=models.MatchValue(value=tenant))
+
+
 def current_state_filter(query: VectorQuery) -> models.Filter:
     """The filter of a VectorQuery (its docstring is the contract), built as
     edge_index.current_state_filter builds it for qdrant-edge."""
-    must: list = [models.FieldCondition(key="tenant", match=models.MatchValue(value=query.tenant))]
+    must: list = [_of_tenant(query.tenant)]
     must_not: list = [models.FieldCondition(key="lifecycle", match=models.MatchValue(value=ARCHIVED))]
     if query.current_at is not None:
         now = query.current_at.timestamp()
@@ -265,8 +269,7 @@ class QdrantClientIndex:
         filter, which matches all): the collection keeps its configuration
         and payload indexes, and other replicas' searches go on meanwhile,
         which dropping and recreating the collection would break."""
-        must = [] if tenant is None else [models.FieldCondition(key="tenant", match=models.MatchValue(value=tenant))]
-        selector = models.FilterSelector(filter=models.Filter(must=must))
+        selector = models.FilterSelector(filter=models.Filter(must=[] if tenant is None else [_of_tenant(tenant)]))
         await self._open_client().delete(self._collection, points_selector=selector, wait=True)
         log.info("vector index cleared", collection=self._collection, tenant=tenant or "every tenant")
 
