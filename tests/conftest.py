@@ -17,7 +17,8 @@ from services.core.settings import Settings
 
 @pytest.fixture(scope="session")
 def falkordb_server(tmp_path_factory) -> Iterator[ServerProcess]:
-    server = start_falkordb(free_port(), tmp_path_factory.mktemp("falkordb"))
+    timeout = Settings(_env_file=None).falkordb_query_timeout_ms  # as the devstack loads it
+    server = start_falkordb(free_port(), tmp_path_factory.mktemp("falkordb"), query_timeout_ms=timeout)
     yield server
     server.stop()
 

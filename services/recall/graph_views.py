@@ -1,10 +1,11 @@
 """The graph views (/graph/*) and the analysis (/analyze): reads of the
 tenant's graph shaped for a viewer, each through the current-state pass.
 
-Every node is flagged with its state. In current mode (the default) a node
-that is archived, expired or not yet valid is left out, with its edges, and
-so is a superseded node whose chain has no current head; a superseded node
-whose head is current is kept, flagged `superseded` with `replaced_by`, and
+Every node is flagged with its state, by the current-state pass. In current
+mode (the default) a node that is archived, expired or not yet valid is left
+out, with its edges; a superseded node (one a current memory replaces: a
+node whose successors are all dead is current) is kept, flagged
+`superseded` with `replaced_by` (the last current memory of its chain), and
 the head is shown beside it. A viewer needs the old node to draw the chain,
 and the flag means it is never taken for current (spec 002: a client that
 drops the state is how a superseded memory reads as current). Neighbourhoods
@@ -49,6 +50,8 @@ class GraphLimits:
     max_depth: int
     max_edges: int
     analysis_top: int
+    #: The supersession chains the analysis walks, as long as the state pass's.
+    state_max_hops: int = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,5 +197,7 @@ class GraphViews:
     async def analyze(self, tenant: str) -> dict:
         """The analysis document of the tenant's memories (counts over all of them)."""
         now = self._clock()
-        figures = await self._graph.analysis_figures(tenant, now_us=to_micros(now), top=self._limits.analysis_top)
+        figures = await self._graph.analysis_figures(
+            tenant, now_us=to_micros(now), top=self._limits.analysis_top, max_hops=self._limits.state_max_hops
+        )
         return analysis_document(figures, at=now)

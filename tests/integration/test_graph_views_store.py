@@ -161,3 +161,30 @@ async def test_export_nodes_lists_entities_and_patterns_of_the_tenant(graph):
     assert await graph.export_nodes("other", "Entity") == []
     with pytest.raises(ValueError):
         await graph.export_nodes("acme", "Outbox")
+
+
+async def test_analysis_counts_as_superseded_only_memories_a_current_one_replaces(graph):
+    """As the state pass: a dead successor supersedes nothing; a chain's dead
+    links are walked through; a cycle back to the memory itself is no head."""
+    dead = {"t_invalid": T0 - timedelta(hours=1)}
+    await put(
+        graph,
+        memory("p", "beta"),  # -> q, expired: p stays current
+        memory("q", "beta", **dead),
+        memory("r", "beta", **dead),  # -> s (expired) -> t (current): r superseded through s
+        memory("s", "beta", **dead),
+        memory("t", "beta"),
+        memory("u", "beta"),  # -> v (archived) -> u: a cycle back to u is no head
+        memory("v", "beta", archived=True),
+        memory("w", "beta"),  # -> x, not yet valid: w stays current
+        memory("x", "beta", t_valid=T0 + timedelta(days=30)),
+    )
+    for source, target in (("p", "q"), ("r", "s"), ("s", "t"), ("u", "v"), ("v", "u"), ("w", "x")):
+        await link(graph, "beta", source, target, "INVALIDATED_BY", strength=1.0)
+    figures = await graph.analysis_figures("beta", now_us=to_micros(T0 + timedelta(days=1)), top=10)
+    # r and s are superseded (t is current); q expired; v archived (u, its successor, is current, but archived
+    # comes after superseded: v is superseded by u); x not yet valid; p, t, u, w current.
+    assert figures.states == {"current": 4, "archived": 0, "expired": 1, "not_yet_valid": 1, "superseded": 3}
+    # A chain longer than the bound finds no head.
+    short = await graph.analysis_figures("beta", now_us=to_micros(T0 + timedelta(days=1)), top=10, max_hops=1)
+    assert short.states["superseded"] == 2  # s (-> t) and v (-> u); r's head is two hops away

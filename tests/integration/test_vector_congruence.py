@@ -259,6 +259,59 @@ async def test_min_score_equal_to_a_score_cuts_alike(fresh_engines):
     assert await engines.search(tenant="c", vector=axis, min_score=1.0) == []
 
 
+async def test_the_time_window_bounds_timestamps_half_open(fresh_engines):
+    """[start, end) over `timestamp`, as the graph arms' scope_where: the
+    start itself is in, the end itself is out, to the microsecond."""
+    engines = fresh_engines
+    start, end = datetime(2021, 1, 1, tzinfo=UTC), datetime(2022, 1, 1, tzinfo=UTC)
+    rng = np.random.default_rng(2021)
+    at = {
+        "y2020": datetime(2020, 6, 1, tzinfo=UTC),
+        "just_before": start - timedelta(microseconds=1),
+        "at_start": start,
+        "y2021": datetime(2021, 6, 1, tzinfo=UTC),
+        "last_micro": end - timedelta(microseconds=1),
+        "at_end": end,
+        "y2022": datetime(2022, 6, 1, tzinfo=UTC),
+    }
+    for name, when in at.items():
+        engines.memories[name] = memory(
+            tenant="w", timestamp=when, t_valid=when, recorded_at=when, embedding=unit(rng), tags=("Team:Core",)
+        )
+    engines.memories["w_expired"] = memory(
+        tenant="w", timestamp=at["y2021"], t_valid=at["y2021"], t_invalid=NOW - timedelta(days=1), embedding=unit(rng)
+    )
+    engines._names.update({m.id: n for n, m in engines.memories.items()})
+    for index in engines.all:
+        await index.upsert(points([engines.memories[n] for n in (*at, "w_expired")]))
+    inside = {"at_start", "y2021", "last_micro"}
+    await engines.expect(inside, tenant="w", current_at=NOW, window_start=start, window_end=end)
+    await engines.expect(inside | {"w_expired"}, tenant="w", window_start=start, window_end=end)  # history
+    await engines.expect(inside | {"at_end", "y2022"}, tenant="w", current_at=NOW, window_start=start)
+    await engines.expect({"y2020", "just_before"} | inside, tenant="w", current_at=NOW, window_end=end)
+    await engines.expect(
+        inside, tenant="w", current_at=NOW, window_start=start, window_end=end, tags=("team",), tag_match="prefix"
+    )
+    await engines.expect(set(), tenant="w", window_start=end, window_end=end)
+
+
+async def test_an_edge_shard_made_before_the_timestamp_field_index_gets_it(tmp_path, monkeypatch):
+    """The in-process shard indexes fields at creation; a shard made before
+    `timestamp` was indexed gets the index when loaded. (qdrant-client's index
+    adds missing payload indexes on open too; its local mode keeps none.)"""
+    older = {k: v for k, v in edge_index.INDEXED_FIELDS.items() if k != "timestamp"}
+    with monkeypatch.context() as patched:
+        patched.setattr(edge_index, "INDEXED_FIELDS", older)
+        index = await open_index("edge", tmp_path)
+        assert "timestamp" not in index._shard.info().payload_schema
+        await index.close()
+    index = await open_index("edge", tmp_path)
+    try:
+        assert set(index._shard.info().payload_schema) == set(edge_index.INDEXED_FIELDS)
+    finally:
+        await index.close()
+
+
 async def test_payloads_are_returned_alike(engines):
     query = VectorQuery(vector=unit(np.random.default_rng(5)), tenant="a", limit=50, current_at=NOW)
     edge, client = engines.all

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import grpc
 import pytest
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
-from gateway.envelope import GRPC_TO_HTTP
+from gateway.envelope import GRPC_TO_HTTP, grpc_error_handler
 from services.core.domain.errors import (
     AlreadyExists,
+    DeadlineExceeded,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -59,6 +62,7 @@ def test_invalid_argument_carries_code_message_reason_and_metadata():
         (FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
         (ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
         (Unavailable, grpc.StatusCode.UNAVAILABLE),
+        (DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
         (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
     ],
 )
@@ -111,7 +115,30 @@ def test_error_info_is_none_without_rich_details():
         (grpc.StatusCode.UNAUTHENTICATED, 401),
         (grpc.StatusCode.UNIMPLEMENTED, 501),
         (grpc.StatusCode.UNAVAILABLE, 503),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, 504),
     ],
 )
 def test_grpc_codes_map_to_http(code, http):
     assert GRPC_TO_HTTP[code] == http
+
+
+class FakeAioCall(FakeCall, grpc.aio.AioRpcError):
+    """The same, as the gateway's aio channel raises it."""
+
+    def __init__(self, code: grpc.StatusCode, details: str, trailers: tuple = ()):
+        FakeCall.__init__(self, code, details, trailers)
+
+
+async def test_a_graph_query_timeout_is_a_504_in_the_envelope():
+    error = DeadlineExceeded("FALKORDB_QUERY_TIMEOUT", "the graph query did not finish within 50 ms", timeout_ms=50)
+    status = to_grpc_status(error)
+    assert status.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    reply = await grpc_error_handler(None, FakeAioCall(status.code, status.details, status.trailing_metadata))
+    assert reply.status_code == 504
+    assert json.loads(reply.body) == {
+        "status": "error",
+        "code": 504,
+        "message": "the graph query did not finish within 50 ms",
+        "reason": "FALKORDB_QUERY_TIMEOUT",
+        "details": {"timeout_ms": "50"},
+    }

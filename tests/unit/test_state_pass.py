@@ -12,15 +12,14 @@ import pytest
 from services.core.domain.errors import InvalidArgument
 from services.core.domain.model import Memory
 from services.core.domain.state import (
-    Chain,
     State,
     Successor,
     Verdict,
-    advance,
+    edges_at,
+    find_head,
     judge,
-    next_in_chain,
     resolve_state_mode,
-    start_chains,
+    to_load,
     window_state,
 )
 
@@ -53,19 +52,33 @@ def edge(target: str, days_before_at: float | None = 1, kind: str = "INVALIDATED
     return Successor(target, kind, created)
 
 
-def walk(start_ids, graph, max_hops=5):
-    """Drive start_chains/advance as the recall handler does: the edges of a
-    whole frontier are loaded at once. Returns the chains and the batches read."""
+def load(start_ids, graph, records, max_hops=5):
+    """Drive to_load as the recall handler does: the starts' edges first, then
+    the records and edges of a whole frontier at once. Returns what was
+    loaded and the batches read."""
     successors = {i: graph.get(i, []) for i in start_ids}
+    loaded = {i: records[i] for i in start_ids if i in records}
     batches = [sorted(start_ids)]
-    chains = start_chains(list(start_ids), successors, AT)
     for _ in range(max_hops + 1):
-        needed = advance(chains, successors, AT, max_hops)
+        needed = to_load(list(start_ids), successors, AT, max_hops)
         if not needed:
             break
         batches.append(sorted(needed))
         successors.update({i: graph.get(i, []) for i in needed})
-    return chains, batches
+        loaded.update({i: records[i] for i in needed if i in records})
+    return successors, loaded, batches
+
+
+def verdict_of(start, graph, records, max_hops=5):
+    successors, loaded, _ = load([start], graph, records, max_hops)
+    return judge(records[start], successors, loaded, AT, max_hops)
+
+
+DEAD = {
+    "expired": {"t_invalid": AT - timedelta(days=1)},
+    "archived": {"archived": True},
+    "not_yet_valid": {"t_valid": AT + timedelta(days=1)},
+}
 
 
 # resolve_state_mode --------------------------------------------------------------------------------------
@@ -122,6 +135,14 @@ def test_resolve_state_mode_ignores_a_bad_current_only_when_state_mode_is_sent()
     assert resolve_state_mode("history", "maybe") is True
 
 
+def test_a_read_whose_default_is_history_still_takes_current_when_sent():
+    # by-tag lists every memory, flagged, unless state_mode=current.
+    assert resolve_state_mode("", default_history=True) is True
+    assert resolve_state_mode("current", default_history=True) is False
+    assert resolve_state_mode(None, "true", default_history=True) is False
+    assert resolve_state_mode("") is False  # every other read's default is unchanged
+
+
 # window_state --------------------------------------------------------------------------------------------
 
 
@@ -161,250 +182,207 @@ def test_window_state_depends_on_the_moment_asked():
     assert window_state(expiring, AT) is State.EXPIRED
 
 
-# next_in_chain -------------------------------------------------------------------------------------------
+# edges_at ------------------------------------------------------------------------------------------------
 
 
-def test_next_in_chain_is_none_at_a_head_or_an_unknown_node():
-    assert next_in_chain("A", {"A": []}, {"A"}, AT) is None
-    assert next_in_chain("A", {}, {"A"}, AT) is None
-
-
-def test_next_in_chain_follows_the_single_edge():
-    assert next_in_chain("A", {"A": [edge("B")]}, {"A"}, AT) == "B"
+def test_edges_at_of_a_head_or_an_unknown_node_are_none():
+    assert edges_at("A", {"A": []}, AT) == []
+    assert edges_at("A", {}, AT) == []
 
 
 @pytest.mark.parametrize("reverse", [False, True])
-def test_the_most_recent_edge_wins_whatever_the_order(reverse):
+def test_edges_are_most_recent_first_whatever_the_order(reverse):
     edges = [edge("OLD", 10), edge("NEW", 2), edge("MID", 5)]
     if reverse:
         edges.reverse()
-    assert next_in_chain("A", {"A": edges}, {"A"}, AT) == "NEW"
+    assert [e.target_id for e in edges_at("A", {"A": edges}, AT)] == ["NEW", "MID", "OLD"]
 
 
-def test_edges_created_after_at_are_ignored():
-    edges = [edge("OLD", 10), edge("FUTURE", -1)]
-    assert next_in_chain("A", {"A": edges}, {"A"}, AT) == "OLD"
-    assert next_in_chain("A", {"A": [edge("FUTURE", -1)]}, {"A"}, AT) is None
-    # An edge created exactly at `at` counts.
-    assert next_in_chain("A", {"A": [edge("NOW", 0)]}, {"A"}, AT) == "NOW"
+def test_edges_created_after_at_and_self_loops_are_left_out():
+    edges = [edge("OLD", 10), edge("FUTURE", -1), edge("NOW", 0), edge("A", 1)]
+    assert [e.target_id for e in edges_at("A", {"A": edges}, AT)] == ["NOW", "OLD"]
 
 
-def test_a_dated_edge_beats_an_undated_one():
-    edges = [edge("UNDATED", None), edge("DATED", 100)]
-    assert next_in_chain("A", {"A": edges}, {"A"}, AT) == "DATED"
-    assert next_in_chain("A", {"A": [edge("UNDATED", None)]}, {"A"}, AT) == "UNDATED"
+def test_dated_edges_come_before_undated_ones_and_ties_break_by_id():
+    edges = [edge("UNDATED", None), edge("DATED", 100), edge("B", 1), edge("C", 1)]
+    assert [e.target_id for e in edges_at("A", {"A": edges}, AT)] == ["C", "B", "DATED", "UNDATED"]
 
 
-def test_equal_times_break_ties_by_id_deterministically():
-    assert next_in_chain("A", {"A": [edge("B", 1), edge("C", 1)]}, {"A"}, AT) == "C"
-    assert next_in_chain("A", {"A": [edge("C", 1), edge("B", 1)]}, {"A"}, AT) == "C"
+# to_load -------------------------------------------------------------------------------------------------
 
 
-def test_visited_targets_are_skipped_for_the_next_best_edge():
-    edges = [edge("B", 1), edge("C", 5)]
-    assert next_in_chain("A", {"A": edges}, {"A", "B"}, AT) == "C"
-    assert next_in_chain("A", {"A": edges}, {"A", "B", "C"}, AT) is None
-
-
-# start_chains and advance --------------------------------------------------------------------------------
-
-
-def test_start_chains_only_for_memories_superseded_as_of_at():
-    successors = {
-        "A": [edge("B")],
-        "H": [],
-        "F": [edge("G", -1)],  # superseded only after `at`
-        "S": [edge("S")],  # a self-loop supersedes nothing
-    }
-    chains = start_chains(["A", "H", "F", "S", "UNKNOWN"], successors, AT)
-    assert set(chains) == {"A"}
-    assert chains["A"].path == ["A"]
-    assert chains["A"].tip == "A"
-    assert chains["A"].hops == 0
-    assert not chains["A"].done
-
-
-def test_a_chain_a_b_c_d_walks_to_d_when_every_edge_is_known():
-    successors = {"A": [edge("B", 3)], "B": [edge("C", 2)], "C": [edge("D", 1)], "D": []}
-    chains = start_chains(["A"], successors, AT)
-    assert advance(chains, successors, AT, max_hops=5) == set()
-    chain = chains["A"]
-    assert chain.path == ["A", "B", "C", "D"]
-    assert (chain.tip, chain.hops, chain.done) == ("D", 3, True)
-
-
-def test_advance_asks_for_missing_successors_one_frontier_at_a_time():
+def test_to_load_asks_for_one_frontier_at_a_time():
     successors = {"A": [edge("B", 3)]}
-    chains = start_chains(["A"], successors, AT)
-
-    assert advance(chains, successors, AT, 5) == {"B"}
-    assert chains["A"].path == ["A", "B"]
-    assert not chains["A"].done
-
+    assert to_load(["A"], successors, AT, 5) == {"B"}
     successors["B"] = [edge("C", 2)]
-    assert advance(chains, successors, AT, 5) == {"C"}
-    assert chains["A"].path == ["A", "B", "C"]
-
-    successors["C"] = []  # loaded: C has no successor, so it is the head
-    assert advance(chains, successors, AT, 5) == set()
-    assert chains["A"].done
-    assert chains["A"].tip == "C"
-
-    # A finished chain does not move again.
-    successors["C"] = [edge("D", 1)]
-    assert advance(chains, successors, AT, 5) == set()
-    assert chains["A"].path == ["A", "B", "C"]
+    assert to_load(["A"], successors, AT, 5) == {"C"}
+    successors["C"] = []
+    assert to_load(["A"], successors, AT, 5) == set()
 
 
-def test_chains_sharing_a_tip_ask_for_it_once():
-    successors = {"A": [edge("C")], "B": [edge("C")]}
-    chains = start_chains(["A", "B"], successors, AT)
-    assert advance(chains, successors, AT, 5) == {"C"}
-
-
-def test_batched_walk_reads_one_frontier_per_hop():
-    graph = {
-        "A": [edge("B", 3)],
-        "B": [edge("C", 2)],
-        "C": [edge("D", 1)],
-        "X": [edge("Y", 1)],
-        "K": [],
-    }
-    chains, batches = walk(["A", "X", "K"], graph)
-    assert chains["A"].tip == "D"
-    assert chains["X"].tip == "Y"
-    assert "K" not in chains
+def test_to_load_reads_each_frontier_once_for_every_start():
+    graph = {"A": [edge("B", 3)], "B": [edge("C", 2)], "C": [edge("D", 1)], "X": [edge("Y", 1)], "K": []}
+    records = {i: memory(i) for i in ("A", "B", "C", "D", "X", "Y", "K")}
+    _, loaded, batches = load(["A", "X", "K"], graph, records)
     # The starting ids, then each frontier once: B and Y, then C, then D.
     assert batches == [["A", "K", "X"], ["B", "Y"], ["C"], ["D"]]
-    assert all(c.done for c in chains.values())
+    assert set(loaded) == set(records)
 
 
-def test_a_two_cycle_is_safe_and_stops_at_the_other_memory():
-    chains, _ = walk(["A"], {"A": [edge("B", 2)], "B": [edge("A", 1)]})
-    assert chains["A"].path == ["A", "B"]
-    assert chains["A"].done
+def test_to_load_stops_at_max_hops_but_reads_the_last_links_record():
+    ids = [f"M{i}" for i in range(1, 8)]
+    graph = {a: [edge(b, 10 - n)] for n, (a, b) in enumerate(zip(ids, ids[1:], strict=False))}
+    _, _, batches = load(["M1"], graph, {i: memory(i) for i in ids}, max_hops=5)
+    assert batches[-1] == ["M6"]  # M6 is five hops away: its record is read, its edges are not followed
+    assert all("M7" not in batch for batch in batches)
 
 
-def test_each_member_of_a_two_cycle_walks_to_the_other():
-    chains, _ = walk(["A", "B"], {"A": [edge("B", 2)], "B": [edge("A", 1)]})
-    assert (chains["A"].tip, chains["B"].tip) == ("B", "A")
+def test_to_load_is_cycle_safe():
+    successors = {"A": [edge("B", 2)], "B": [edge("A", 1)]}
+    assert to_load(["A"], successors, AT, 5) == set()
 
 
-def test_a_longer_cycle_stops_before_repeating_a_memory():
-    chains, batches = walk(["A"], {"A": [edge("B", 3)], "B": [edge("C", 2)], "C": [edge("A", 1)]})
-    assert chains["A"].path == ["A", "B", "C"]
-    assert chains["A"].done
-    assert len(batches) == 3  # A, B, C: A is never asked for again
+def test_to_load_reads_every_branch_of_a_fork():
+    assert to_load(["A"], {"A": [edge("B", 1), edge("C", 2)]}, AT, 5) == {"B", "C"}
 
 
-def test_a_cycle_back_to_the_middle_of_the_path_is_safe():
-    graph = {"A": [edge("B", 4)], "B": [edge("C", 3)], "C": [edge("D", 2)], "D": [edge("B", 1)]}
-    chains, _ = walk(["A"], graph)
-    assert chains["A"].path == ["A", "B", "C", "D"]
+def test_to_load_leaves_out_edges_created_after_at():
+    assert to_load(["A"], {"A": [edge("B", 1), edge("LATER", -1)]}, AT, 5) == {"B"}
 
 
-def test_a_cycle_falls_back_to_an_older_edge_that_leaves_the_path():
-    # B's newest edge goes back to A; its older edge to C is the way on.
-    graph = {"A": [edge("B", 3)], "B": [edge("A", 1), edge("C", 2)], "C": []}
-    chains, _ = walk(["A"], graph)
-    assert chains["A"].path == ["A", "B", "C"]
+# find_head and judge -------------------------------------------------------------------------------------
 
 
-def test_branching_follows_the_most_recent_edge_at_each_step():
-    graph = {
-        "A": [edge("B", 5), edge("C", 2)],
-        "B": [edge("B2", 1)],
-        "C": [edge("D", 1, "EVOLVED_INTO"), edge("E", 1.5)],
-        "D": [],
-        "E": [],
-    }
-    chains, batches = walk(["A"], graph)
-    assert chains["A"].path == ["A", "C", "D"]
-    assert all("B" not in batch for batch in batches)  # the older branch is never read
+def test_a_superseded_memory_with_a_current_successor_is_replaced():
+    records = {"A": memory("A", importance=1.0), "B": memory("B", importance=0.1)}
+    verdict = verdict_of("A", {"A": [edge("B")]}, records)
+    assert verdict == Verdict(records["A"], State.SUPERSEDED, records["B"], 1)
+    assert verdict.replaced
+    assert not verdict.kept
 
 
-def test_branches_created_after_at_are_not_followed():
-    graph = {"A": [edge("B", 2), edge("LATER", -3)], "B": [edge("C", -1)], "C": []}
-    chains, _ = walk(["A"], graph)
-    assert chains["A"].path == ["A", "B"]
+@pytest.mark.parametrize("dead", DEAD.values(), ids=DEAD.keys())
+def test_a_successor_that_is_not_current_supersedes_nothing(dead):
+    records = {"A": memory("A"), "B": memory("B", **dead)}
+    verdict = verdict_of("A", {"A": [edge("B")]}, records)
+    assert verdict == Verdict(records["A"], State.CURRENT)
+    assert verdict.kept
+    assert not verdict.replaced
+
+
+@pytest.mark.parametrize("dead", DEAD.values(), ids=DEAD.keys())
+def test_an_expired_memory_whose_successor_is_not_current_stays_expired(dead):
+    # The supersede flow closes the old memory's window: with no active successor it is just expired.
+    records = {"A": memory("A", t_invalid=AT - timedelta(days=2)), "B": memory("B", **dead)}
+    verdict = verdict_of("A", {"A": [edge("B")]}, records)
+    assert (verdict.state, verdict.head) == (State.EXPIRED, None)
+
+
+def test_a_successor_missing_from_the_graph_supersedes_nothing():
+    verdict = verdict_of("A", {"A": [edge("GONE")]}, {"A": memory("A")})
+    assert (verdict.state, verdict.head) == (State.CURRENT, None)
+
+
+def test_a_superseded_memory_is_replaced_even_if_it_has_expired_itself():
+    records = {"A": memory("A", t_invalid=AT - timedelta(days=1)), "B": memory("B")}
+    assert verdict_of("A", {"A": [edge("B")]}, records).head is records["B"]
+
+
+def test_a_chain_walks_through_closed_links_to_the_current_head():
+    # What the supersede flow leaves: every replaced memory expired, the last one current.
+    closed = {"t_invalid": AT - timedelta(days=1)}
+    graph = {"A": [edge("B", 3)], "B": [edge("C", 2)], "C": [edge("D", 1)], "D": []}
+    records = {"A": memory("A", **closed), "B": memory("B", **closed), "C": memory("C", **closed), "D": memory("D")}
+    verdict = verdict_of("A", graph, records)
+    assert (verdict.head.id, verdict.hops) == ("D", 3)
+
+
+@pytest.mark.parametrize("dead", DEAD.values(), ids=DEAD.keys())
+def test_a_chain_whose_last_link_is_dead_has_the_last_current_one_as_head(dead):
+    graph = {"A": [edge("B", 3)], "B": [edge("C", 2)], "C": [edge("D", 1)], "D": []}
+    records = {"A": memory("A"), "B": memory("B"), "C": memory("C"), "D": memory("D", **dead)}
+    verdict = verdict_of("A", graph, records)
+    assert (verdict.state, verdict.head.id, verdict.hops) == (State.SUPERSEDED, "C", 2)
+    # C itself, asked about, stays current: its only successor is dead.
+    assert verdict_of("C", graph, records).kept
+
+
+def test_a_chain_whose_every_successor_is_dead_leaves_the_memory_its_own_state():
+    expired = {"t_invalid": AT - timedelta(days=1)}
+    graph = {"A": [edge("B", 2)], "B": [edge("C", 1)], "C": []}
+    records = {"A": memory("A"), "B": memory("B", **expired), "C": memory("C", archived=True)}
+    assert verdict_of("A", graph, records) == Verdict(records["A"], State.CURRENT)
+
+
+def test_a_fork_follows_the_most_recent_edge_that_leads_to_a_current_memory():
+    graph = {"A": [edge("OLD", 5), edge("NEW", 2, "EVOLVED_INTO")], "OLD": [], "NEW": []}
+    live = {"A": memory("A"), "OLD": memory("OLD"), "NEW": memory("NEW")}
+    assert verdict_of("A", graph, live).head.id == "NEW"
+    # The newer branch is dead: the older, active one supersedes.
+    dead_new = {**live, "NEW": memory("NEW", t_invalid=AT - timedelta(hours=1))}
+    assert verdict_of("A", graph, dead_new).head.id == "OLD"
+    # Both dead: nothing supersedes A.
+    both = {**dead_new, "OLD": memory("OLD", archived=True)}
+    assert verdict_of("A", graph, both).kept
+
+
+def test_a_fork_prefers_the_deeper_current_memory_of_the_newer_branch():
+    graph = {"A": [edge("B", 5), edge("C", 2)], "B": [], "C": [edge("D", 1)], "D": []}
+    records = {i: memory(i) for i in "ABCD"}
+    verdict = verdict_of("A", graph, records)
+    assert (verdict.head.id, verdict.hops) == ("D", 2)
+
+
+def test_successors_are_judged_at_the_moment_asked():
+    graph = {"A": [edge("B")]}
+    records = {"A": memory("A"), "B": memory("B", t_valid=AT + timedelta(hours=1))}
+    successors, loaded, _ = load(["A"], graph, records)
+    assert judge(records["A"], successors, loaded, AT, 5).kept
+    later = judge(records["A"], successors, loaded, AT + timedelta(hours=2), 5)
+    assert later.head is records["B"]
+
+
+def test_edges_created_after_at_do_not_supersede():
+    records = {"A": memory("A"), "B": memory("B")}
+    assert verdict_of("A", {"A": [edge("B", -1)]}, records).kept
 
 
 def test_max_hops_cuts_a_seven_long_chain_after_five_hops():
     ids = [f"M{i}" for i in range(1, 8)]
     graph = {a: [edge(b, 10 - n)] for n, (a, b) in enumerate(zip(ids, ids[1:], strict=False))}
     graph["M7"] = []
-    chains, batches = walk(["M1"], graph, max_hops=5)
-    chain = chains["M1"]
-    assert chain.path == ids[:6]
-    assert (chain.tip, chain.hops, chain.done) == ("M6", 5, True)
-    # M6's edges are never read: the walk stops at the bound.
-    assert all("M6" not in batch for batch in batches)
-
-    chains, _ = walk(["M1"], graph, max_hops=6)
-    assert chains["M1"].tip == "M7"
-
-
-def test_max_hops_stops_even_when_the_tip_edges_are_known():
-    successors = {"A": [edge("B", 2)], "B": [edge("C", 1)], "C": []}
-    chains = start_chains(["A"], successors, AT)
-    assert advance(chains, successors, AT, max_hops=1) == set()
-    assert chains["A"].path == ["A", "B"]
-    assert chains["A"].done
-
-
-def test_chain_properties():
-    chain = Chain("A", ["A", "B", "C"])
-    assert (chain.tip, chain.hops) == ("C", 2)
-
-
-# judge ---------------------------------------------------------------------------------------------------
-
-
-def test_a_superseded_memory_with_a_current_head_is_replaced():
-    old, head = memory("A", importance=1.0), memory("C", importance=0.1)
-    verdict = judge(old, Chain("A", ["A", "B", "C"], done=True), {"C": head}, AT)
-    assert verdict == Verdict(old, State.SUPERSEDED, head, 2)
-    assert verdict.replaced
-    assert not verdict.kept
+    records = {i: memory(i) for i in ids}
+    verdict = verdict_of("M1", graph, records, max_hops=5)
+    assert (verdict.head.id, verdict.hops) == ("M6", 5)
+    assert verdict_of("M1", graph, records, max_hops=6).head.id == "M7"
 
 
 @pytest.mark.parametrize(
-    "head_fields",
+    ("graph", "head"),
     [
-        {"t_invalid": AT - timedelta(days=1)},
-        {"t_valid": AT + timedelta(days=1)},
-        {"archived": True},
+        ({"A": [edge("B", 2)], "B": [edge("A", 1)]}, "B"),
+        ({"A": [edge("B", 3)], "B": [edge("C", 2)], "C": [edge("A", 1)]}, "C"),
+        ({"A": [edge("B", 4)], "B": [edge("C", 3)], "C": [edge("D", 2)], "D": [edge("B", 1)]}, "D"),
+        # B's newest edge goes back to A; its older edge to C is the way on.
+        ({"A": [edge("B", 3)], "B": [edge("A", 1), edge("C", 2)], "C": []}, "C"),
     ],
-    ids=["expired", "not_yet_valid", "archived"],
+    ids=["two-cycle", "three-cycle", "back-to-the-middle", "older-edge-leaves-the-cycle"],
 )
-def test_a_superseded_memory_whose_head_is_not_current_is_withheld(head_fields):
-    old = memory("A")
-    verdict = judge(old, Chain("A", ["A", "B"], done=True), {"B": memory("B", **head_fields)}, AT)
-    assert verdict.state is State.SUPERSEDED
-    assert verdict.head is None
-    assert verdict.hops == 1
-    assert not verdict.replaced
-    assert not verdict.kept
+def test_cycles_are_safe(graph, head):
+    records = {i: memory(i) for i in "ABCD"}
+    assert verdict_of("A", graph, records).head.id == head
 
 
-def test_a_superseded_memory_whose_head_record_is_missing_is_withheld():
-    verdict = judge(memory("A"), Chain("A", ["A", "B"], done=True), {}, AT)
-    assert (verdict.state, verdict.head, verdict.kept, verdict.replaced) == (State.SUPERSEDED, None, False, False)
+def test_each_member_of_a_two_cycle_is_replaced_by_the_other():
+    graph = {"A": [edge("B", 2)], "B": [edge("A", 1)]}
+    records = {"A": memory("A"), "B": memory("B")}
+    successors, loaded, _ = load(["A", "B"], graph, records)
+    assert judge(records["A"], successors, loaded, AT, 5).head.id == "B"
+    assert judge(records["B"], successors, loaded, AT, 5).head.id == "A"
 
 
-def test_the_head_is_judged_at_the_moment_asked():
-    old = memory("A")
-    head = memory("B", t_valid=AT + timedelta(hours=1))
-    chain = Chain("A", ["A", "B"], done=True)
-    assert judge(old, chain, {"B": head}, AT).head is None
-    assert judge(old, chain, {"B": head}, AT + timedelta(hours=2)).head is head
-
-
-def test_a_superseded_memory_is_replaced_even_if_it_has_expired_itself():
-    old = memory("A", t_invalid=AT - timedelta(days=1))
-    head = memory("B")
-    verdict = judge(old, Chain("A", ["A", "B"], done=True), {"B": head}, AT)
-    assert verdict.head is head
+def test_find_head_is_none_without_edges():
+    assert find_head("A", {"A": []}, {"A": memory("A")}, AT, 5) is None
 
 
 @pytest.mark.parametrize(
@@ -417,20 +395,14 @@ def test_a_superseded_memory_is_replaced_even_if_it_has_expired_itself():
     ],
 )
 def test_a_memory_that_is_not_superseded_gets_its_window_state(fields, state):
-    verdict = judge(memory("A", **fields), None, {}, AT)
+    verdict = judge(memory("A", **fields), {"A": []}, {}, AT, 5)
     assert verdict.state is state
     assert verdict.kept is (state is State.CURRENT)
     assert verdict.head is None
     assert verdict.hops == 0
 
 
-def test_a_chain_that_never_moved_counts_as_not_superseded():
-    verdict = judge(memory("A"), Chain("A", ["A"], done=True), {"A": memory("A")}, AT)
-    assert verdict.state is State.CURRENT
-    assert verdict.kept
-
-
-def test_the_whole_pass_replaces_withholds_and_keeps():
+def test_the_whole_pass_replaces_keeps_and_withholds():
     graph = {
         "OLD": [edge("MID", 3)],
         "MID": [edge("NEW", 1, "EVOLVED_INTO")],
@@ -438,6 +410,8 @@ def test_the_whole_pass_replaces_withholds_and_keeps():
         "STALE": [edge("GONE", 1)],
         "GONE": [],
         "KEEP": [],
+        "EXP": [edge("DEAD", 1)],
+        "DEAD": [],
     }
     records = {
         "OLD": memory("OLD"),
@@ -446,13 +420,13 @@ def test_the_whole_pass_replaces_withholds_and_keeps():
         "STALE": memory("STALE"),
         "GONE": memory("GONE", t_invalid=AT - timedelta(hours=1)),
         "KEEP": memory("KEEP"),
+        "EXP": memory("EXP", t_invalid=AT - timedelta(hours=2)),
+        "DEAD": memory("DEAD", archived=True),
     }
-    results = ["OLD", "STALE", "KEEP"]
-    chains, _ = walk(results, graph)
-    heads = {c.tip: records[c.tip] for c in chains.values() if c.hops > 0}
-    verdicts = {i: judge(records[i], chains.get(i), heads, AT) for i in results}
-    assert verdicts["OLD"].head is records["NEW"]
-    assert verdicts["OLD"].hops == 2
-    assert verdicts["STALE"].state is State.SUPERSEDED
-    assert verdicts["STALE"].head is None
+    results = ["OLD", "STALE", "KEEP", "EXP"]
+    successors, loaded, _ = load(results, graph, records)
+    verdicts = {i: judge(records[i], successors, loaded, AT, 5) for i in results}
+    assert (verdicts["OLD"].head, verdicts["OLD"].hops) == (records["NEW"], 2)
+    assert verdicts["STALE"].kept  # its successor expired: it is still current
     assert verdicts["KEEP"].kept
+    assert verdicts["EXP"].state is State.EXPIRED

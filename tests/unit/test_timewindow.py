@@ -188,6 +188,111 @@ def test_an_iso_date_is_that_day():
 
 
 @pytest.mark.parametrize(
+    ("phrase", "start", "end"),
+    [
+        # Parts of the day, in UTC (NOW is 15:30 on Wednesday the 18th).
+        ("this morning", d(2026, 3, 18, 5), d(2026, 3, 18, 12)),
+        ("this afternoon", d(2026, 3, 18, 12), d(2026, 3, 18, 17)),
+        ("this evening", d(2026, 3, 18, 17), d(2026, 3, 19)),
+        ("tonight", d(2026, 3, 18, 18), d(2026, 3, 19, 6)),
+        ("last night", d(2026, 3, 17, 18), d(2026, 3, 18, 6)),
+        # Weekends: Saturday and Sunday of a Monday-first week.
+        ("last weekend", d(2026, 3, 14), d(2026, 3, 16)),
+        ("this weekend", d(2026, 3, 21), d(2026, 3, 23)),
+        # Quarters: calendar quarters; without a year, the latest that has begun.
+        ("this quarter", d(2026, 1, 1), None),
+        ("last quarter", d(2025, 10, 1), d(2026, 1, 1)),
+        ("Q3 2024", d(2024, 7, 1), d(2024, 10, 1)),
+        ("q3 of 2024", d(2024, 7, 1), d(2024, 10, 1)),
+        ("in Q4 2023", d(2023, 10, 1), d(2024, 1, 1)),
+        ("2024-Q2", d(2024, 4, 1), d(2024, 7, 1)),
+        ("2024 q1", d(2024, 1, 1), d(2024, 4, 1)),
+        ("q1", d(2026, 1, 1), d(2026, 4, 1)),
+        ("q2", d(2025, 4, 1), d(2025, 7, 1)),
+        # Seasons: meteorological, northern hemisphere, named by the year they start in.
+        ("last summer", d(2025, 6, 1), d(2025, 9, 1)),
+        ("summer 2024", d(2024, 6, 1), d(2024, 9, 1)),
+        ("in the summer of 2024", d(2024, 6, 1), d(2024, 9, 1)),
+        ("last spring", d(2025, 3, 1), d(2025, 6, 1)),
+        ("this spring", d(2026, 3, 1), d(2026, 6, 1)),
+        ("spring", d(2026, 3, 1), d(2026, 6, 1)),
+        ("last autumn", d(2025, 9, 1), d(2025, 12, 1)),
+        ("last fall", d(2025, 9, 1), d(2025, 12, 1)),
+        ("fall 2023", d(2023, 9, 1), d(2023, 12, 1)),
+        ("last winter", d(2025, 12, 1), d(2026, 3, 1)),
+        ("winter 2024", d(2024, 12, 1), d(2025, 3, 1)),
+        # since, before, after, between: any phrase or date as a bound.
+        ("since march", d(2026, 3, 1), None),
+        ("since january 2025", d(2025, 1, 1), None),
+        ("since 2026-03-01", d(2026, 3, 1), None),
+        ("since last week", d(2026, 3, 9), None),
+        ("since 2026-03-01T10:00:00Z", d(2026, 3, 1, 10), None),
+        ("before 2025-06-01", None, d(2025, 6, 1)),
+        ("before march 2025", None, d(2025, 3, 1)),
+        ("before 2026-03-01T10:00:00+02:00", None, d(2026, 3, 1, 8)),
+        ("after 2025-06-01", d(2025, 6, 2), None),
+        ("after 2024", d(2025, 1, 1), None),
+        ("between 2025-01-01 and 2025-03-31", d(2025, 1, 1), d(2025, 4, 1)),
+        ("between january 2025 and march 2025", d(2025, 1, 1), d(2025, 4, 1)),
+        ("from 2025-01-01 to 2025-01-31", d(2025, 1, 1), d(2025, 2, 1)),
+        ("between 2025-01-01t06:00:00z and 2025-01-02t06:00:00z", d(2025, 1, 1, 6), d(2025, 1, 2, 6)),
+        ("between last year and this week", d(2025, 1, 1), None),
+    ],
+)
+def test_common_agent_phrases(phrase, start, end):
+    assert parse_time_query(phrase, NOW) == Window(start, end)
+
+
+@pytest.mark.parametrize(
+    ("now", "phrase", "start", "end"),
+    [
+        # In summer, "last summer" is last year's; once it has ended, this year's.
+        (d(2026, 7, 10), "last summer", d(2025, 6, 1), d(2025, 9, 1)),
+        (d(2026, 7, 10), "this summer", d(2026, 6, 1), d(2026, 9, 1)),
+        (d(2026, 10, 2), "last summer", d(2026, 6, 1), d(2026, 9, 1)),
+        # Winter spans the new year.
+        (d(2026, 1, 20), "this winter", d(2025, 12, 1), d(2026, 3, 1)),
+        (d(2026, 1, 20), "last winter", d(2024, 12, 1), d(2025, 3, 1)),
+        # Quarters across a year boundary.
+        (d(2026, 2, 1), "last quarter", d(2025, 10, 1), d(2026, 1, 1)),
+        (d(2026, 12, 31, 23), "this quarter", d(2026, 10, 1), None),
+        # On a Sunday "this weekend" is today's and "last weekend" the week before.
+        (d(2026, 3, 22, 10), "this weekend", d(2026, 3, 21), d(2026, 3, 23)),
+        (d(2026, 3, 22, 10), "last weekend", d(2026, 3, 14), d(2026, 3, 16)),
+    ],
+)
+def test_seasons_quarters_and_weekends_depend_on_now(now, phrase, start, end):
+    assert parse_time_query(phrase, now) == Window(start, end)
+
+
+@pytest.mark.parametrize(
+    "phrase",
+    [
+        "since",
+        "since whenever",
+        "before",
+        "after this week",  # an open window has no end to come after
+        "between 2025-03-01 and 2025-01-01",  # the wrong way round
+        "between march and",
+        "since before 2025-01-01",  # one connective a phrase
+        "q5",
+        "q3 24",
+        "last summer 2024",
+        "this morning 2024",
+        "summertime",
+        "since 2026-02-30",
+    ],
+)
+def test_new_forms_still_refuse_garbage(phrase):
+    with pytest.raises(InvalidArgument) as caught:
+        parse_time_query(phrase, NOW)
+    assert caught.value.field == "time_query"
+    assert caught.value.reason == "INVALID_TIME_QUERY"
+    for form in ("this morning", "tonight", "last weekend", "this/last quarter", "since", "between"):
+        assert form in caught.value.message
+
+
+@pytest.mark.parametrize(
     "phrase",
     [
         "when the moon is full",

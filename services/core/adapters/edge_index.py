@@ -55,6 +55,7 @@ INDEXED_FIELDS = {
     "t_valid": PayloadSchemaType.Float,
     "t_invalid": PayloadSchemaType.Float,
     "recorded_at": PayloadSchemaType.Float,
+    "timestamp": PayloadSchemaType.Float,  # recall's time window
 }
 
 
@@ -87,6 +88,10 @@ def current_state_filter(query: VectorQuery) -> Filter:
             must_not.append(expired)
     if query.recorded_before is not None:
         must_not.append(FieldCondition(key="recorded_at", range=RangeFloat(gt=query.recorded_before.timestamp())))
+    if query.window_start is not None:
+        must.append(FieldCondition(key="timestamp", range=RangeFloat(gte=query.window_start.timestamp())))
+    if query.window_end is not None:
+        must.append(FieldCondition(key="timestamp", range=RangeFloat(lt=query.window_end.timestamp())))
     if query.tags:
         conditions = _tag_condition(query, query.tags)
         if query.tag_mode == "all":
@@ -154,6 +159,11 @@ class EdgeVectorIndex:
                 self.dimension = found
         if existing:
             self._shard = EdgeShard.load(str(self._path), self._config())
+            # A shard made before a field was indexed gets its index now (filters work without, but scan).
+            schema = self._shard.info().payload_schema
+            for name, kind in INDEXED_FIELDS.items():
+                if name not in schema:
+                    self._shard.update(UpdateOperation.create_field_index(name, kind))
         else:
             self._shard = self._create()
         self._manifest.write_text(json.dumps({"dimension": self.dimension, "distance": "cosine"}))

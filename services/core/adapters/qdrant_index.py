@@ -35,6 +35,7 @@ INDEXED_FIELDS = {
     "t_valid": models.PayloadSchemaType.FLOAT,
     "t_invalid": models.PayloadSchemaType.FLOAT,
     "recorded_at": models.PayloadSchemaType.FLOAT,
+    "timestamp": models.PayloadSchemaType.FLOAT,  # recall's time window
 }
 
 
@@ -77,6 +78,10 @@ def current_state_filter(query: VectorQuery) -> models.Filter:
         must_not.append(
             models.FieldCondition(key="recorded_at", range=models.Range(gt=query.recorded_before.timestamp()))
         )
+    if query.window_start is not None:
+        must.append(models.FieldCondition(key="timestamp", range=models.Range(gte=query.window_start.timestamp())))
+    if query.window_end is not None:
+        must.append(models.FieldCondition(key="timestamp", range=models.Range(lt=query.window_end.timestamp())))
     if query.tags:
         conditions = _tag_conditions(query, query.tags)
         if query.tag_mode == "all":

@@ -2,19 +2,22 @@
 
 A memory stops being current when it is archived, when its validity window
 has closed (t_invalid <= now) or not yet opened (t_valid > now), or when a
-supersession edge (INVALIDATED_BY, EVOLVED_INTO) leads from it to a later
-memory. A superseded memory is not dropped: the head of its chain stands in
-its place. CONTRADICTS suppresses nothing.
+supersession edge (INVALIDATED_BY, EVOLVED_INTO) leads from it to a memory
+that is still current (spec 000: "an active replacement"; spec 002 section
+2). A superseded memory is not dropped: the head of its chain, the last
+memory along it that is current, stands in its place. A successor that has
+expired, is archived or is not yet valid supersedes nothing. CONTRADICTS
+suppresses nothing.
 
-The walk to the head is bounded (MAX hops, from settings) and cycle-safe;
-the caller loads the edges of a whole frontier at once, so a pass costs at
-most one graph read per hop, whatever the number of results.
+The walk to the head is bounded (max hops, from settings) and cycle-safe;
+the caller loads the records and edges of a whole frontier at once, so a
+pass costs at most one graph read per hop, whatever the number of results.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
@@ -34,9 +37,12 @@ _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
 
 
-def resolve_state_mode(state_mode: str | None, current_only: str | None = None) -> bool:
+def resolve_state_mode(
+    state_mode: str | None, current_only: str | None = None, *, default_history: bool = False
+) -> bool:
     """Whether a read is in history mode. state_mode is current | history;
-    the legacy current_only is true | false; neither sent means current.
+    the legacy current_only is true | false; neither sent means current
+    (history for a read whose default is every memory, flagged: by-tag).
     Any other value is INVALID_ARGUMENT naming the field."""
     mode = (state_mode or "").strip().lower()
     if mode:
@@ -49,7 +55,7 @@ def resolve_state_mode(state_mode: str | None, current_only: str | None = None) 
         return mode == "history"
     legacy = (current_only or "").strip().lower()
     if not legacy:
-        return False
+        return default_history
     if legacy in _TRUE:
         return False
     if legacy in _FALSE:
@@ -79,62 +85,70 @@ class Successor:
     created_at: datetime | None
 
 
-def next_in_chain(node: str, successors: Mapping[str, list[Successor]], visited: set[str], at: datetime) -> str | None:
-    """The memory that superseded `node` as of `at`: the most recent edge's
-    target not already on the path (cycle-safe); None at a head."""
+def edges_at(node: str, successors: Mapping[str, list[Successor]], at: datetime) -> list[Successor]:
+    """The supersession edges leaving `node` that exist as of `at`, most
+    recent first (dated before undated, then the greater target id, so the
+    order never depends on how the graph returned them)."""
     edges = [
-        e
-        for e in successors.get(node, ())
-        if e.target_id not in visited and (e.created_at is None or e.created_at <= at)
+        e for e in successors.get(node, ()) if e.target_id != node and (e.created_at is None or e.created_at <= at)
     ]
-    if not edges:
-        return None
-    return max(edges, key=lambda e: (e.created_at is not None, e.created_at or at, e.target_id)).target_id
+    return sorted(edges, key=lambda e: (e.created_at is not None, e.created_at or at, e.target_id), reverse=True)
 
 
-@dataclass(slots=True)
-class Chain:
-    """The walk from a superseded memory towards the head of its chain."""
-
-    start: str
-    path: list[str] = field(default_factory=list)
-    done: bool = False
-
-    @property
-    def tip(self) -> str:
-        return self.path[-1]
-
-    @property
-    def hops(self) -> int:
-        return len(self.path) - 1
-
-
-def start_chains(ids: list[str], successors: Mapping[str, list[Successor]], at: datetime) -> dict[str, Chain]:
-    """Chains for the memories superseded as of `at` (the rest are not)."""
-    return {i: Chain(i, [i]) for i in ids if next_in_chain(i, successors, {i}, at) is not None}
-
-
-def advance(
-    chains: dict[str, Chain], successors: Mapping[str, list[Successor]], at: datetime, max_hops: int
-) -> set[str]:
-    """Move every unfinished chain one hop where its tip's edges are known.
-    Returns the tips whose edges are still needed (load them, then call
-    again); an empty set means every chain is done."""
+def to_load(starts: list[str], successors: Mapping[str, list[Successor]], at: datetime, max_hops: int) -> set[str]:
+    """The memories within `max_hops` supersession edges of `starts` whose
+    record and edges are not loaded yet (a memory counts as loaded once it
+    is in `successors`, even when the graph no longer has it). Load them all
+    (one batched read), then call again: an empty set means the walk has
+    everything, so a pass costs at most one read per hop. Every branch of a
+    fork is loaded: which one leads to a current memory is not known before."""
     needed: set[str] = set()
-    for chain in chains.values():
-        while not chain.done:
-            if chain.hops >= max_hops:
-                chain.done = True
-                break
-            if chain.tip not in successors:
-                needed.add(chain.tip)
-                break
-            following = next_in_chain(chain.tip, successors, set(chain.path), at)
-            if following is None:
-                chain.done = True
-            else:
-                chain.path.append(following)
+    for start in starts:
+        seen, level = {start}, [start]
+        for _ in range(max_hops):
+            following = []
+            for node in level:
+                if node not in successors:
+                    needed.add(node)
+                    continue
+                for edge in edges_at(node, successors, at):
+                    if edge.target_id not in seen:
+                        seen.add(edge.target_id)
+                        following.append(edge.target_id)
+            level = following
+        needed.update(node for node in level if node not in successors)
     return needed
+
+
+def find_head(
+    start: str, successors: Mapping[str, list[Successor]], records: Mapping[str, Memory], at: datetime, max_hops: int
+) -> tuple[Memory, int] | None:
+    """The head of `start`'s chain as of `at` and its distance in hops: the
+    last memory along the chain that is current itself. A link that is not
+    current (the supersede flow closes every replaced memory's window) is
+    walked through; at a fork the most recent edge that leads to a current
+    memory wins. None when no current memory lies within `max_hops`: a
+    memory is superseded only by an active successor (spec 000). Each memory
+    is visited once per start, so a cycle ends the walk."""
+    visited = {start}
+
+    def deepest(node: str, hops: int) -> tuple[Memory, int] | None:
+        if hops >= max_hops:
+            return None
+        for edge in edges_at(node, successors, at):
+            target = edge.target_id
+            if target in visited:
+                continue
+            visited.add(target)
+            found = deepest(target, hops + 1)
+            if found is not None:
+                return found
+            record = records.get(target)
+            if record is not None and window_state(record, at) is State.CURRENT:
+                return record, hops + 1
+        return None
+
+    return deepest(start, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,13 +170,21 @@ class Verdict:
         return self.head is not None
 
 
-def judge(memory: Memory, chain: Chain | None, records: Mapping[str, Memory], at: datetime) -> Verdict:
-    """A verdict from the memory, its chain (when superseded) and the
-    records of chain heads. A superseded memory whose head is not current
-    itself is withheld."""
-    if chain is not None and chain.hops > 0:
-        head = records.get(chain.tip)
-        if head is not None and window_state(head, at) is State.CURRENT:
-            return Verdict(memory, State.SUPERSEDED, head, chain.hops)
-        return Verdict(memory, State.SUPERSEDED, None, chain.hops)
+def judge(
+    memory: Memory,
+    successors: Mapping[str, list[Successor]],
+    records: Mapping[str, Memory],
+    at: datetime,
+    max_hops: int,
+) -> Verdict:
+    """A verdict from the memory and the supersession edges and records
+    loaded around it (see to_load): replaced by the head of its chain when
+    a current memory supersedes it, whatever its own window (the supersede
+    flow closes it); otherwise the state of its own fields, so a memory
+    whose successors are all expired, archived or not yet valid stays
+    current."""
+    found = find_head(memory.id, successors, records, at, max_hops)
+    if found is not None:
+        head, hops = found
+        return Verdict(memory, State.SUPERSEDED, head, hops)
     return Verdict(memory, window_state(memory, at))
