@@ -12,6 +12,13 @@ ranked by frequency in its turns (English: a query of 3-6 words is about 7
 MiniLM tokens, as real queries are), or random letter strings
 (--recall-words synthetic: MiniLM splits each into about 3 pieces, 19 tokens
 a query, which makes the query embedding about 4 ms dearer).
+
+The loader also writes what enrichment would (the bench stack runs none):
+1-3 entities a memory, drawn Zipf-weighted from ENTITIES names (so a few are
+mentioned by thousands of memories, the entities' stopwords), as entity tags
+with MENTIONS edges to Entity nodes, and 0-2 edges a memory to earlier ones
+(SIMILAR_TO or an authored relation, LINKS); so recall with expand_entities=true and expand_relations=true
+is measured next to the same recall without, as a ratio of p95s.
 """
 
 from __future__ import annotations
@@ -36,6 +43,12 @@ from services.core.domain.tags import tag_prefixes
 VOCABULARY_SIZE = 5000
 PROJECTS = [f"project-{i}" for i in range(50)]
 SEED_BATCH = 2000
+#: Entity names, drawn Zipf-weighted (exponent 1.3: the commonest is in about a third of the memories).
+ENTITIES = 2000
+ENTITY_CATEGORIES = ("tool", "person", "project", "place")
+#: The relations the loader draws (0-2 a memory, to earlier ones): enrichment's
+#: SIMILAR_TO and authored ones (expand_relations follows the authored).
+LINKS = ("SIMILAR_TO", "RELATES_TO", "LEADS_TO", "OCCURRED_BEFORE")
 
 
 WORDS = ("locomo", "synthetic")
@@ -62,6 +75,14 @@ def zipf_words(rng: np.random.Generator, words: list[str], count: int) -> list[s
     return [words[r] for r in ranks]
 
 
+def entity_tags(rng: np.random.Generator, words: list[str]) -> list[str]:
+    """1-3 entity tags (entity:<category>:<name>), the names Zipf-weighted over
+    ENTITIES of the vocabulary's words (the category follows the rank)."""
+    ranks = np.minimum(rng.zipf(1.3, size=int(rng.integers(1, 4))), ENTITIES) - 1
+    named = {int(r): f"{words[r % len(words)]}{r}" for r in ranks}
+    return [f"entity:{ENTITY_CATEGORIES[r % len(ENTITY_CATEGORIES)]}:{name}" for r, name in named.items()]
+
+
 def memories(rng: np.random.Generator, words: list[str], start: int, count: int, dimension: int) -> list[Memory]:
     now = datetime.now(UTC)
     vectors = rng.standard_normal((count, dimension)).astype(np.float32)
@@ -69,7 +90,7 @@ def memories(rng: np.random.Generator, words: list[str], start: int, count: int,
     out = []
     for i in range(count):
         stamp = now - timedelta(days=float(rng.uniform(0, 365)))
-        tags = [PROJECTS[int(rng.integers(0, len(PROJECTS)))]]
+        tags = [PROJECTS[int(rng.integers(0, len(PROJECTS)))], *entity_tags(rng, words)]
         out.append(
             Memory(
                 id=str(uuid.UUID(int=int(rng.integers(0, 2**63)) << 64 | (start + i))),
@@ -92,12 +113,32 @@ def memories(rng: np.random.Generator, words: list[str], start: int, count: int,
     return out
 
 
-async def seed(graph: FalkorGraphStore, rng, words, start: int, count: int, dimension: int) -> None:
+async def seed(graph: FalkorGraphStore, rng, words, start: int, count: int, dimension: int, ids: list[str]) -> None:
+    """Memories, their entities (MENTIONS) and SIMILAR_TO edges, straight into
+    the graph: no events, nothing to enrich. `ids` holds the memories so far."""
     for offset in range(0, count, SEED_BATCH):
         batch = memories(rng, words, start + offset, min(SEED_BATCH, count - offset), dimension)
-        await graph._query(  # a benchmark seeds the store directly: no events, nothing to enrich
-            "UNWIND $rows AS r CREATE (m:Memory) SET m = r", {"rows": [memory_to_row(m) for m in batch]}
+        await graph._query("UNWIND $rows AS r CREATE (m:Memory) SET m = r", {"rows": [memory_to_row(m) for m in batch]})
+        mentions = [{"id": m.id, "tag": t} for m in batch for t in m.tags if t.startswith("entity:")]
+        await graph._query(
+            "UNWIND $rows AS r MATCH (m:Memory {id: r.id}) MERGE (e:Entity {tenant: 'default', tag: r.tag}) "
+            "CREATE (m)-[:MENTIONS {created_at: 0}]->(e)",
+            {"rows": mentions},
         )
+        links: dict[str, list[dict]] = {kind: [] for kind in LINKS}
+        for m in batch:
+            if ids:
+                for _ in range(int(rng.integers(0, 3))):
+                    kind = LINKS[int(rng.integers(0, len(LINKS)))]
+                    other = ids[int(rng.integers(0, len(ids)))]
+                    links[kind].append({"a": m.id, "b": other, "s": float(rng.uniform(0.3, 1))})
+            ids.append(m.id)
+        for kind, rows in links.items():
+            await graph._query(
+                "UNWIND $rows AS r MATCH (a:Memory {id: r.a}), (b:Memory {id: r.b}) "
+                f"CREATE (a)-[:{kind} {{strength: r.s, created_at: 0}}]->(b)",
+                {"rows": rows},
+            )
         progress(f"seeded {start + offset + len(batch)}")
 
 
@@ -122,16 +163,30 @@ def distinct_queries(rng: np.random.Generator, words: list[str], count: int) -> 
     return list(texts)
 
 
-def measure(client: KeepAlive, label: str, queries: list[str], tags: list[str] | None = None) -> None:
-    samples = []
+def p95(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
+
+def measure(
+    client: KeepAlive, label: str, queries: list[str], tags: list[str] | None = None, **extra: str
+) -> list[float]:
+    """Each query once (with a tag of `tags` in turn, and the extra
+    parameters); prints and returns the latencies (and, for an expansion,
+    how many memories it added a query, so the figure is seen to expand)."""
+    samples, expanded = [], 0
     for i, query in enumerate(queries):
-        params = {"query": query, "limit": 10}
+        params = {"query": query, "limit": 10, **extra}
         if tags:
             params["tags"] = tags[i % len(tags)]
         started = time.perf_counter()
-        client.request("GET", "/recall", params=params)  # raises on an error status
+        reply = client.request("GET", "/recall", params=params)  # raises on an error status
         samples.append(time.perf_counter() - started)
-    line(label, percentiles(samples))
+        for key in ("expansion", "entity_expansion"):
+            expanded += (reply.get(key) or {}).get("expanded_count", 0)
+    added = f"  {expanded / len(queries):.1f} expanded/query" if extra else ""
+    line(label, percentiles(samples) + added)
+    return samples
 
 
 def run(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 200, words_from: str = "locomo") -> None:
@@ -144,11 +199,12 @@ def run(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 200, words_fr
             f"{len(words)} {words_from} words"
         )
         seeded = 0
+        ids: list[str] = []
 
         async def grow(start: int, size: int) -> None:
             graph = FalkorGraphStore(host="127.0.0.1", port=int(stack.env["FALKORDB_PORT"]), graph="memories")
             try:
-                await seed(graph, rng, words, start, size - start, 384)
+                await seed(graph, rng, words, start, size - start, 384, ids)
             finally:
                 await graph.close()
             await reindex(stack)
@@ -160,7 +216,15 @@ def run(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 200, words_fr
             client = KeepAlive(stack.url, TOKEN)  # a new connection: the last one idled out while seeding
             for warm in range(20):
                 client.request("GET", "/recall", params={"query": f"warm up {warm}"})
-            texts = distinct_queries(rng, words, 2 * queries)
-            measure(client, f"{size // 1000}k memories, query", texts[:queries])
-            measure(client, f"{size // 1000}k memories, query + tag", texts[queries:], PROJECTS)
+            texts = distinct_queries(rng, words, 4 * queries)
+            label = f"{size // 1000}k memories"
+            plain = measure(client, f"{label}, query", texts[:queries])
+            measure(client, f"{label}, query + tag", texts[queries : 2 * queries], PROJECTS)
+            # Distinct queries again (the query-embedding cache would answer a repeat).
+            entities = measure(
+                client, f"{label}, expand_entities", texts[2 * queries : 3 * queries], expand_entities="true"
+            )
+            relations = measure(client, f"{label}, expand_relations", texts[3 * queries :], expand_relations="true")
+            ratios = (p95(entities) / p95(plain), p95(relations) / p95(plain))
+            line(f"{label}, p95 ratio to plain", "expand_entities {:5.2f}x  expand_relations {:5.2f}x".format(*ratios))
             client.close()

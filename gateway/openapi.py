@@ -118,6 +118,11 @@ SCHEMAS: dict[str, Schema] = {
             "tags": STRINGS,
             "tag_prefixes": STRINGS,
             "metadata": OBJECT,
+            "factuality": {
+                **nullable(OBJECT),
+                "description": "Enrichment's assessment {label: FACT|UNVERIFIED|FICTION, confidence, rationale}; "
+                "null until enriched.",
+            },
             "summary": nullable(STRING),
             "archived": BOOLEAN,
             "relevance_score": nullable(NUMBER),
@@ -163,20 +168,18 @@ SCHEMAS: dict[str, Schema] = {
             "score": NUMBER,
             "score_components": {"type": "object", "additionalProperties": NUMBER},
             "relations": array(ref("Relation")),
-            "state_replaces": nullable(STRING),
+            "state_replaces": {**STRING, "description": "Only on a head standing in for this superseded memory."},
             "deduped_from": STRINGS,
+            "outside_tag_scope": {**BOOLEAN, "description": "Only on scope_fallback's fills (true)."},
+            "expanded_from_entity": {**STRING, "description": "Entity expansion: the entity shared."},
+            "related_to": {
+                **array(obj({"type": STRING, "strength": NUMBER, "from": STRING}, ("type", "strength", "from"))),
+                "description": "Relation expansion: the edges from ranked results that brought it.",
+            },
+            "relation_score": {**NUMBER, "description": "Expansion: the strength that brought it."},
         },
-        (
-            "id",
-            "memory",
-            "match_type",
-            "match_score",
-            "final_score",
-            "score_components",
-            "relations",
-            "state_replaces",
-            "deduped_from",
-        ),
+        ("id", "memory", "match_type", "match_score", "final_score", "score_components", "relations", "deduped_from"),
+        description="Fields without a value are left out, as AutoMem leaves them out.",
     ),
     "Association": obj(
         {
@@ -192,10 +195,13 @@ SCHEMAS: dict[str, Schema] = {
         {
             "memory1_id": STRING,
             "memory2_id": STRING,
-            "type": {**STRING, "description": "An authorable relation type (GET /graph/relations), any case."},
+            "type": {
+                **STRING,
+                "description": "An authorable relation type (GET /graph/relations), any case; default RELATES_TO.",
+            },
             "strength": {**UNIT, "description": "Default 0.5."},
         },
-        ("memory1_id", "memory2_id", "type"),
+        ("memory1_id", "memory2_id"),
         description="Other keys are the type's properties (reason, context, ...).",
     ),
     "AssociationBatchResult": obj(
@@ -251,6 +257,7 @@ _ERRORS = {
     "404": "No such memory (for this tenant).",
     "409": "A conflict: a concurrent change, an idempotency key reused with another body, or a run already going.",
     "413": "The request body is larger than MAX_REQUEST_BYTES.",
+    "415": "A body sent with a Content-Type other than application/json (or application/*+json).",
     "429": "The tenant's memory limit is reached.",
     "500": "A bug.",
     "503": "A backing service is unavailable.",
@@ -339,7 +346,7 @@ def _complete(operation: dict, role: str | None) -> None:
         if role != "read":
             codes += ["409", "429"]
     if "requestBody" in operation:
-        codes.append("413")
+        codes += ["413", "415"]
     for code in sorted(codes):
         responses.setdefault(code, _error(_ERRORS[code]))
     if role is None:

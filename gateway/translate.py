@@ -104,6 +104,7 @@ def memory_to_json(memory: memory_pb2.Memory, *, with_embedding: bool = True) ->
         "tags": list(memory.tags),
         "tag_prefixes": list(memory.tag_prefixes),
         "metadata": json.loads(memory.metadata_json or "{}"),
+        "factuality": json.loads(memory.factuality_json) if memory.factuality_json else None,
         "summary": memory.summary or None,
         "archived": memory.archived,
         "relevance_score": memory.relevance_score if memory.HasField("relevance_score") else None,

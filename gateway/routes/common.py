@@ -74,12 +74,17 @@ def _finite_float(text: str) -> float:
     return value
 
 
+#: The integers a response can print: orjson, which renders them, stops at 64 bits.
+INT_MIN, UINT64_MAX = -(2**63), 2**64 - 1
+
+
 def _bounded_int(text: str) -> int:
+    """An integer of 64 bits at most (so it also fits a double, which protobuf
+    and the stores need): a bigger one would be stored, then break every
+    read that returns it."""
     value = int(text)
-    try:
-        float(value)  # every number must fit a double: protobuf and the stores hold no bigger one
-    except OverflowError:
-        raise _malformed(f"the number {text[:40]}... is out of range") from None
+    if not INT_MIN <= value <= UINT64_MAX:
+        raise _malformed(f"the number {text[:40]}{'...' if len(text) > 40 else ''} is out of range")
     return value
 
 
@@ -124,19 +129,50 @@ def decode_json(raw: bytes) -> object:
     return value
 
 
+def is_json_media_type(content_type: str) -> bool:
+    """application/json or application/<anything>+json, any case, with any
+    parameters (charset=utf-8 ...)."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    kind, _, subtype = media.partition("/")
+    return kind == "application" and (subtype == "json" or (subtype.endswith("+json") and len(subtype) > 5))
+
+
+def require_json_content_type(request: Request) -> None:
+    """A body must come as JSON: any other Content-Type is a 415 naming it.
+
+    A missing Content-Type is a 415 too. AutoMem reads bodies with Flask's
+    request.get_json(silent=True), which ignores a body not labelled JSON,
+    so a client sending none got a 400 there, never a stored memory; its MCP
+    client and the documented curl calls always send application/json. So
+    no working client leaves it out, and reading such a body anyway would
+    take what a browser sends cross-site with no CORS preflight (a body
+    without a Content-Type, like text/plain, needs none)."""
+    content_type = request.headers.get("content-type", "").strip()
+    if not content_type:
+        raise ApiError(415, "Content-Type must be application/json; none was sent", "UNSUPPORTED_MEDIA_TYPE")
+    if not is_json_media_type(content_type):
+        shown = content_type[:100].encode("ascii", "backslashreplace").decode()
+        raise ApiError(415, f"Content-Type must be application/json, got {shown!r}", "UNSUPPORTED_MEDIA_TYPE")
+
+
 async def json_body(request: Request) -> object:
-    """The request's JSON value; an empty body is a 400."""
+    """The request's JSON value; an empty body is a 400, a body sent as
+    anything but JSON a 415."""
     raw = await request.body()
     if not raw.strip():
         raise ApiError(400, "request body must be a JSON object", "INVALID_ARGUMENT")
+    require_json_content_type(request)
     return decode_json(raw)
 
 
 async def optional_json_object(request: Request) -> dict:
-    """The JSON object sent, or {} when the body is empty (routes whose every field is optional)."""
+    """The JSON object sent, or {} when the body is empty (routes whose every
+    field is optional, called without a body whatever the Content-Type); a
+    body sent as anything but JSON is a 415."""
     raw = await request.body()
     if not raw.strip():
         return {}
+    require_json_content_type(request)
     return require_object(decode_json(raw))
 
 

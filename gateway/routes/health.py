@@ -4,7 +4,12 @@ The count is the caller's tenant's when a valid token comes with the
 request. With many tenants (a tokens file), an anonymous caller gets no
 count, and only an admin gets the figures that count every tenant's data
 (the graph's memories, the stream's messages, the index's points): a probe
-learns whether memgrid is up, not how much others store."""
+learns whether memgrid is up, not how much others store.
+
+Each component's `detail` (the FalkorDB host and port, the NATS URL, which
+may hold a password, error strings) is shown to an admin only, recognised
+as on the admin routes (a tokens-file admin, or the API token with
+X-Admin-Token): everyone else gets the statuses and figures alone."""
 
 from __future__ import annotations
 
@@ -27,6 +32,15 @@ router = APIRouter(route_class=JsonRoute)
 
 #: Component figures that count every tenant's data.
 EVERY_TENANTS_FIGURES = frozenset({"memories", "messages", "points"})
+
+
+def _is_admin(request: Request) -> bool:
+    """Whether the request carries what the admin routes accept."""
+    try:
+        request.app.state.auth.authorize(request, "admin")
+    except ApiError:
+        return False
+    return True
 
 
 async def _service_health(request: Request, name: str) -> str:
@@ -52,7 +66,10 @@ HEALTH = obj(
         "qdrant": {"type": "string"},
         "vector_index": {"type": "object"},
         "services": {"type": "object", "additionalProperties": {"type": "string"}},
-        "components": {"type": "object"},
+        "components": {
+            "type": "object",
+            "description": "Per store: status and figures; its detail (where it runs, errors) to an admin only.",
+        },
         "memory_count": {"type": ["integer", "null"]},
         "timestamp": {"type": "string"},
     },
@@ -71,6 +88,7 @@ async def health(request: Request):
         caller = auth.authenticate(request)
     except ApiError:
         caller = None  # /health answers everyone; a token only scopes the count
+    admin = caller is not None and _is_admin(request)
     every_tenants_figures = not auth.many_tenants or (caller is not None and caller.role == "admin")
     statuses = await asyncio.gather(*(_service_health(request, n) for n in SERVICE_NAMES))
     services = dict(zip(SERVICE_NAMES, statuses, strict=True))
@@ -86,12 +104,10 @@ async def health(request: Request):
             memory_count = status.memory_count
         for c in status.components:
             figures = {k: v for k, v in c.figures.items() if every_tenants_figures or k not in EVERY_TENANTS_FIGURES}
-            components[c.name] = {"status": c.status, "detail": c.detail, **figures}
+            components[c.name] = {"status": c.status, **({"detail": c.detail} if admin else {}), **figures}
     except grpc.aio.AioRpcError as exc:
-        components = {
-            n: {"status": "unknown", "detail": f"recall unavailable: {exc.code().name}"}
-            for n in ("falkordb", "nats", "vector_index")
-        }
+        detail = {"detail": f"recall unavailable: {exc.code().name}"} if admin else {}
+        components = {n: {"status": "unknown", **detail} for n in ("falkordb", "nats", "vector_index")}
     healthy = all(s == "SERVING" for s in services.values()) and all(
         c["status"] == "connected" for c in components.values()
     )

@@ -109,7 +109,24 @@ BY_TAG = obj(
     {
         "status": {"const": "success"},
         "tags": STRINGS,
-        "memories": array(ref("Memory")),
+        "memories": array(
+            {
+                "allOf": [
+                    ref("Memory"),
+                    obj(
+                        {
+                            "state": {
+                                **STRING,
+                                "enum": ["current", "superseded", "expired", "not_yet_valid", "archived"],
+                            },
+                            "replaced_by": STRING,
+                            "state_replaces": STRING,
+                        },
+                        ("state",),
+                    ),
+                ]
+            }
+        ),
         "count": INTEGER,
         "limit": INTEGER,
         "offset": INTEGER,
@@ -201,14 +218,19 @@ async def batch_create(request: Request, who: Caller = Depends(require("write"))
             {**TAGS, "required": True},
             lenient_int("limit", "Memories per page, 1..200 (default 20).", minimum=1, maximum=200),
             lenient_int("offset", "Memories to skip.", minimum=0),
-            STATE_MODE,
+            {
+                **STATE_MODE,
+                "description": "history (default): every memory with the tag, archived ones too, each flagged with "
+                "its state (and replaced_by when superseded), as delete-by-tag would remove them; current: only what "
+                "is current, a superseded memory replaced by its head.",
+            },
         ),
     ),
 )
 async def list_by_tag(request: Request, who: Caller = Depends(require("read"))):
     """Memories with any of the tags (exact, case-insensitive), ordered
     importance desc, timestamp desc, id asc, paged with limit (1..200,
-    default 20) and offset; superseded ones are replaced by their head."""
+    default 20) and offset; each flagged with its state (and replaced_by)."""
     tags = query_list(request, "tags")
     if not tags:
         raise ApiError(400, "'tags' is required", "TAGS_REQUIRED")
@@ -222,8 +244,12 @@ async def list_by_tag(request: Request, who: Caller = Depends(require("read"))):
         **call_options(request, who),
     )
     memories = []
-    for result in reply.results:
+    for index, result in enumerate(reply.results):
         memory = memory_to_json(result.memory, with_embedding=False)
+        flag = reply.flags[index] if index < len(reply.flags) else None
+        memory["state"] = flag.state if flag and flag.state else "current"
+        if flag and flag.replaced_by:
+            memory["replaced_by"] = flag.replaced_by
         if result.state_replaces:
             memory["state_replaces"] = result.state_replaces
         memories.append(memory)

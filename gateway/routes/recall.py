@@ -75,9 +75,11 @@ def query_embedding(request: Request) -> list[float]:
 
 
 def result_to_json(result: recall.RecallResult) -> dict:
-    """A ranked result with the fields AutoMem's clients read."""
-    memory = memory_to_json(result.memory, with_embedding=False)
-    return {
+    """A ranked result with the fields AutoMem's clients read. A field
+    without a value is left out, as AutoMem leaves it out (its records hold
+    no nulls): a strict MCP host holds state_replaces to its declared string."""
+    memory = {k: v for k, v in memory_to_json(result.memory, with_embedding=False).items() if v is not None}
+    out = {
         "id": result.memory.id,
         "memory": memory,
         "match_type": result.match_type,
@@ -86,9 +88,103 @@ def result_to_json(result: recall.RecallResult) -> dict:
         "score": result.final_score,
         "score_components": dict(result.score_components),
         "relations": [relation_to_json(r) for r in result.relations],
-        "state_replaces": result.state_replaces or None,
         "deduped_from": list(result.deduped_from),
     }
+    if result.state_replaces:
+        out["state_replaces"] = result.state_replaces
+    if result.outside_tag_scope:
+        out["outside_tag_scope"] = True
+    if result.expanded_from_entity:
+        out["expanded_from_entity"] = result.expanded_from_entity
+    if result.related_to:
+        out["related_to"] = [{"type": e.type, "strength": e.strength, "from": e.from_id} for e in result.related_to]
+    if result.HasField("relation_score"):
+        out["relation_score"] = result.relation_score
+    return out
+
+
+def first_text(request: Request, *names: str) -> str:
+    """The first of several names (a parameter and its aliases) that is sent non-empty."""
+    return next((text for text in (query_text(request, n) for n in names) if text), "")
+
+
+def first_bool(request: Request, *names: str) -> bool:
+    """A flag under any of its names (the first one sent counts)."""
+    name = next((n for n in names if query_text(request, n)), names[0])
+    return query_bool(request, name)
+
+
+def envelope(reply: recall.SearchMemoriesResponse) -> dict:
+    """AutoMem's envelope of a ranked recall, each field under the condition it has there."""
+    body: dict = {
+        "status": "success",
+        "query": reply.query,
+        "results": [result_to_json(r) for r in reply.results],
+        "count": reply.count,
+        "dedup_removed": reply.dedup_removed,
+        "sort": reply.sort,
+        "state_mode": reply.state_mode,
+        "intent": reply.intent,
+        "vector_search": {"enabled": reply.vector_enabled, "matched": reply.vector_matched},
+    }
+    if reply.HasField("expansion"):
+        e = reply.expansion
+        body["expansion"] = {
+            "enabled": True, "seed_count": e.seed_count, "expanded_count": e.expanded_count,
+            "relation_limit": e.relation_limit, "expansion_limit": e.expansion_limit, "respect_tags": e.respect_tags,
+        }  # fmt: skip
+    if reply.HasField("entity_expansion"):
+        e = reply.entity_expansion
+        body["entity_expansion"] = {
+            "enabled": True, "expanded_count": e.expanded_count, "entities_found": list(e.entities_found),
+        }  # fmt: skip
+    if reply.multi:
+        body["queries"] = list(reply.queries)
+    elif reply.query:
+        body["keywords"] = list(reply.keywords)
+    if reply.window_start or reply.window_end:
+        body["time_window"] = {"start": reply.window_start or None, "end": reply.window_end or None}
+    if reply.tags:
+        body["tags"] = list(reply.tags)
+        scope = reply.tag_scope
+        body["tag_scope"] = {
+            "filtered": True,
+            "pool_size_hint": scope.pool_size_hint if scope.HasField("pool_size_hint") else None,
+            "gated_low_evidence": scope.gated_low_evidence,
+        }
+        if reply.scope_fallback:
+            body["scope_fallback"] = True
+    if reply.exclude_tags:
+        body["exclude_tags"] = list(reply.exclude_tags)
+    if reply.HasField("state_filter"):
+        f = reply.state_filter
+        body["state_filter"] = {
+            "current_only": True, "suppressed_count": f.suppressed_count, "replacement_count": f.replacement_count,
+        }  # fmt: skip
+        if f.debug:
+            body["state_filter"]["suppressed"] = [
+                {"id": x.id, "reason": x.reason, **({"replacement_id": x.replacement_id} if x.replacement_id else {})}
+                for x in f.suppressed
+            ]
+            body["state_filter"]["replacements"] = [{"id": x.id, "replaces_id": x.replaces_id} for x in f.replacements]
+    body["tag_mode"] = reply.tag_mode
+    body["tag_match"] = reply.tag_match
+    if reply.HasField("score_filter"):
+        f = reply.score_filter
+        body["score_filter"] = {
+            "min_score": f.min_score if f.HasField("min_score") else None,
+            "adaptive_floor": f.adaptive_floor if f.HasField("adaptive_floor") else None,
+            "filtered_count": f.filtered_count,
+        }
+    if reply.HasField("context_priority"):
+        c = reply.context_priority
+        body["context_priority"] = {
+            "language": c.language or None, "context": c.context, "priority_tags": list(c.priority_tags),
+            "priority_types": list(c.priority_types), "injected": c.injected,
+        }  # fmt: skip
+    if reply.state_debug_json:
+        body["state_debug"] = json.loads(reply.state_debug_json)
+    return body
 
 
 def _optional_floats(request: Request, target, names: tuple[str, ...]) -> None:
@@ -135,20 +231,46 @@ RECALL_PARAMS = (
     query("tag_mode", {"enum": ["any", "all"]}, "Any (default) or all of the tags."),
     query("tag_match", {"enum": ["prefix", "exact"]}, "Prefix (default: `a` matches `a:b`) or exact."),
     query("exclude_tags", STRINGS, "Leave out memories with any of these tags."),
-    query("time_query", STRING, "today, yesterday, this|last week|month|year, last N hours|days|weeks|months|years."),
+    query(
+        "time_query",
+        STRING,
+        "A window over the memories' timestamp, in UTC: today, yesterday, this morning|afternoon|evening, tonight, "
+        "last night, this|last week|weekend|month|quarter|year, Q1-Q4 (Q3 2024), a season (last summer, winter 2024; "
+        "meteorological, northern hemisphere), last N hours|days|weeks|months|years, N days ago, a month name "
+        "(march 2024), a year, an ISO date, since|before|after <phrase or date>, between <phrase or date> and "
+        "<phrase or date>. Anything else is a 400 listing these forms; start and end override its bounds.",
+    ),
     query("start", STRING, "Window start, ISO 8601."),
     query("end", STRING, "Window end, ISO 8601."),
     query("sort", {"enum": ["score", "time_desc", "time_asc", "updated_desc", "updated_asc"]}, "Default: score."),
+    query("order_by", {"enum": ["score", "time_desc", "time_asc", "updated_desc", "updated_asc"]}, "Alias of sort."),
     STATE_MODE,
     query("current_only", {"enum": ["true", "false"]}, "Legacy: false is state_mode=history."),
     _flag("state_debug", "Add state_debug (the current-state pass and stage timings)."),
     query("priority_ids", STRINGS, "Memory ids to rank first when they match."),
     query("context_tags", STRINGS, "Tags of the current context (the context score)."),
     query("context_types", STRINGS, "Memory types of the current context."),
-    _flag("expand_relations", "Add memories one edge away from the results."),
-    lenient_int("relation_limit", "Relations listed per result.", minimum=0),
-    lenient_int("expansion_limit", "Memories added by expansion.", minimum=0),
-    _flag("expand_entities", "Add memories sharing the results' entities."),
+    _flag("expand_relations", "Append memories one edge away from the results (match_type relation)."),
+    _flag("expand_associations", "Alias of expand_relations."),
+    _flag("expand", "Alias of expand_relations."),
+    lenient_int("relation_limit", "Relations listed per result, and followed per result by expansion.", minimum=0),
+    lenient_int("expansion_limit", "Memories each expansion appends at most.", minimum=0),
+    lenient_int("relation_expansion_limit", "Alias of expansion_limit.", minimum=0),
+    _flag("expand_entities", "Append memories sharing the results' entities (match_type entity_expansion)."),
+    _flag("entity_expansion", "Alias of expand_entities."),
+    _flag(
+        "expand_respect_tags", "Expansion stays within the tags (by default only exclude_tags and the window apply)."
+    ),
+    _flag("auto_decompose", "A single question is searched again for its names and topics (multi-hop)."),
+    lenient_int("per_query_limit", "Results each query contributes at most (default: limit).", minimum=1),
+    _flag("scope_fallback", "With tags and too few results, fill from outside the tags (outside_tag_scope)."),
+    _flag("adaptive_floor", "Leave out results below a sharp drop of the scores (default RECALL_ADAPTIVE_FLOOR)."),
+    query("context", STRING, "A context label (coding-style, architecture...): its tags, or style notes, are boosted."),
+    query("language", STRING, "A programming language: its style notes are boosted; `lang` is an alias."),
+    query("lang", STRING, "Alias of language."),
+    query("active_path", STRING, "The file being edited: its extension names the language."),
+    query("file_path", STRING, "Alias of active_path."),
+    query("focus_path", STRING, "Alias of active_path."),
     query("as_of", STRING, "Recall what was current at this ISO 8601 time."),
     query("intent", {"enum": ["recall", "browse"]}, "The weight set (default recall)."),
     _number("min_score", "Leave out results scoring lower."),
@@ -165,32 +287,75 @@ RECALL_PARAMS = (
         for name, schema in (
             ("format", STRING),
             ("offset", INTEGER),
-            ("per_query_limit", INTEGER),
-            ("expand_respect_tags", BOOLEAN),
-            ("auto_decompose", BOOLEAN),
-            ("scope_fallback", BOOLEAN),
-            ("adaptive_floor", BOOLEAN),
-            ("context", STRING),
-            ("language", STRING),
-            ("active_path", STRING),
         )
     ),
 )
+_NULLABLE_NUMBER = {"type": ["number", "null"]}
 RECALLED = obj(
     {
         "status": {"const": "success"},
         "results": array(ref("RecallResult")),
         "count": INTEGER,
+        "dedup_removed": INTEGER,
         "query": STRING,
-        "queries": STRINGS,
+        "queries": {**STRINGS, "description": "With several queries (queries, or auto_decompose)."},
+        "keywords": {**STRINGS, "description": "With a single query: its words."},
         "sort": STRING,
-        "state_mode": STRING,
+        "state_mode": {"enum": ["current", "history"]},
         "intent": STRING,
+        "vector_search": obj({"enabled": BOOLEAN, "matched": BOOLEAN}, ("enabled", "matched")),
         "time_window": obj({"start": {"type": ["string", "null"]}, "end": {"type": ["string", "null"]}}),
+        "tags": STRINGS,
+        "tag_mode": STRING,
+        "tag_match": STRING,
+        "exclude_tags": STRINGS,
+        "tag_scope": obj(
+            {"filtered": BOOLEAN, "pool_size_hint": {"type": ["integer", "null"]}, "gated_low_evidence": INTEGER},
+            ("filtered", "pool_size_hint", "gated_low_evidence"),
+        ),
+        "scope_fallback": {**BOOLEAN, "description": "true when scope_fallback added results."},
+        "state_filter": obj(
+            {
+                "current_only": BOOLEAN,
+                "suppressed_count": INTEGER,
+                "replacement_count": INTEGER,
+                "suppressed": array(obj({"id": STRING, "reason": STRING, "replacement_id": STRING})),
+                "replacements": array(obj({"id": STRING, "replaces_id": STRING})),
+            },
+            ("current_only", "suppressed_count", "replacement_count"),
+        ),
+        "expansion": obj(
+            {
+                "enabled": BOOLEAN,
+                "seed_count": INTEGER,
+                "expanded_count": INTEGER,
+                "relation_limit": INTEGER,
+                "expansion_limit": INTEGER,
+                "respect_tags": BOOLEAN,
+            },
+            ("enabled", "seed_count", "expanded_count"),
+        ),  # fmt: skip
+        "entity_expansion": obj(
+            {"enabled": BOOLEAN, "expanded_count": INTEGER, "entities_found": STRINGS},
+            ("enabled", "expanded_count", "entities_found"),
+        ),
+        "score_filter": obj(
+            {"min_score": _NULLABLE_NUMBER, "adaptive_floor": _NULLABLE_NUMBER, "filtered_count": INTEGER},
+            ("min_score", "adaptive_floor", "filtered_count"),
+        ),
+        "context_priority": obj(
+            {
+                "language": {"type": ["string", "null"]},
+                "context": STRING,
+                "priority_tags": STRINGS,
+                "priority_types": STRINGS,
+                "injected": BOOLEAN,
+            }
+        ),  # fmt: skip
         "state_debug": OBJECT,
         "query_time_ms": NUMBER,
     },
-    ("status", "results", "count"),
+    ("status", "results", "count", "dedup_removed", "sort", "state_mode", "vector_search", "tag_mode", "tag_match"),
 )
 
 
@@ -209,40 +374,36 @@ async def recall_memories(request: Request, who: Caller = Depends(require("read"
         tag_mode=query_text(request, "tag_mode"),
         tag_match=query_text(request, "tag_match"),
         exclude_tags=query_list(request, "exclude_tags"),
-        time_query=query_text(request, "time_query"),
+        time_query=first_text(request, "time_query", "time"),
         start=query_text(request, "start"),
         end=query_text(request, "end"),
-        sort=query_text(request, "sort"),
+        sort=first_text(request, "sort", "order_by"),
         state_mode=query_text(request, "state_mode"),
         current_only=query_text(request, "current_only"),
         state_debug=query_bool(request, "state_debug"),
         priority_ids=query_list(request, "priority_ids"),
         context_tags=query_list(request, "context_tags"),
         context_types=query_list(request, "context_types"),
-        expand_relations=query_bool(request, "expand_relations"),
+        expand_relations=first_bool(request, "expand_relations", "expand_associations", "expand"),
         relation_limit=query_int(request, "relation_limit"),
-        expansion_limit=query_int(request, "expansion_limit"),
-        expand_entities=query_bool(request, "expand_entities"),
+        expansion_limit=query_int(request, "expansion_limit") or query_int(request, "relation_expansion_limit"),
+        expand_entities=first_bool(request, "expand_entities", "entity_expansion"),
         as_of=query_text(request, "as_of"),
         intent=query_text(request, "intent"),
+        auto_decompose=query_bool(request, "auto_decompose"),
+        per_query_limit=query_int(request, "per_query_limit"),
+        scope_fallback=query_bool(request, "scope_fallback"),
+        expand_respect_tags=query_bool(request, "expand_respect_tags"),
+        context=query_text(request, "context"),
+        language=first_text(request, "language", "lang"),
+        active_path=first_text(request, "active_path", "file_path", "focus_path"),
     )
+    if query_text(request, "adaptive_floor"):
+        search.adaptive_floor = query_bool(request, "adaptive_floor")
     _optional_floats(request, search, ("min_score", "expand_min_strength", "expand_min_importance", "diversity_factor"))
     _recency_bias(request, search)
     reply = await clients(request).recall.SearchMemories(search, **call_options(request, who))
-    body: dict = {
-        "status": "success",
-        "results": [result_to_json(r) for r in reply.results],
-        "count": reply.count,
-        "query": reply.query,
-        "queries": list(reply.queries),
-        "sort": reply.sort,
-        "state_mode": reply.state_mode,
-        "intent": reply.intent,
-    }
-    if reply.window_start or reply.window_end:
-        body["time_window"] = {"start": reply.window_start or None, "end": reply.window_end or None}
-    if reply.state_debug_json:
-        body["state_debug"] = json.loads(reply.state_debug_json)
+    body = envelope(reply)
     body["query_time_ms"] = elapsed_ms(started)
     return body
 
@@ -251,14 +412,26 @@ async def recall_memories(request: Request, who: Caller = Depends(require("read"
     "/startup-recall",
     **doc(
         ok=obj(
-            {"status": {"const": "success"}, "results": array(ref("RecallResult")), "count": INTEGER},
-            ("status", "results", "count"),
+            {
+                "status": {"const": "success"},
+                "critical_lessons": array(ref("Memory")),
+                "system_rules": array(ref("Memory")),
+                "lesson_count": INTEGER,
+                "has_critical": BOOLEAN,
+                "summary": STRING,
+                "results": array(ref("RecallResult")),
+                "count": INTEGER,
+            },
+            ("status", "critical_lessons", "system_rules", "lesson_count", "has_critical", "summary", "results"),
         ),
-        params=(TAGS, lenient_int("limit", "Results (default 20).", minimum=1), STATE_MODE),
+        params=(TAGS, lenient_int("limit", "Results (default 10).", minimum=1), STATE_MODE),
     ),
 )
 async def startup_recall(request: Request, who: Caller = Depends(require("read"))):
-    """The most important current memories, within the tags when given."""
+    """AutoMem's startup answer: the current lessons (tagged critical, lesson
+    or ai-assistant) and system rules (system, memory-recall), with
+    lesson_count, has_critical and a summary; plus `results`, the most
+    important current memories within the tags when given."""
     reply = await clients(request).recall.StartupRecall(
         recall.StartupRecallRequest(
             tags=query_list(request, "tags"),
@@ -267,8 +440,19 @@ async def startup_recall(request: Request, who: Caller = Depends(require("read")
         ),
         **call_options(request, who),
     )
+    lessons = [memory_to_json(r.memory, with_embedding=False) for r in reply.critical_lessons]
+    rules = [memory_to_json(r.memory, with_embedding=False) for r in reply.system_rules]
     results = [result_to_json(r) for r in reply.results]
-    return {"status": "success", "results": results, "count": len(results)}
+    return {
+        "status": "success",
+        "critical_lessons": lessons,
+        "system_rules": rules,
+        "lesson_count": len(lessons),
+        "has_critical": reply.has_critical,
+        "summary": f"Recalled {len(lessons)} lesson(s) and {len(rules)} system rule(s)",
+        "results": results,
+        "count": len(results),
+    }
 
 
 RELATED = obj(
@@ -279,7 +463,7 @@ RELATED = obj(
         "direction": {"enum": ["outgoing", "incoming"]},
         "strength": NUMBER,
         "properties": OBJECT,
-        "state_replaces": {"type": ["string", "null"]},
+        "state_replaces": {**STRING, "description": "Only on a head standing in for a superseded neighbour."},
     },
     ("id", "memory", "relation_type", "direction", "strength"),
 )
@@ -293,8 +477,14 @@ RELATED = obj(
             ("status", "memory_id", "related", "count"),
         ),
         params=(
-            query("relation_types", STRINGS, "Only these relation types; `types` is an alias."),
+            query(
+                "relation_types", STRINGS, "Only these relation types; `types` and `relationship_types` are aliases."
+            ),
             query("types", STRINGS, "Alias of relation_types."),
+            query("relationship_types", STRINGS, "Alias of relation_types (AutoMem's name)."),
+            lenient_int(
+                "max_depth", "Edges walked out, 1..3 (default 1); nearer memories first.", minimum=1, maximum=3
+            ),
             lenient_int("limit", "Related memories (default 20).", minimum=1),
             _number("min_strength", "Least relation strength."),
             STATE_MODE,
@@ -306,7 +496,10 @@ async def related_memories(memory_id: str, request: Request, who: Caller = Depen
     replaced by the head of their chain (state_replaces names the old one)."""
     related = recall.ListRelatedMemoriesRequest(
         id=memory_id,
-        relation_types=query_list(request, "relation_types") or query_list(request, "types"),
+        relation_types=query_list(request, "relation_types")
+        or query_list(request, "types")
+        or query_list(request, "relationship_types"),
+        max_depth=query_int(request, "max_depth"),
         limit=query_int(request, "limit"),
         state_mode=query_text(request, "state_mode"),
     )
@@ -323,7 +516,7 @@ async def related_memories(memory_id: str, request: Request, who: Caller = Depen
                 "direction": relation["direction"],
                 "strength": relation["strength"],
                 "properties": relation["properties"],
-                "state_replaces": item.state_replaces or None,
+                **({"state_replaces": item.state_replaces} if item.state_replaces else {}),
             }
         )
     return {"status": "success", "memory_id": memory_id, "related": items, "count": len(items)}

@@ -51,6 +51,7 @@ def memory_to_pb(memory: Memory, *, with_embedding: bool = True) -> memory_pb2.M
         summary=memory.summary,
         archived=memory.archived,
         version=memory.version,
+        factuality_json="" if memory.factuality is None else json.dumps(memory.factuality, ensure_ascii=False),
     )
     if with_embedding and memory.embedding is not None:
         pb.embedding.extend(memory.embedding)
@@ -80,6 +81,7 @@ def memory_from_pb(pb: memory_pb2.Memory) -> Memory:
         archived=pb.archived,
         relevance_score=pb.relevance_score if pb.HasField("relevance_score") else None,
         version=pb.version,
+        factuality=json.loads(pb.factuality_json) if pb.factuality_json else None,
         **times,
     )
 

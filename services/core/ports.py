@@ -159,18 +159,22 @@ class GraphStore(Protocol):
         matches at most are read."""
 
     async def document_frequencies(
-        self, field: str, words: list[str], *, cap: int | None = None, recount: bool = False
+        self, tenant: str, field: str, words: list[str], *, cap: int | None = None, recount: bool = False
     ) -> dict[str, int]:
-        """How many memories hold each word in a full-text field (cached; recount: counted again and cached)."""
+        """How many of the tenant's memories hold each word in a full-text
+        field (cached per tenant; recount: counted again and cached)."""
 
-    async def arm_frequencies(self, arms: list[str], words: list[str], *, cap: int) -> None:
-        """Count and cache, in one query, the frequencies search_text reads first for these arms."""
+    async def arm_frequencies(self, tenant: str, arms: list[str], words: list[str], *, cap: int) -> None:
+        """Count and cache, in one query, the tenant's frequencies search_text reads first for these arms."""
 
-    async def sample_texts(self, field: str, size: int) -> list[str]:
-        """A random sample of the memories' texts in a full-text field (every tenant's)."""
+    async def sample_texts(self, tenant: str, field: str, size: int) -> list[str]:
+        """A random sample of the tenant's memories' texts in a full-text field."""
 
-    async def list_memories(self, scope: Scope, order_by: str, limit: int, offset: int = 0) -> list[Memory]:
-        """Memories within the scope in a fixed order (importance or a recall sort)."""
+    async def list_memories(
+        self, scope: Scope, order_by: str, limit: int, offset: int = 0, *, with_archived: bool = False
+    ) -> list[Memory]:
+        """Memories within the scope in a fixed order (importance or a recall
+        sort); archived ones too when with_archived."""
 
     async def read_candidates(self, tenant: str, ids: list[str]) -> dict[str, tuple[Memory, list[Successor]]]:
         """Records without embeddings, with their outgoing supersession edges."""
@@ -190,7 +194,18 @@ class GraphStore(Protocol):
         min_importance: float,
     ) -> list[tuple[Relation, Memory]]: ...
 
-    async def entity_neighbours(self, tenant: str, ids: list[str], limit: int) -> list[tuple[str, int]]: ...
+    async def entity_neighbours(
+        self,
+        tenant: str,
+        ids: list[str],
+        limit: int,
+        *,
+        per_seed: int | None = None,
+        max_mentions: int | None = None,
+        max_reads: int | None = None,
+    ) -> list[tuple[str, int]]:
+        """Memories sharing entities with these, most shared first, within
+        bounds (each None: the store's, from settings)."""
 
     async def scan_memories(self, cursor: int, limit: int, tenant: str | None = None) -> tuple[int, list[Memory]]:
         """A page of the tenant's (with None, every tenant's) memories with
@@ -205,7 +220,7 @@ class GraphStore(Protocol):
     async def edges_among(self, tenant: str, ids: list[str], limit: int) -> list[Relation]:
         """Edges whose both ends are among `ids`, strongest first."""
 
-    async def analysis_figures(self, tenant: str, *, now_us: int, top: int) -> AnalysisFigures:
+    async def analysis_figures(self, tenant: str, *, now_us: int, top: int, max_hops: int = 5) -> AnalysisFigures:
         """The counts behind the analysis of a tenant's memories."""
 
     async def memory_ids(self, tenant: str, after_id: str, limit: int) -> list[str]:
@@ -219,6 +234,10 @@ class GraphStore(Protocol):
 
     async def touch_memory(self, tenant: str, memory_id: str, last_accessed_us: int) -> None:
         """Record an access (last_accessed), without bumping the version."""
+
+    async def touch_memories(self, tenant: str, ids: list[str], accessed_us: int) -> None:
+        """Record an access of many memories in one query: last_accessed
+        only (never backwards), no version, no event."""
 
     async def count_memories(self, tenant: str | None = None) -> int: ...
 

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.core.domain.decompose import DecomposePolicy
 from services.core.domain.limits import Limits
 from services.core.domain.recall import RecallPolicy
 
@@ -35,6 +36,11 @@ class Settings(BaseSettings):
     falkordb_port: int = 6379
     falkordb_password: str | None = None
     falkordb_graph: str = "memories"
+    # Every graph query carries this timeout (GRAPH.QUERY ... TIMEOUT); past it FalkorDB stops the query
+    # (a write is rolled back) and the call answers 504. The devstack and the test servers load FalkorDB with
+    # TIMEOUT_DEFAULT and TIMEOUT_MAX at this value, so no query runs unbounded; below the gateway's
+    # GRPC_TIMEOUT_SECONDS, so the store stops the work before the caller gives up on it. 0: no timeout.
+    falkordb_query_timeout_ms: int = Field(default=8_000, ge=0)
     nats_url: str = "nats://127.0.0.1:4222"
     nats_stream: str = "MEMORY_EVENTS"
     nats_subject_prefix: str = "memory.events"
@@ -154,6 +160,12 @@ class Settings(BaseSettings):
     default_importance: float = 0.5
     explicit_type_confidence: float = 0.9
     batch_max_items: int = Field(default=500, ge=1)
+    # Write-side bounds (POST /memory, batch items, PATCH, supersede); past one, a 400 naming the field.
+    # Segments are a tag's parts between ':' and '/': each makes a prefix, so their number bounds the cost.
+    memory_max_tags: int = Field(default=50, ge=1)
+    memory_max_tag_chars: int = Field(default=128, ge=1)
+    memory_max_tag_segments: int = Field(default=10, ge=1)
+    memory_max_metadata_bytes: int = Field(default=16 * 1024, ge=2)  # UTF-8 JSON as stored
     delete_by_tag_page_size: int = 200
     recall_relation_limit: int = 5
     recall_default_limit: int = 5
@@ -189,6 +201,26 @@ class Settings(BaseSettings):
     recall_expand_min_strength: float = 0.0
     recall_expand_min_importance: float = 0.0
     recall_state_max_hops: int = 5
+    # Request limits of one recall: queries (query and queries together), words of one query, priority_ids.
+    recall_max_queries: int = Field(default=10, ge=1)
+    recall_max_query_words: int = Field(default=64, ge=1)
+    recall_max_priority_ids: int = Field(default=100, ge=1)
+    # adaptive_floor (its default when not sent): past the first this-many results, a drop
+    # between two scores larger than this share of the best leaves out what is below it.
+    recall_adaptive_floor: bool = False
+    recall_adaptive_floor_min_results: int = Field(default=3, ge=1)
+    recall_adaptive_floor_gap: float = Field(default=0.25, ge=0)
+    # Context hints (context, language, active_path): memories with their tags
+    # added as candidates, and the context component of a context keyword in the content.
+    recall_context_inject_limit: int = Field(default=3, ge=0)
+    recall_context_keyword_score: float = Field(default=0.5, ge=0, le=1)
+    # auto_decompose: entities searched, topics paired with each, topics read, a topic's least length.
+    recall_decompose_entities: int = Field(default=2, ge=0)
+    recall_decompose_topics: int = Field(default=3, ge=0)
+    recall_decompose_topic_words: int = Field(default=5, ge=0)
+    recall_decompose_min_topic_length: int = Field(default=4, ge=1)
+    # GET /memories/{id}/related walks at most this many edges out (max_depth).
+    recall_related_max_depth: int = Field(default=3, ge=1)
     recall_recency_decay_rate: float = 0.005  # recency = exp(-rate x age in days)
     recall_diversity_factor: float = 0.15  # 0 turns diversity ordering off
     recall_query_cache_size: int = 1024  # query embeddings kept in memory
@@ -213,6 +245,20 @@ class Settings(BaseSettings):
     # pause between two: a recall waits behind one of them, not the pass.
     recall_df_warm_chunk: int = Field(default=25, ge=1)
     recall_df_warm_pause_seconds: float = Field(default=1.0, ge=0)
+    # Document frequencies are per tenant: a pass warms the tenants that
+    # recalled most recently (within recall_df_cache_seconds), at most this many.
+    recall_df_warm_tenants: int = Field(default=8, ge=1)
+    # expand_entities reads at most this many entities of each seed (the rarest),
+    # skips entities mentioned by more memories than this (the stopwords of
+    # entities), and reads at most this many mentions in all (FalkorGraphStore.entity_neighbours).
+    recall_entity_per_seed: int = Field(default=5, ge=1)
+    recall_entity_max_mentions: int = Field(default=200, ge=2)
+    recall_entity_max_reads: int = Field(default=1000, ge=1)
+    # Recall records the access of what it returns (last_accessed) off the
+    # request: ids are collected per tenant and written in one query a tenant
+    # every recall_access_flush_ms, or as soon as recall_access_batch_size are waiting.
+    recall_access_flush_ms: float = Field(default=1000.0, gt=0)
+    recall_access_batch_size: int = Field(default=500, ge=1)
     # BM25 for short passages (Anserini's MS MARCO passage defaults; memories are short).
     recall_bm25_k1: float = 0.9
     recall_bm25_b: float = 0.4
@@ -236,6 +282,14 @@ class Settings(BaseSettings):
     by_tag_default_limit: int = 20
     by_tag_max_limit: int = 200
     startup_recall_default_limit: int = 10
+    # /startup-recall's critical_lessons and system_rules (AutoMem's shape):
+    # current memories with any of these tags, most important first, and
+    # has_critical when a lesson has at least that importance.
+    startup_lesson_tags: list[str] = ["critical", "lesson", "ai-assistant"]
+    startup_lesson_limit: int = Field(default=10, ge=1)
+    startup_system_tags: list[str] = ["system", "memory-recall"]
+    startup_system_limit: int = Field(default=5, ge=1)
+    startup_critical_importance: float = Field(default=0.9, ge=0, le=1)
     related_default_limit: int = 20
     reindex_batch_size: int = 1000  # points per upsert when the index is rebuilt from the graph
 
@@ -297,6 +351,21 @@ class Settings(BaseSettings):
             max_hops=self.recall_state_max_hops,
             recency_decay_rate=self.recall_recency_decay_rate,
             diversity_factor=self.recall_diversity_factor,
+            max_queries=self.recall_max_queries,
+            max_query_words=self.recall_max_query_words,
+            max_priority_ids=self.recall_max_priority_ids,
+            adaptive_floor=self.recall_adaptive_floor,
+            adaptive_floor_min_results=self.recall_adaptive_floor_min_results,
+            adaptive_floor_gap=self.recall_adaptive_floor_gap,
+            context_inject_limit=self.recall_context_inject_limit,
+            context_keyword_score=self.recall_context_keyword_score,
+            related_max_depth=self.recall_related_max_depth,
+            decompose=DecomposePolicy(
+                max_entities=self.recall_decompose_entities,
+                max_topics=self.recall_decompose_topics,
+                topic_words=self.recall_decompose_topic_words,
+                min_topic_length=self.recall_decompose_min_topic_length,
+            ),
             weights=self.recall_weights,
             source_trust={k.lower(): v for k, v in self.source_trust.items()},
             default_trust=self.source_trust_default,
@@ -318,4 +387,8 @@ class Settings(BaseSettings):
             explicit_type_confidence=self.explicit_type_confidence,
             vector_size=self.vector_size,
             batch_max_items=self.batch_max_items,
+            max_tags=self.memory_max_tags,
+            max_tag_chars=self.memory_max_tag_chars,
+            max_tag_segments=self.memory_max_tag_segments,
+            max_metadata_bytes=self.memory_max_metadata_bytes,
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from services.core.adapters.edge_index import EdgeVectorIndex
-from services.core.adapters.falkor import FalkorGraphStore
+from services.core.adapters.falkor import EntityBounds, FalkorGraphStore
 from services.core.adapters.nats_bus import NatsEventBus
 from services.core.adapters.nats_consumer import ConsumerSpec
 from services.core.adapters.openai_llm import OpenAILanguageModel, language_model_from
@@ -23,6 +23,12 @@ def graph_store(settings: Settings) -> FalkorGraphStore:
         retry_initial_seconds=settings.retry_initial_seconds,
         retry_max_seconds=settings.retry_max_seconds,
         df_cache_seconds=settings.recall_df_cache_seconds,
+        query_timeout_ms=settings.falkordb_query_timeout_ms,
+        entity_bounds=EntityBounds(
+            per_seed=settings.recall_entity_per_seed,
+            max_mentions=settings.recall_entity_max_mentions,
+            max_reads=settings.recall_entity_max_reads,
+        ),
     )
 
 

@@ -8,7 +8,6 @@ re-drives them later if the bus was down.
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable
@@ -142,14 +141,11 @@ class IngestHandlers:
         summary = await self._llm.summarize(content, self._policy.summary_target_length)
         if not summary:
             return draft, None
-        metadata = {**validate_metadata(draft.metadata_json), "original_content": content}
-        return (
-            replace(draft, content=summary, metadata_json=json.dumps(metadata, ensure_ascii=False)),
-            Summarized(len(content), len(summary)),
-        )
+        return replace(draft, content=summary, original_content=content), Summarized(len(content), len(summary))
 
     async def _prepare(self, tenant: str, draft: Draft, now: datetime) -> tuple[Memory, Summarized | None]:
         validate_content(draft.content, self._limits)
+        validate_metadata(draft.metadata_json)  # a bad body is refused before the model is asked to summarise it
         draft, summarized = await self._summarize(draft)
         explicit = draft.type is not None and draft.type.strip()
         classification = FALLBACK if explicit else await self._classify(draft.content)

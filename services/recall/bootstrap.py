@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
 from services.core.adapters.embedders import embedder_from
 from services.core.adapters.nats_consumer import JetStreamConsumer
+from services.core.domain.times import to_micros
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.settings import Settings
 from services.core.wiring import consumer_spec, event_bus, graph_store, vector_index
+from services.recall.access import AccessRecorder
 from services.recall.df_warmer import FrequencyWarmer
 from services.recall.graph_views import GraphLimits, GraphViews
-from services.recall.handlers import ReadLimits, RecallHandlers
+from services.recall.handlers import ReadLimits, RecallHandlers, StartupRules
 from services.recall.projector import Projector
 from services.recall.servicer import RecallServicer
 
@@ -21,6 +25,12 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     events = overrides.get("events") or event_bus(settings)
     vectors = overrides.get("vectors") or vector_index(settings)
     embedder = overrides.get("embedder") or embedder_from(settings)
+    access = AccessRecorder(
+        graph.touch_memories,
+        flush_seconds=settings.recall_access_flush_ms / 1000,
+        batch_size=settings.recall_access_batch_size,
+        clock_us=lambda: to_micros(datetime.now(UTC)),
+    )
     handlers = RecallHandlers(
         graph=graph,
         vectors=vectors,
@@ -34,6 +44,16 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         ),
         embedder=embedder,
         query_cache_size=settings.recall_query_cache_size,
+        startup=StartupRules(
+            lesson_tags=tuple(settings.startup_lesson_tags),
+            lesson_limit=settings.startup_lesson_limit,
+            system_tags=tuple(settings.startup_system_tags),
+            system_limit=settings.startup_system_limit,
+            critical_importance=settings.startup_critical_importance,
+        ),
+        access=access,
+        df_warm_tenants=settings.recall_df_warm_tenants,
+        df_recent_seconds=settings.recall_df_cache_seconds,
     )
 
     views = GraphViews(
@@ -47,6 +67,7 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
             max_depth=settings.graph_max_depth,
             max_edges=settings.graph_max_edges,
             analysis_top=settings.analysis_top,
+            state_max_hops=settings.recall_state_max_hops,
         ),
     )
 
@@ -87,6 +108,8 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
             events.connect,
             consumer.start,
             warmer.start,
+            access.start,
         ],
-        shutdowns=[warmer.stop, consumer.stop, events.close, vectors.close, graph.close],
+        # What recall returned is written before the graph closes.
+        shutdowns=[warmer.stop, access.stop, consumer.stop, events.close, vectors.close, graph.close],
     )

@@ -8,11 +8,14 @@ from memgrid.v1 import recall_service_pb2 as pb
 from memgrid.v1 import recall_service_pb2_grpc as pb_grpc
 from services.core.codec import memory_to_pb, relation_seen_from, status_to_pb, ts_to_pb
 from services.core.domain.model import Relation
-from services.core.domain.recall import Candidate
+from services.core.domain.recall import EXPANSIONS, Candidate
 from services.core.domain.times import format_iso
 from services.core.grpc.tenant import tenant_if_any, tenant_of
 from services.recall.graph_views import GraphView, GraphViews
-from services.recall.handlers import RecallHandlers
+from services.recall.handlers import RecallHandlers, RecallOutcome
+
+#: Entities (entity_expansion) and priority tags (context_priority) an answer lists at most, as AutoMem's.
+ENTITIES_REPORTED = 10
 
 
 def _optional(request, name: str) -> float | None:
@@ -29,7 +32,95 @@ def result_to_pb(candidate: Candidate, relations=()) -> pb.RecallResult:
         relations=[relation_seen_from(candidate.id, r) for r in relations],
         state_replaces=candidate.state_replaces or "",
         deduped_from=candidate.deduped_from,
+        outside_tag_scope=candidate.outside_tag_scope,
+        expanded_from_entity=candidate.expanded_from_entity or "",
+        related_to=[pb.ExpansionEdge(type=t, strength=s, from_id=f) for t, s, f in candidate.edges],
+        relation_score=candidate.relation if candidate.via in EXPANSIONS else None,
     )
+
+
+def state_filter_to_pb(outcome: RecallOutcome) -> pb.StateFilter | None:
+    """The current-state pass's counts (and, with state_debug, its lists); None in history mode."""
+    if outcome.request.scope.history:
+        return None
+    withheld, replaced = outcome.debug.get("withheld", []), outcome.debug.get("replaced", [])
+    debug = outcome.request.state_debug
+    return pb.StateFilter(
+        suppressed_count=len(withheld) + len(replaced),
+        replacement_count=len(replaced),
+        suppressed=[pb.SuppressedResult(id=w["id"], reason=w["state"]) for w in withheld]
+        + [pb.SuppressedResult(id=r["id"], reason="superseded", replacement_id=r["head"]) for r in replaced]
+        if debug
+        else [],
+        replacements=[pb.ReplacementResult(id=r["head"], replaces_id=r["id"]) for r in replaced] if debug else [],
+        debug=debug,
+    )
+
+
+def search_to_pb(outcome: RecallOutcome) -> pb.SearchMemoriesResponse:
+    """The results of a ranked recall and the envelope AutoMem's clients read."""
+    recall = outcome.request
+    scope = recall.scope
+    results = [result_to_pb(c, outcome.relations.get(c.id, ())) for c in outcome.results]
+    reply = pb.SearchMemoriesResponse(
+        results=results,
+        query=" | ".join(recall.queries),
+        queries=list(recall.queries),
+        count=len(results),
+        state_debug_json=json.dumps(outcome.debug) if recall.state_debug else "",
+        window_start=format_iso(scope.window.start) or "",
+        window_end=format_iso(scope.window.end) or "",
+        sort=recall.sort,
+        state_mode="history" if scope.history else "current",
+        intent=recall.intent,
+        dedup_removed=outcome.dedup_removed,
+        vector_enabled=outcome.vector_enabled,
+        vector_matched=outcome.vector_matched,
+        keywords=[] if recall.multi else list(recall.keywords),
+        multi=recall.multi,
+        tags=list(scope.tags),
+        tag_mode=scope.tag_mode,
+        tag_match=scope.tag_match,
+        exclude_tags=list(scope.exclude_tags),
+        state_filter=state_filter_to_pb(outcome),
+        scope_fallback=outcome.scope_fallback,
+    )
+    if recall.expand_relations:
+        reply.expansion.CopyFrom(
+            pb.RelationExpansion(
+                seed_count=outcome.seed_count,
+                expanded_count=outcome.relation_expanded,
+                relation_limit=recall.relation_limit,
+                expansion_limit=recall.expansion_limit,
+                respect_tags=recall.expand_respect_tags,
+            )
+        )
+    if recall.expand_entities:
+        reply.entity_expansion.CopyFrom(
+            pb.EntityExpansion(
+                expanded_count=outcome.entity_expanded, entities_found=outcome.entities_found[:ENTITIES_REPORTED]
+            )
+        )
+    if scope.tags:
+        reply.tag_scope.CopyFrom(pb.TagScope(pool_size_hint=outcome.pool_size_hint, gated_low_evidence=0))
+    if recall.min_score is not None or outcome.score_floor is not None:
+        reply.score_filter.CopyFrom(
+            pb.ScoreFilter(
+                min_score=recall.min_score, adaptive_floor=outcome.score_floor, filtered_count=outcome.filtered_count
+            )
+        )
+    if recall.context:
+        profile = recall.context
+        reply.context_priority.CopyFrom(
+            pb.ContextPriority(
+                language=profile.language or "",
+                context=profile.label,
+                priority_tags=sorted(profile.tags)[:ENTITIES_REPORTED],
+                priority_types=sorted(t.title() for t in profile.types),
+                injected=outcome.context_injected,
+            )
+        )
+    return reply
 
 
 def edge_to_pb(relation: Relation) -> pb.GraphEdge:
@@ -80,7 +171,8 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
     async def SearchMemories(self, request: pb.SearchMemoriesRequest, context) -> pb.SearchMemoriesResponse:
         recall = self._handlers.request(
             tenant_of(context),
-            queries=[request.query, *request.queries],
+            query=request.query,
+            queries=list(request.queries),
             embedding=list(request.embedding),
             limit=request.limit,
             tags=list(request.tags),
@@ -108,22 +200,16 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             as_of=request.as_of,
             intent=request.intent,
             diversity_factor=_optional(request, "diversity_factor"),
+            auto_decompose=request.auto_decompose,
+            per_query_limit=request.per_query_limit,
+            scope_fallback=request.scope_fallback,
+            expand_respect_tags=request.expand_respect_tags,
+            adaptive_floor=_optional(request, "adaptive_floor"),
+            context=request.context,
+            language=request.language,
+            active_path=request.active_path,
         )
-        outcome = await self._handlers.search(recall)
-        results = [result_to_pb(c, outcome.relations.get(c.id, ())) for c in outcome.results]
-        window = recall.scope.window
-        return pb.SearchMemoriesResponse(
-            results=results,
-            query=" | ".join(recall.queries),
-            queries=list(recall.queries),
-            count=len(results),
-            state_debug_json=json.dumps(outcome.debug) if recall.state_debug else "",
-            window_start=format_iso(window.start) or "",
-            window_end=format_iso(window.end) or "",
-            sort=recall.sort,
-            state_mode="history" if recall.scope.history else "current",
-            intent=recall.intent,
-        )
+        return search_to_pb(await self._handlers.search(recall))
 
     async def ListMemoriesByTag(self, request: pb.ListMemoriesByTagRequest, context) -> pb.ListMemoriesByTagResponse:
         page, has_more, limit, offset = await self._handlers.list_by_tag(
@@ -131,14 +217,23 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             state_mode=request.state_mode,
         )  # fmt: skip
         return pb.ListMemoriesByTagResponse(
-            results=[result_to_pb(c) for c in page], has_more=has_more, limit=limit, offset=offset
+            results=[result_to_pb(t.candidate) for t in page],
+            flags=[pb.MemoryStateFlag(state=t.state.value, replaced_by=t.replaced_by or "") for t in page],
+            has_more=has_more,
+            limit=limit,
+            offset=offset,
         )
 
     async def StartupRecall(self, request: pb.StartupRecallRequest, context) -> pb.StartupRecallResponse:
         found = await self._handlers.startup(
             tenant_of(context), list(request.tags), limit=request.limit, state_mode=request.state_mode
         )
-        return pb.StartupRecallResponse(results=[result_to_pb(c) for c in found])
+        return pb.StartupRecallResponse(
+            results=[result_to_pb(c) for c in found.results],
+            critical_lessons=[result_to_pb(c) for c in found.lessons],
+            system_rules=[result_to_pb(c) for c in found.system_rules],
+            has_critical=found.has_critical,
+        )
 
     async def ListRelatedMemories(
         self, request: pb.ListRelatedMemoriesRequest, context
@@ -150,10 +245,15 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             limit=request.limit,
             min_strength=_optional(request, "min_strength"),
             state_mode=request.state_mode,
+            max_depth=request.max_depth,
         )
         related = []
         for relation, memory, replaces in found:
-            seen = relation_seen_from(request.id, relation)
+            # Seen from the end nearer the memory asked about (itself, one edge out).
+            reached = replaces or memory.id
+            seen = relation_seen_from(
+                relation.target_id if relation.source_id == reached else relation.source_id, relation
+            )
             seen.memory.CopyFrom(memory_to_pb(memory, with_embedding=False))
             related.append(pb.RelatedMemory(relation=seen, state_replaces=replaces or ""))
         return pb.ListRelatedMemoriesResponse(related=related)

@@ -59,3 +59,28 @@ async def test_reprocess_needs_the_admin_token_and_forces_a_run(client):
 
     memory = await wait_for(forced)
     assert memory["tags"].count("entity:tools:helm") == 1
+
+
+async def test_what_enrichment_derives_stays_out_of_the_clients_metadata(client):
+    """metadata holds what the client sent plus the two keys spec 000 reserves
+    for enrichment (entities, enrichment); factuality is a field of its own,
+    so a PATCH replacing metadata reads back exactly what it sent and keeps it."""
+    sent = {"source": "slack", "ticket": 42}
+    memory_id = (
+        await client.post("/memory", json={"content": "We moved CI to GitHub Actions", "metadata": sent})
+    ).json()["memory_id"]
+
+    async def enriched():
+        memory = (await client.get(f"/memory/{memory_id}")).json()["memory"]
+        return memory if memory["enriched_at"] else None
+
+    memory = await wait_for(enriched)
+    assert memory["factuality"]["label"] in ("FACT", "UNVERIFIED", "FICTION")
+    assert set(memory["factuality"]) == {"label", "confidence", "rationale"}
+    assert memory["metadata"].keys() == {*sent, "entities", "enrichment"}
+    assert {k: memory["metadata"][k] for k in sent} == sent
+    replaced = {"source": "gmail", "nested": {"a": [1, "two"]}}
+    assert (await client.patch(f"/memory/{memory_id}", json={"metadata": replaced})).status_code == 200
+    after = (await client.get(f"/memory/{memory_id}")).json()["memory"]
+    assert after["metadata"] == replaced  # a PATCH queues no enrichment (spec 000): nothing is added back
+    assert after["factuality"] == memory["factuality"]

@@ -54,6 +54,7 @@ BAD_BODIES = [
     ("POST", "/memory", {"content": "x", "supersedes_memory_id": 5}, "supersedes_memory_id"),
     ("POST", "/memory", {"content": "x", "supersede_reason": ["why"]}, "supersede_reason"),
     ("POST", "/memory", {"content": "a\u0000b"}, "content"),
+    ("POST", "/memory", {"content": "x", "metadata": {"n": 2**64}}, "out of range"),  # no response could print it
     ("POST", "/memory/batch", {"memories": "x"}, "memories"),
     ("POST", "/memory/batch", {"memories": [{"content": "ok"}, 5]}, "index 1"),
     ("POST", "/memory/batch", {"memories": [{"content": "ok"}, {"content": 5}]}, "index 1: 'content'"),
@@ -136,6 +137,43 @@ async def test_a_body_that_is_no_json_object_is_400_on_every_route_that_reads_on
             if (why := not_400_naming(reply, words)) is not None:
                 wrong[f"{method} {path} {raw[:20]!r}"] = why
     assert not wrong, wrong
+
+
+NOT_JSON_TYPES = [
+    "text/plain",
+    "application/x-www-form-urlencoded",
+    "multipart/form-data; boundary=x",
+    "application/jsonx",
+    "application/+json",
+    "text/json",
+    None,  # no Content-Type at all
+]
+JSON_TYPES = ["application/json", "Application/JSON; charset=utf-8", "application/merge-patch+json"]
+
+
+async def test_a_body_sent_as_anything_but_json_is_415_naming_the_type(client):
+    """Every route that reads a body: 415 in the envelope, nothing written;
+    application/json with a charset, and application/*+json, are JSON."""
+    stored = await stored_id(client)
+    body = json.dumps({"content": "typed", "memories": [{"content": "typed"}], "importance": 0.4}).encode()
+    wrong = {}
+    for method, path in BODY_ROUTES:
+        for media in NOT_JSON_TYPES:
+            headers = {**ADMIN, **({"Content-Type": media} if media else {})}
+            reply = await client.request(method, path.replace(STORED, stored), content=body, headers=headers)
+            named = media.split(";")[0] if media else "none was sent"
+            envelope = reply.json() if reply.headers.get("content-type", "").startswith("application/json") else {}
+            if reply.status_code != 415 or envelope.get("code") != 415 or named not in envelope.get("message", ""):
+                wrong[f"{method} {path} {media}"] = f"{reply.status_code}: {reply.text[:200]}"
+    assert not wrong, wrong
+    assert (await client.get("/memory/by-tag", params={"tags": "typed"})).json()["count"] == 0
+    for media in JSON_TYPES:
+        reply = await client.post("/memory", content=body, headers={"Content-Type": media})
+        assert reply.status_code == 201, (media, reply.text)
+        patched = await client.patch(f"/memory/{stored}", content=body, headers={"Content-Type": media})
+        assert patched.status_code == 200, (media, patched.text)
+    # A route whose every field is optional still takes no body at all, whatever it is labelled.
+    assert (await client.post("/admin/reindex", headers={**ADMIN, "Content-Type": "text/plain"})).status_code == 200
 
 
 BAD_QUERIES = [

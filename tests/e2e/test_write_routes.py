@@ -478,6 +478,29 @@ async def test_patch_cannot_change_the_id(client):
     assert not await exists(client, other_id)
 
 
+async def test_tags_and_metadata_past_the_write_side_limits_are_400_naming_the_field(client):
+    """MEMORY_MAX_TAGS (50), MEMORY_MAX_TAG_CHARS (128), MEMORY_MAX_TAG_SEGMENTS (10) and
+    MEMORY_MAX_METADATA_BYTES (16 KiB) on create, batch (naming the item) and PATCH; nothing written."""
+    big = {"blob": "x" * (16 * 1024)}
+    for fields, words in (
+        ({"tags": [f"t{i}" for i in range(51)]}, ("tags", "51", "50")),
+        ({"tags": ["ok", "y" * 129]}, ("tags[1]", "129", "128")),
+        ({"tags": ["a:" * 50_000]}, ("tags[0]",)),
+        ({"tags": ["a/b:" * 5 + "c"]}, ("tags[0]", "segments", "10")),
+        ({"metadata": big}, ("metadata", "16384")),
+    ):
+        assert_error(await client.post("/memory", json={"content": "bounded", **fields}), 400, *words)
+    items = [{"content": "fine", "tags": ["t"] * 50}, {"content": "fine"}, {"content": "bad", "tags": ["y" * 129]}]
+    assert_error(await client.post("/memory/batch", json={"memories": items}), 400, "index 2", "tags[0]")
+    assert await memory_count(client) == 0
+    memory_id = await store(client, content="bounded", tags=["t"] * 50, metadata={"blob": "x" * 16_000})
+    many = [f"t{i}" for i in range(51)]  # distinct: a PATCH drops repeats before counting
+    assert_error(await client.patch(f"/memory/{memory_id}", json={"tags": many}), 400, "tags", "51")
+    assert_error(await client.patch(f"/memory/{memory_id}", json={"metadata": big}), 400, "metadata")
+    stored = await fetch(client, memory_id)
+    assert stored["tags"] == ["t"] * 50 and stored["metadata"] == {"blob": "x" * 16_000}
+
+
 async def test_patch_replaces_metadata_wholesale(client):
     memory_id = await store(client, content="meta", metadata={"key1": "val1", "shared": 1})
     reply = await client.patch(f"/memory/{memory_id}", json={"metadata": {"key2": "val2"}})
@@ -657,11 +680,31 @@ async def test_every_authorable_type_is_accepted_in_lowercase(client, settings):
 
 async def test_system_and_unknown_relation_types_are_400(client, settings):
     a, b = await store_many(client, [{"content": "a"}, {"content": "b"}])
-    for kind in ("SIMILAR_TO", "PRECEDED_BY", "DISCOVERED", "similar_to", "FRIENDS_WITH", "", None):
+    for kind in ("SIMILAR_TO", "PRECEDED_BY", "DISCOVERED", "similar_to", "FRIENDS_WITH", " ", 7):
         payload = {"memory1_id": a, "memory2_id": b, "type": kind}
         assert_error(await client.post("/associate", json=payload), 400, "type")
-    assert_error(await client.post("/associate", json={"memory1_id": a, "memory2_id": b}), 400, "type")
     assert await edges_from(settings, a) == []
+
+
+async def test_type_and_strength_default_to_relates_to_and_half(client, settings):
+    """AutoMem's defaults: no (or an empty, or a null) type is RELATES_TO, no strength 0.5,
+    in the single form and in each item of a batch."""
+    a, b, c, d = await store_many(client, [{"content": n} for n in "abcd"])
+    reply = await client.post("/associate", json={"memory1_id": a, "memory2_id": b})
+    assert reply.status_code == 201, reply.text
+    assert (reply.json()["relation_type"], reply.json()["strength"]) == ("RELATES_TO", 0.5)
+    items = [
+        {"memory1_id": a, "memory2_id": c},
+        {"memory1_id": a, "memory2_id": d, "type": None, "strength": None},
+        {"memory1_id": b, "memory2_id": c, "type": ""},
+    ]
+    reply = await client.post("/associate", json={"associations": items})
+    assert reply.status_code == 201, reply.text
+    assert [(s["relation_type"], s["strength"]) for s in reply.json()["succeeded"]] == [("RELATES_TO", 0.5)] * 3
+    assert sorted((k, t, p["strength"]) for k, t, p in await edges_from(settings, a)) == sorted(
+        [("RELATES_TO", b, 0.5), ("RELATES_TO", c, 0.5), ("RELATES_TO", d, 0.5)]
+    )
+    assert [(k, t) for k, t, _ in await edges_from(settings, b)] == [("RELATES_TO", c)]
 
 
 async def test_strength_is_0_to_1(client, settings):

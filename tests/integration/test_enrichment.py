@@ -58,10 +58,11 @@ async def test_a_new_memory_is_embedded_summarised_tagged_and_assessed(stack):
     entities = memory.metadata["entities"]
     assert {"PostgreSQL", "MongoDB"} <= set(entities["tools"])
     assert {"entity:tools:postgresql", "entity:tools:mongodb"} <= set(memory.tags)
-    assert memory.metadata["factuality"]["label"] in ("FACT", "UNVERIFIED", "FICTION")
+    assert memory.factuality["label"] in ("FACT", "UNVERIFIED", "FICTION")
     enrichment = memory.metadata["enrichment"]
     assert enrichment["forced"] is False and enrichment["embedding_model"] == "placeholder"
-    assert memory.metadata["source"] == "slack"  # the client's metadata is kept
+    # The client's metadata is kept, and holds nothing enrichment derived but the keys spec 000 reserves.
+    assert memory.metadata.keys() == {"source", "entities", "enrichment"} and memory.metadata["source"] == "slack"
     assert memory.version == 3  # the embedding stage, then enrichment
 
 

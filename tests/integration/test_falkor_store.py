@@ -165,13 +165,16 @@ async def test_any_text_round_trips_exactly(store, text):
 
 async def test_capped_document_frequencies_stop_counting_at_the_cap(store):
     await put(store, [memory(f"df-{i}", content=f"common word{i % 3} rare{i}") for i in range(12)])
-    capped = await store.document_frequencies("content", ["common", "word0", "rare5", "absent"], cap=5)
+    capped = await store.document_frequencies("default", "content", ["common", "word0", "rare5", "absent"], cap=5)
     assert capped == {"common": 5, "word0": 4, "rare5": 1, "absent": 0}
     # A count that stopped at the cap does not answer a request for more; one below it does.
-    exact = await store.document_frequencies("content", ["common", "word0", "rare5", "absent"])
+    exact = await store.document_frequencies("default", "content", ["common", "word0", "rare5", "absent"])
     assert exact == {"common": 12, "word0": 4, "rare5": 1, "absent": 0}
     await store._query("MATCH (n:Memory) WHERE n.id STARTS WITH 'df-' DETACH DELETE n")
-    assert await store.document_frequencies("content", ["common", "word0"], cap=5) == {"common": 12, "word0": 4}
+    assert await store.document_frequencies("default", "content", ["common", "word0"], cap=5) == {
+        "common": 12,
+        "word0": 4,
+    }
 
 
 async def test_the_arms_words_are_counted_in_one_query_and_cached_for_each_field(store):
@@ -184,19 +187,25 @@ async def test_the_arms_words_are_counted_in_one_query_and_cached_for_each_field
         return await real_query(cypher, params, **options)
 
     store._query = counting
-    await store.arm_frequencies(["keyword", "tag", "metadata"], ["common", "word0", "absent"], cap=4)
+    await store.arm_frequencies("default", ["keyword", "tag", "metadata"], ["common", "word0", "absent"], cap=4)
     assert len(queries) == 1
     # Each field's counts are now cached: the per-field reads make no query.
-    assert await store.document_frequencies("content", ["common", "word0", "absent"], cap=4) == {
+    assert await store.document_frequencies("default", "content", ["common", "word0", "absent"], cap=4) == {
         "common": 4,
         "word0": 2,
         "absent": 0,
     }
-    assert await store.document_frequencies("search_tags", ["common", "word0"], cap=4) == {"common": 4, "word0": 0}
-    assert await store.document_frequencies("search_meta", ["common"], cap=4) == {"common": 0}
+    assert await store.document_frequencies("default", "search_tags", ["common", "word0"], cap=4) == {
+        "common": 4,
+        "word0": 0,
+    }
+    assert await store.document_frequencies("default", "search_meta", ["common"], cap=4) == {"common": 0}
     assert len(queries) == 1
     # A count that stopped at the cap is counted again for a higher one; exact ones are not.
-    assert await store.document_frequencies("content", ["common", "word0"], cap=10) == {"common": 6, "word0": 2}
+    assert await store.document_frequencies("default", "content", ["common", "word0"], cap=10) == {
+        "common": 6,
+        "word0": 2,
+    }
     assert len(queries) == 2 and "common" in queries[1].values() and "word0" not in queries[1].values()
 
 
@@ -253,3 +262,76 @@ async def test_read_candidates_finds_supersession_edges_and_backfills_superseded
     await store.ensure_schema()
     (successor,) = (await store.read_candidates("default", ["rc-old"]))["rc-old"][1]
     assert successor.target_id == "rc-head" and successor.created_at == T0 + timedelta(days=1)
+
+
+async def test_document_frequencies_count_the_tenants_own_memories(store):
+    await put(store, [memory(f"big-{i}", tenant="big", content=f"alpha word{i}") for i in range(30)])
+    await put(store, [memory(f"small-{i}", tenant="small", content="alpha beta") for i in range(2)])
+    assert await store.document_frequencies("small", "content", ["alpha", "beta", "word1"]) == {
+        "alpha": 2,
+        "beta": 2,
+        "word1": 0,
+    }
+    # Capped, the other tenant's matches do not use up the cap.
+    assert await store.document_frequencies("small", "content", ["alpha"], cap=5, recount=True) == {"alpha": 2}
+    assert await store.document_frequencies("big", "content", ["alpha"], cap=5) == {"alpha": 5}
+    await store.arm_frequencies("small", ["keyword"], ["alpha"], cap=1000)
+    assert store._df_cache[("small", "content", "alpha")][0] == 2
+    assert await store.sample_texts("small", "content", 100) == ["alpha beta", "alpha beta"]
+
+
+async def test_list_memories_lists_archived_ones_only_when_asked(store):
+    await put(store, [memory("kept"), memory("gone", archived=True)])
+    scope = Scope(tenant="default", at=T0 + timedelta(days=1), history=True)
+    assert [m.id for m in await store.list_memories(scope, "importance", 10)] == ["kept"]
+    listed = await store.list_memories(scope, "importance", 10, with_archived=True)
+    assert sorted(m.id for m in listed) == ["gone", "kept"]
+
+
+async def test_touch_memories_moves_last_accessed_of_many_in_one_query_never_backwards(store):
+    await put(store, [memory("t1"), memory("t2"), memory("t3"), memory("o1", tenant="other")])
+    later = T0 + timedelta(hours=2)
+    later_us = int(later.timestamp() * 1_000_000)
+    queries = []
+    real_query = store._query
+
+    async def counting(cypher, params=None, **options):
+        queries.append(cypher)
+        return await real_query(cypher, params, **options)
+
+    store._query = counting
+    await store.touch_memories("default", ["t1", "t2", "o1"], later_us)
+    assert len(queries) == 1
+    store._query = real_query
+    got = await store.get_memories("default", ["t1", "t2", "t3"])
+    assert [got[i].last_accessed for i in ("t1", "t2", "t3")] == [later, later, T0]
+    assert {m.version for m in got.values()} == {1} and {m.updated_at for m in got.values()} == {T0}
+    assert (await store.get_memory("other", "o1")).last_accessed == T0  # another tenant's id
+    await store.touch_memories("default", ["t1"], int(T0.timestamp() * 1_000_000))  # older: ignored
+    assert (await store.get_memory("default", "t1")).last_accessed == later
+
+
+async def test_entity_expansion_reads_the_rarest_entities_within_its_bounds(store):
+    seed = memory("seed")
+    await put(store, [seed] + [memory(f"n{i}") for i in range(12)] + [memory("x1", tenant="other")])
+    mentions = [("seed", "Context", ["entity:a", "entity:b", "entity:common"])]
+    mentions += [(f"n{i}", "Context", ["entity:common"]) for i in range(12)]  # 13 mentions: a stopword at 10
+    mentions += [("n0", "Context", ["entity:a", "entity:b"]), ("n1", "Context", ["entity:a"])]
+    await store.link_entities_and_patterns("default", mentions, min_members=100, max_members=100, now_us=1)
+    await store.link_entities_and_patterns(
+        "other", [("x1", "Context", ["entity:a"])], min_members=9, max_members=9, now_us=1
+    )
+
+    found = await store.entity_neighbours("default", ["seed"], 20, max_mentions=10)
+    assert found == [("n0", 2), ("n1", 1)]  # common (13 mentions) is skipped
+    assert len(await store.entity_neighbours("default", ["seed"], 20, max_mentions=20)) == 12
+    # One entity per seed, the rarest: b (2 mentions) before a (3).
+    assert await store.entity_neighbours("default", ["seed"], 20, per_seed=1, max_mentions=10) == [("n0", 1)]
+    # At most max_reads mentions read in all.
+    assert len(await store.entity_neighbours("default", ["seed"], 20, max_mentions=20, max_reads=4)) <= 4
+
+
+async def test_schema_indexes_entity_and_pattern_lookups(store):
+    result = await store._query("CALL db.indexes() YIELD label, properties RETURN label, properties")
+    indexed = {(label, prop) for label, props in result.result_set for prop in props}
+    assert {("Entity", "tag"), ("Entity", "tenant"), ("Pattern", "key"), ("Pattern", "tenant")} <= indexed

@@ -107,7 +107,8 @@ async def test_enrichment_asks_the_model_for_factuality(llm_settings, stub, tmp_
         await stack.start()
         memory_id = await stack.create("Once upon a time a dragon ran our CI.", type="Context")
         memory = (await stack.wait_enriched([memory_id]))[memory_id]
-        assert memory.metadata["factuality"] == {
+        assert "factuality" not in memory.metadata
+        assert memory.factuality == {
             "label": "FICTION",
             "confidence": 0.9,
             "rationale": "model: a bedtime story",

@@ -49,6 +49,7 @@ def full_memory() -> Memory:
         archived=True,
         relevance_score=0.42,
         version=7,
+        factuality={"label": "FACT", "confidence": 0.8, "rationale": "corroborated"},
     )
 
 

@@ -33,6 +33,7 @@ def test_pb_fields_carry_the_values(full_memory):
     assert pb.t_invalid.ToDatetime(tzinfo=UTC) == full_memory.t_invalid
     assert pb.HasField("relevance_score")
     assert pb.version == 7
+    assert json.loads(pb.factuality_json) == full_memory.factuality
 
 
 def test_minimal_memory_round_trips_with_unset_fields(minimal_memory):
@@ -44,6 +45,7 @@ def test_minimal_memory_round_trips_with_unset_fields(minimal_memory):
     assert back == minimal_memory
     assert back.t_invalid is None and back.enriched_at is None
     assert back.relevance_score is None and back.embedding is None
+    assert pb.factuality_json == "" and back.factuality is None
 
 
 def test_a_zero_relevance_score_is_not_lost(minimal_memory):

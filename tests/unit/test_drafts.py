@@ -206,6 +206,53 @@ def test_tags_of_other_types_are_rejected(tags):
     assert err.details["field"] == "tags"
 
 
+TIGHT = Limits(max_tags=3, max_tag_chars=8, max_tag_segments=3, max_metadata_bytes=40)
+
+
+def test_tags_within_the_limits_pass():
+    assert build(TIGHT, tags=["a", "b:c:d", "12345678"]).tags == ["a", "b:c:d", "12345678"]
+
+
+@pytest.mark.parametrize(
+    "tags, reason, named",
+    [
+        (["a", "b", "c", "d"], "TOO_MANY_TAGS", "'tags' holds 4 tags; the limit is 3"),
+        (["ok", "123456789"], "TAG_TOO_LONG", "'tags[1]' is 9 characters; the limit is 8"),
+        (["a:b/c:d"], "TAG_TOO_DEEP", "'tags[0]' has 4 segments"),
+        (["::::"], "TAG_TOO_DEEP", "'tags[0]' has 5 segments"),
+    ],
+)
+def test_tags_past_a_limit_are_a_400_naming_the_tag(tags, reason, named):
+    err = rejected(TIGHT, tags=tags)
+    assert (err.reason, err.field) == (reason, "tags")
+    assert named in err.message
+
+
+def test_the_default_tag_limits():
+    defaults = Limits()
+    assert (defaults.max_tags, defaults.max_tag_chars, defaults.max_tag_segments) == (50, 128, 10)
+    assert build(tags=["t"] * 50).tags == ["t"] * 50
+    assert rejected(tags=["t"] * 51).reason == "TOO_MANY_TAGS"
+    assert rejected(tags=["a:" * 50_000]).reason == "TAG_TOO_LONG"
+    assert rejected(tags=["a:" * 10]).reason == "TAG_TOO_DEEP"  # 20 characters, 11 segments
+
+
+def test_metadata_past_its_size_as_stored_json_is_a_400():
+    assert build(TIGHT, metadata_json=json.dumps({"k": "v" * 31})).metadata == {"k": "v" * 31}  # 40 bytes: the limit
+    err = rejected(TIGHT, metadata_json=json.dumps({"k": "v" * 32}))
+    assert (err.reason, err.field) == ("METADATA_TOO_LARGE", "metadata")
+    assert "'metadata' is 41 bytes as JSON; the limit is 40" in err.message
+    # UTF-8 bytes, not characters (25 here) nor the \u escapes the gateway's JSON text holds.
+    err = rejected(TIGHT, metadata_json=json.dumps({"k": "é" * 16}))
+    assert err.reason == "METADATA_TOO_LARGE" and "41 bytes" in err.message
+    assert rejected(metadata_json=json.dumps({"k": "x" * 16 * 1024})).reason == "METADATA_TOO_LARGE"
+
+
+def test_the_original_content_a_summary_replaced_is_not_the_clients_metadata():
+    memory = build(TIGHT, metadata_json=json.dumps({"k": "v" * 30}), original_content="long " * 100)
+    assert memory.metadata == {"k": "v" * 30, "original_content": "long " * 100}
+
+
 # -- metadata --------------------------------------------------------------
 
 

@@ -245,3 +245,38 @@ def test_an_unusable_model_answer_is_none(answer):
     from services.core.domain.factuality import parse_factuality
 
     assert parse_factuality(answer) is None
+
+
+LEGACY = {"label": "FICTION", "confidence": 0.8, "rationale": "hypothetical or fictional cues: 'imagine'"}
+
+
+@pytest.mark.parametrize(
+    "metadata, enriched, lifted",
+    [
+        ({"source": "slack", "factuality": LEGACY}, True, True),
+        ({"factuality": {**LEGACY, "confidence": 1}}, True, True),
+        ({"factuality": LEGACY}, False, False),  # never enriched: the client's own
+        ({"factuality": {**LEGACY, "by": "me"}}, True, False),  # another shape
+        ({"factuality": {**LEGACY, "label": "TRUE"}}, True, False),
+        ({"factuality": {**LEGACY, "confidence": True}}, True, False),
+        ({"factuality": {**LEGACY, "rationale": 5}}, True, False),
+        ({"factuality": "FACT"}, True, False),
+        ({}, True, False),
+    ],
+)
+def test_only_enrichments_own_legacy_factuality_is_lifted_out_of_metadata(metadata, enriched, lifted):
+    from services.core.domain.factuality import lift_factuality
+
+    out, factuality = lift_factuality(metadata, None, enriched)
+    if lifted:
+        assert factuality == metadata["factuality"]
+        assert out == {k: v for k, v in metadata.items() if k != "factuality"}
+    else:
+        assert (out, factuality) == (metadata, None)
+
+
+def test_a_record_with_its_own_factuality_keeps_its_metadata_as_is():
+    from services.core.domain.factuality import lift_factuality
+
+    own = {"label": "FACT", "confidence": 0.9, "rationale": "r"}
+    assert lift_factuality({"factuality": LEGACY}, own, True) == ({"factuality": LEGACY}, own)

@@ -17,6 +17,7 @@ from services.core.adapters.falkor import (
     memory_to_row,
     rarest_within,
     row_to_memory,
+    timed_out,
 )
 
 TIME_FIELDS = ("timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed", "recorded_at", "enriched_at")
@@ -53,6 +54,37 @@ def test_row_holds_graph_friendly_values(full_memory):
     assert row["tags"] == full_memory.tags
     assert row["archived"] is True
     assert row["version"] == 7
+
+
+LEGACY = {"label": "UNVERIFIED", "confidence": 0.56, "rationale": "source trust 0.70"}
+
+
+def test_factuality_is_its_own_property_not_metadata(full_memory):
+    row = memory_to_row(full_memory)
+    assert json.loads(row["factuality"]) == full_memory.factuality
+    assert "factuality" not in json.loads(row["metadata"])
+
+
+def test_a_record_an_earlier_release_enriched_reads_with_factuality_lifted_out(full_memory, minimal_memory):
+    """Before ensure_schema's migration reaches it, an old record reads as the
+    new shape, so whatever writes it back writes the new shape."""
+    row = memory_to_row(full_memory)
+    del row["factuality"]
+    row["metadata"] = json.dumps({"source": "slack", "factuality": LEGACY})
+    back = row_to_memory(row)
+    assert back.factuality == LEGACY and back.metadata == {"source": "slack"}
+    # Not enriched, or not enrichment's shape: the client's own key, left where it is.
+    mine = {"factuality": {"label": "FACT", "confidence": 1, "rationale": "I say so", "by": "me"}}
+    row["metadata"] = json.dumps(mine)
+    assert row_to_memory(row).metadata == mine and row_to_memory(row).factuality is None
+    plain = memory_to_row(minimal_memory)
+    plain["metadata"] = json.dumps({"factuality": LEGACY})
+    assert row_to_memory(plain).metadata == {"factuality": LEGACY} and row_to_memory(plain).factuality is None
+    # A record that has its own factuality keeps the client's metadata.factuality as sent.
+    row = memory_to_row(full_memory)
+    row["metadata"] = json.dumps({"factuality": LEGACY})
+    assert row_to_memory(row).metadata == {"factuality": LEGACY}
+    assert row_to_memory(row).factuality == full_memory.factuality
 
 
 def test_keep_nulls_lets_an_update_remove_cleared_fields(minimal_memory):
@@ -104,13 +136,31 @@ def test_encode_of_none_is_none():
         (redis_errors.BusyLoadingError("Redis is loading the dataset in memory"), True),
         (redis_errors.ResponseError("LOADING Redis is loading the dataset in memory"), True),
         (redis_errors.ConnectionError("refused"), True),
-        (redis_errors.TimeoutError("slow"), True),
+        (redis_errors.TimeoutError("Timeout connecting to server"), True),
+        # A timeout once the query was sent is never retried: it would run (or write) again.
+        (redis_errors.TimeoutError("Timeout reading from socket"), False),
+        (redis_errors.TimeoutError("slow"), False),
+        (redis_errors.ResponseError("Query timed out"), False),
         (redis_errors.ResponseError("errMsg: Invalid input"), False),
         (ValueError("bug"), False),
     ],
 )
 def test_only_transient_errors_are_retried(error, retry):
     assert _retryable(error) is retry
+
+
+@pytest.mark.parametrize(
+    "error, timeout",
+    [
+        (redis_errors.ResponseError("Query timed out"), True),
+        (redis_errors.TimeoutError("Timeout reading from socket"), True),
+        (redis_errors.TimeoutError("Timeout connecting to server"), False),
+        (redis_errors.ResponseError("errMsg: Invalid input"), False),
+        (redis_errors.ConnectionError("refused"), False),
+    ],
+)
+def test_timed_out_tells_a_time_limit_from_other_failures(error, timeout):
+    assert timed_out(error) is timeout
 
 
 def test_rarest_within_takes_the_rarest_words_while_their_matches_fit():

@@ -8,7 +8,7 @@ import pytest
 
 from gateway.app import create_app
 from gateway.envelope import ApiError
-from gateway.routes.common import decode_json
+from gateway.routes.common import decode_json, is_json_media_type
 from services.core.settings import Settings
 
 TOKEN = "unit-token"
@@ -28,6 +28,8 @@ def app_client(**settings) -> httpx.AsyncClient:
         (b'{"importance": -Infinity}', "-Infinity is not a JSON number"),
         (b'{"importance": 1e400}', "out of range"),
         (b'{"importance": ' + b"9" * 400 + b"}", "out of range"),
+        (b'{"metadata": {"n": 18446744073709551616}}', "18446744073709551616 is out of range"),
+        (b'{"metadata": {"n": -9223372036854775809}}', "out of range"),
         (b'{"content": "\\ud800"}', "lone surrogate"),
         (b'{"content": "x"', "malformed JSON"),
         (b"\xff\xfe\x00", "malformed JSON"),
@@ -61,6 +63,32 @@ def test_what_json_can_carry_is_kept():
     body = '{"content": "café \\ud83d\\ude00 \\\\u0000", "n": 12345678901234567890, "x": -1.5e-300}'
     assert decode_json(body.encode()) == {"content": "café 😀 \\u0000", "n": 12345678901234567890, "x": -1.5e-300}
     assert decode_json(b'\xef\xbb\xbf{"bom": true}') == {"bom": True}
+
+
+@pytest.mark.parametrize(
+    "content_type, json",
+    [
+        ("application/json", True),
+        ("APPLICATION/JSON ; charset=UTF-8", True),
+        ("application/vnd.api+json", True),
+        ("application/merge-patch+json; charset=utf-8", True),
+        ("application/+json", False),
+        ("application/jsonp", False),
+        ("text/json", False),
+        ("text/plain; charset=utf-8", False),
+        ("json", False),
+        ("", False),
+    ],
+)
+def test_what_counts_as_a_json_content_type(content_type, json):
+    assert is_json_media_type(content_type) is json
+
+
+async def test_a_body_not_sent_as_json_is_415_before_it_is_parsed():
+    async with app_client() as client:
+        reply = await client.post("/memory", content=b"{not json", headers={**AUTH, "Content-Type": "text/plain"})
+    assert reply.status_code == 415
+    assert reply.json()["reason"] == "UNSUPPORTED_MEDIA_TYPE" and "text/plain" in reply.json()["message"]
 
 
 async def test_a_declared_length_over_the_limit_is_413_before_the_body_is_read():

@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from services.core.domain.context_hints import context_profile, detect_language
+from services.core.domain.decompose import DecomposePolicy, decompose, query_entities
 from services.core.domain.errors import InvalidArgument
 from services.core.domain.model import Memory
 from services.core.domain.recall import (
@@ -35,6 +37,8 @@ from services.core.domain.recall import (
     tokens,
     weights_for,
 )
+from services.core.domain.recall_assembly import append_new, entity_names, per_query_cap
+from services.core.domain.score_floor import adaptive_floor
 from services.core.domain.tags import tag_prefixes
 from services.core.domain.timewindow import Window
 from services.core.settings import Settings
@@ -263,9 +267,10 @@ def test_clean_tags_keeps_first_seen_order():
 
 
 def test_queries_and_priority_ids_are_trimmed_and_deduped():
-    request = req(queries=[" postgres ", "postgres", "", "  ", "mongo"], priority_ids=["x", "", "y", "x"])
+    x, y = "0b0c5d6e-0000-4000-8000-000000000001", "0b0c5d6e-0000-4000-8000-000000000002"
+    request = req(queries=[" postgres ", "postgres", "", "  ", "mongo"], priority_ids=[x, "", y.upper(), x])
     assert request.queries == ("postgres", "mongo")
-    assert request.priority_ids == ("x", "y")
+    assert request.priority_ids == (x, y)  # canonical form
 
 
 def test_scope_at_is_as_of_when_given_and_history_has_no_current_moment():
@@ -394,7 +399,7 @@ def test_candidate_add_keeps_the_maximum():
         ({"arms": {"vector": 0.9}, "via": "priority"}, "priority"),
         ({"arms": {"vector": 0.9}, "via": "relation"}, "vector"),
         ({"via": "relation"}, "relation"),
-        ({"via": "entity"}, "entity"),
+        ({"via": "entity_expansion"}, "entity_expansion"),
         ({"via": "priority"}, "priority"),
         ({}, "recent"),
         ({"arms": {"vector": 0.9}, "state_replaces": "old"}, "state_replacement"),
@@ -414,7 +419,7 @@ def test_arms_are_listed_in_match_priority_order():
     [
         ({"arms": {"vector": 0.5, "keyword": 0.9}, "final": 0.3}, 0.9),
         ({"via": "relation", "relation": 0.6, "final": 0.2}, 0.6),
-        ({"via": "entity", "relation": 0.4, "final": 0.2}, 0.4),
+        ({"via": "entity_expansion", "relation": 0.4, "final": 0.2}, 0.4),
         ({"via": "recent", "relation": 0.4, "final": 0.2}, 0.2),
         ({"via": "priority", "final": 0.25}, 0.25),
     ],
@@ -857,3 +862,172 @@ def test_common_words_are_those_in_the_most_texts_commonest_first():
     texts = ["The harbour light", "harbour light harbour", "a light at sea", "sea harbour", "unique"]
     assert common_words(texts, 10) == ["harbour", "light", "sea"]  # per text, not per use; stopwords out
     assert common_words(texts, 1) == ["harbour"]
+
+
+# Request limits (RECALL_MAX_QUERIES, RECALL_MAX_QUERY_WORDS, RECALL_MAX_PRIORITY_IDS) ------------------
+
+
+def test_too_many_queries_is_invalid_naming_queries():
+    req(queries=[f"q{i}" for i in range(10)])  # the default limit, exactly
+    with pytest.raises(InvalidArgument) as error:
+        req(query="first", queries=[f"q{i}" for i in range(10)])
+    assert error.value.field == "queries" and "10" in str(error.value)
+    assert build_request(policy(max_queries=2), **_base(queries=["a", "b", "a"])).queries == ("a", "b")
+
+
+def test_a_query_of_too_many_words_is_invalid_naming_its_parameter():
+    req(query=" ".join(["word"] * 64))
+    with pytest.raises(InvalidArgument) as error:
+        req(query=" ".join(["word"] * 65))
+    assert error.value.field == "query"
+    with pytest.raises(InvalidArgument) as error:
+        req(queries=["short", " ".join(["word"] * 65)])
+    assert error.value.field == "queries"
+
+
+def test_priority_ids_are_memory_ids_and_bounded():
+    with pytest.raises(InvalidArgument) as error:
+        req(priority_ids=["not-an-id"])
+    assert error.value.field == "priority_ids"
+    ids = [f"0b0c5d6e-0000-4000-8000-{i:012d}" for i in range(101)]
+    assert len(req(priority_ids=ids[:100]).priority_ids) == 100
+    with pytest.raises(InvalidArgument) as error:
+        req(priority_ids=ids)
+    assert error.value.field == "priority_ids" and "100" in str(error.value)
+
+
+def _base(**params):
+    return {"tenant": "acme", "now": NOW, "history": False, "as_of": None, "window": Window(), **params}
+
+
+# auto_decompose (services/core/domain/decompose.py) -----------------------------------------------------
+
+
+def test_query_entities_are_names_not_sentence_starts_or_question_words():
+    assert query_entities("Would Caroline pursue writing?") == ["Caroline"]
+    assert query_entities("What did Melanie's sister say to John in March?") == ["John", "Melanie"]
+    assert query_entities("Caroline went home. Then Bob left") == ["Bob"]  # sentence starts are no names
+
+
+def test_decompose_pairs_each_entity_with_the_topics():
+    queries = decompose("Would Caroline pursue writing as a career?", DecomposePolicy())
+    assert queries == ["Caroline", "Caroline writing", "Caroline career", "Caroline interests goals plans"]
+    assert decompose("Did John or Maria or Pete visit Paris?", DecomposePolicy(max_entities=2))[0::2] == [
+        "John", "Maria",
+    ]  # fmt: skip
+
+
+def test_decompose_without_entities_searches_the_topics():
+    assert decompose("which database handles the sessions cache", DecomposePolicy(max_topics=2)) == [
+        "database", "handles",
+    ]  # fmt: skip
+    assert decompose("is it ok", DecomposePolicy()) == []
+
+
+def test_auto_decompose_adds_the_queries_to_a_single_query_only():
+    request = req(query="Would Caroline pursue writing?", auto_decompose=True)
+    assert request.queries == ("Would Caroline pursue writing?", "Caroline", "Caroline writing")
+    assert request.multi
+    single = req(query="Would Caroline pursue writing?")
+    assert single.queries == ("Would Caroline pursue writing?",) and not single.multi
+    several = req(queries=["Would Caroline pursue writing?", "Bob"], auto_decompose=True)
+    assert several.queries == ("Would Caroline pursue writing?", "Bob") and several.multi
+
+
+# Context hints (services/core/domain/context_hints.py) --------------------------------------------------
+
+
+def test_language_is_read_from_the_hint_the_path_or_the_query():
+    assert detect_language("py", "", "", "") == "python"
+    assert detect_language("", "typescript", "", "") == "typescript"
+    assert detect_language("", "", "", "src/auth.rs") == "rust"
+    assert detect_language("", "", "golang error handling", "") == "go"
+    assert detect_language("", "", "nothing here", "README") is None
+
+
+def test_a_language_favours_its_style_notes():
+    profile = context_profile(tags=["db"], types=[], language="python")
+    assert profile.language == "python" and profile.keywords == ("python",)
+    assert {"db", "python", "python-style", "python:style", "coding-style"} <= set(profile.tags)
+    assert set(profile.types) == {"style", "preference"}
+
+
+def test_a_plain_context_label_is_a_priority_tag_and_the_query_counts_only_with_a_hint():
+    assert context_profile(tags=[], types=[], context="Architecture").tags == ("architecture",)
+    assert not context_profile(tags=[], types=[], query="where did we go for lunch")
+    assert context_profile(tags=[], types=[], context="x", query="where did we go").language == "go"
+    assert "coding-style" in context_profile(tags=[], types=[], context="formatting").tags
+
+
+def test_context_hints_feed_the_context_component():
+    request = req(queries=["linting"], language="python", context_types=["Decision"])
+    assert "decision" in request.context_types and "style" in request.context_types
+    tagged = cand(mem("a", tags=["python-style"]))
+    typed = cand(mem("b", type="Preference"))
+    worded = cand(mem("c", content="we use python everywhere"))
+    other = cand(mem("d"))
+    for candidate in (tagged, typed, worded, other):
+        score(candidate, request, POLICY, RECALL_WEIGHTS)
+    assert tagged.components["context"] == typed.components["context"] == 1.0
+    assert worded.components["context"] == POLICY.context_keyword_score
+    assert other.components["context"] == 0.0
+
+
+# The adaptive floor (services/core/domain/score_floor.py) -----------------------------------------------
+
+
+def test_adaptive_floor_cuts_below_a_sharp_drop_near_the_top():
+    scores = [0.9, 0.88, 0.86, 0.3, 0.28, 0.27, 0.26, 0.25]
+    assert adaptive_floor(scores, min_results=3, gap_ratio=0.25) == 0.3  # kept: 4 of 8
+
+
+def test_adaptive_floor_keeps_at_least_half_and_needs_a_large_drop():
+    assert adaptive_floor([0.9, 0.2, 0.19, 0.18, 0.17, 0.16], min_results=3, gap_ratio=0.25) is None  # 1 of 6
+    assert adaptive_floor([0.9, 0.8, 0.7, 0.6, 0.5, 0.4], min_results=3, gap_ratio=0.25) is None  # no drop
+    assert adaptive_floor([0.9, 0.1, 0.1], min_results=3, gap_ratio=0.25) is None  # too short to judge
+
+
+def test_adaptive_floor_defaults_to_the_setting():
+    assert req(queries=["x"]).adaptive_floor is False
+    assert build_request(policy(adaptive_floor=True), **_base(queries=["x"])).adaptive_floor is True
+    assert (
+        build_request(policy(adaptive_floor=True), **_base(queries=["x"], adaptive_floor=False)).adaptive_floor is False
+    )
+
+
+# Assembly (services/core/domain/recall_assembly.py) -----------------------------------------------------
+
+
+def test_per_query_limit_caps_each_querys_share():
+    a, b, c, d = (cand(mem(i), f) for i, f in (("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6)))
+    a.queries, b.queries, c.queries, d.queries = {0}, {0}, {1}, {0, 1}
+    listed = cand(mem("e"), 0.1)
+    kept = per_query_cap([a, b, c, d, listed], 1, 2)
+    assert [x.id for x in kept] == ["a", "c", "e"]
+    assert per_query_cap([a, b, c, d], 5, 2) == [a, b, c, d]
+    assert per_query_cap([a, b], 1, 1) == [a, b]  # one query: the limit decides
+    assert req(queries=["x"], limit=7).per_query_limit == 7
+    assert req(queries=["x", "y"], limit=7, per_query_limit=2).per_query_limit == 2
+
+
+def test_expansions_leave_out_what_the_results_hold():
+    seed = cand(mem("a", content="Postgres for ACID"), 0.9)
+    same_id = cand(mem("a"), 0.5)
+    same_content = cand(mem("b", content="postgres   for acid"), 0.5)
+    new = cand(mem("c", content="Redis for sessions"), 0.4)
+    added, merged = append_new([seed], [same_id, same_content, new])
+    assert [c.id for c in added] == ["c"] and merged == 1
+    assert seed.deduped_from == ["b"]
+
+
+def test_entity_names_come_from_entity_tags():
+    memory = mem("a", tags=["entity:people:rachel", "project", "entity:tech:postgres", "entity:people:rachel"])
+    assert entity_names(memory) == ["rachel", "postgres"]
+
+
+def test_expansion_leaves_the_tag_scope_unless_told_to_respect_it():
+    scope = req(tags=["project"], exclude_tags=["draft"]).scope
+    outside = mem("a", tags=["other"])
+    assert not in_scope(outside, scope)
+    assert in_scope(outside, scope, respect_tags=False)
+    assert not in_scope(mem("b", tags=["other", "draft"]), scope, respect_tags=False)  # exclude_tags still bind

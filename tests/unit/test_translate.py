@@ -155,6 +155,7 @@ def test_memory_to_json_carries_every_field(full_memory):
     assert out["relevance_score"] == 0.42
     assert out["tenant"] == "acme"
     assert out["version"] == 7
+    assert out["factuality"] == full_memory.factuality and "factuality" not in out["metadata"]
 
 
 def test_float32_embeddings_come_back_in_shortest_form():
@@ -176,6 +177,7 @@ def test_unset_fields_become_null():
     assert out["summary"] is None
     assert out["embedding"] is None
     assert out["metadata"] == {}
+    assert out["factuality"] is None
 
 
 def test_a_zero_relevance_score_is_kept():

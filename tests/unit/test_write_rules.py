@@ -71,6 +71,25 @@ class TestApplyUpdate:
             "NULL_NOT_ALLOWED"
         )
 
+    def test_a_patch_is_held_to_the_write_side_limits(self):
+        tight = Limits(vector_size=3, max_tags=2, max_tag_chars=5, max_tag_segments=2, max_metadata_bytes=20)
+        for tags, reason in (
+            (["a", "b", "c"], "TOO_MANY_TAGS"),
+            (["abcdef"], "TAG_TOO_LONG"),
+            (["a:b:c"], "TAG_TOO_DEEP"),
+        ):
+            assert (
+                reason_of(lambda t=tags: apply_update(stored(), Draft(tags=t), {"tags"}, now=NOW, limits=tight))
+                == reason
+            )
+        big = Draft(metadata_json='{"k": "' + "v" * 20 + '"}')
+        assert (
+            reason_of(lambda: apply_update(stored(), big, {"metadata"}, now=NOW, limits=tight)) == "METADATA_TOO_LARGE"
+        )
+        # A comma-separated string is split first: the limits apply to the tags it makes.
+        updated, _ = apply_update(stored(), Draft(tags="a, b"), {"tags"}, now=NOW, limits=tight)
+        assert updated.tags == ["a", "b"]
+
     @pytest.mark.parametrize(
         "draft, fields, reason",
         [
@@ -101,6 +120,11 @@ class TestAssociations:
         assert relation.properties == {"reason": "r", "context": "c"}
         assert relation.source_id == A and relation.target_id == B and relation.created_at == NOW
 
+    @pytest.mark.parametrize("kind", [None, ""])
+    def test_no_type_is_relates_to(self, kind):
+        relation = build_relation(A, B, kind, None, {}, now=NOW)
+        assert (relation.type, relation.strength) == ("RELATES_TO", DEFAULT_STRENGTH)
+
     @pytest.mark.parametrize(
         "args, reason",
         [
@@ -108,6 +132,7 @@ class TestAssociations:
             ((A, "nope", "RELATES_TO", None, {}), "INVALID_ID"),
             ((A, B, "RELATES_TO", 1.5, {}), "OUT_OF_RANGE"),
             ((A, B, "RELATES_TO", True, {}), "OUT_OF_RANGE"),
+            ((A, B, "  ", None, {}), "RELATION_TYPE_REQUIRED"),
             ((A, B, "PREFERS_OVER", None, {"reason": ["a list"]}), "INVALID_PROPERTY"),
         ],
     )

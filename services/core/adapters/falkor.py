@@ -12,9 +12,11 @@ import base64
 import json
 import time
 from array import array
+from dataclasses import dataclass
 from typing import Any
 
 import redis.exceptions as redis_errors
+import structlog
 from falkordb.asyncio import FalkorDB
 
 from memgrid.v1 import events_pb2
@@ -22,7 +24,8 @@ from services.core.adapters.falkor_reply import params_header, read_reply
 from services.core.adapters.retry import with_backoff
 from services.core.codec import event_from_pb, event_to_pb
 from services.core.domain.analysis import AnalysisFigures, TypeFigures
-from services.core.domain.errors import Unavailable
+from services.core.domain.errors import DeadlineExceeded, Unavailable
+from services.core.domain.factuality import lift_factuality
 from services.core.domain.model import (
     SUPERSESSION_RELATIONS,
     TIME_FIELDS,
@@ -38,7 +41,8 @@ from services.core.ports import ExportedEdge, GraphStats, IdempotencyClaim, Outb
 
 #: The properties enrichment owns (and the version it bumps).
 _ENRICHMENT_FIELDS = (
-    "embedding", "summary", "enriched_at", "metadata", "tags", "tag_prefixes", "search_tags", "search_meta", "version",
+    "embedding", "summary", "enriched_at", "metadata", "factuality", "tags", "tag_prefixes", "search_tags",
+    "search_meta", "version",
 )  # fmt: skip
 #: Nullable properties: an update that clears them must remove them.
 _NULLABLE = ("embedding", "relevance_score", "t_invalid", "enriched_at", "superseded_at", "archived_at")
@@ -49,9 +53,17 @@ _INDEXES = (
     ("Outbox", "id"),
     ("Outbox", "created_at"),
     ("IdempotencyKey", "key"),
+    # Enrichment's MERGEs and its Pattern grouping look these up; without an
+    # index each lookup scanned every Entity (or Pattern) node.
+    ("Entity", "tag"),
+    ("Entity", "tenant"),
+    ("Pattern", "key"),
+    ("Pattern", "tenant"),
 )
 
 
+#: Node ids the factuality migration in ensure_schema reads per query.
+FACTUALITY_MIGRATION_PAGE = 2000
 #: How long a word's document frequency is trusted (by default), and how many are kept.
 DF_CACHE_SECONDS = 300.0
 DF_CACHE_SIZE = 50_000
@@ -60,11 +72,24 @@ _FULLTEXT_FIELDS = ("content", "search_tags", "search_meta")
 #: What a read returns of a node: everything but the embedding and the search copies.
 _READ_FIELDS = (
     "id", "tenant", "content", "type", "confidence", "importance", "tags", "tag_prefixes", "metadata", "summary",
-    "archived", "relevance_score", "version", *TIME_FIELDS,
+    "archived", "relevance_score", "version", "factuality", *TIME_FIELDS,
 )  # fmt: skip
 _RETURN_FIELDS = ", ".join(f"n.{name}" for name in _READ_FIELDS)
 #: The arm each full-text field serves.
 ARM_FIELDS = {"keyword": "content", "tag": "search_tags", "metadata": "search_meta"}
+
+
+@dataclass(frozen=True, slots=True)
+class EntityBounds:
+    """How far a recall's entity expansion reads (RECALL_ENTITY_*): at most
+    per_seed entities of each seed, the rarest first; none mentioned by more
+    than max_mentions memories (the stopwords of entities: a shared mention
+    of one says little and would read thousands of edges); at most max_reads
+    (entity, memory) pairs in all."""
+
+    per_seed: int = 5
+    max_mentions: int = 200
+    max_reads: int = 1000
 
 
 def _counted_far_enough(cached: tuple[int, float, int | None], cap: int | None) -> bool:
@@ -77,11 +102,14 @@ def _read_row(values) -> Memory:
     return row_to_memory({k: v for k, v in zip(_READ_FIELDS, values, strict=True) if v is not None})
 
 
-def scope_where(scope: Scope, alias: str = "n") -> tuple[str, dict[str, Any]]:
+def scope_where(scope: Scope, alias: str = "n", *, with_archived: bool = False) -> tuple[str, dict[str, Any]]:
     """The Cypher condition and parameters of a candidate Scope (the graph
-    arms apply the same rules as VectorQuery does in the vector index)."""
+    arms apply the same rules as VectorQuery does in the vector index);
+    archived memories are left out unless with_archived."""
     n = alias
-    parts = [f"{n}.tenant = $tenant", f"NOT coalesce({n}.archived, false)"]
+    parts = [f"{n}.tenant = $tenant"]
+    if not with_archived:
+        parts.append(f"NOT coalesce({n}.archived, false)")
     params: dict[str, Any] = {"tenant": scope.tenant}
     if not scope.history:
         params["at"] = to_micros(scope.at)
@@ -155,13 +183,23 @@ _ORDERS = {
 #: Node labels a backup exports besides Memory.
 _EXPORTED_LABELS = ("Entity", "Pattern")
 #: One pass over a tenant's memories for the figures of GET /analyze: totals,
-#: averages, span, states (one each, by the memory's own fields, in the
-#: current-state pass's order: superseded, archived, not yet valid, expired)
-#: and the confidence and importance buckets.
+#: averages, span, states (one each, in the current-state pass's order:
+#: superseded, archived, not yet valid, expired) and the confidence and
+#: importance buckets. As in the pass (services/core/domain/state.py), a
+#: memory is superseded only when a chain of supersession edges (existing at
+#: $now, at most {hops} long) leads from it to another memory that is current
+#: itself; the chain is looked for only where superseded_at is set.
 _ANALYSIS_SUMMARY = """
 MATCH (m:Memory) WHERE m.tenant = $tenant
 WITH m, CASE
-    WHEN m.superseded_at IS NOT NULL AND m.superseded_at <= $now THEN 'superseded'
+    WHEN m.superseded_at IS NULL OR m.superseded_at > $now THEN false
+    ELSE size([p = (m)-[:INVALIDATED_BY|EVOLVED_INTO*1..{hops}]->(h:Memory)
+               WHERE h <> m AND h.tenant = $tenant AND NOT coalesce(h.archived, false)
+                 AND (h.t_valid IS NULL OR h.t_valid <= $now) AND (h.t_invalid IS NULL OR h.t_invalid > $now)
+                 AND all(r IN relationships(p) WHERE r.created_at IS NULL OR r.created_at <= $now) | h.id]) > 0
+    END AS replaced
+WITH m, CASE
+    WHEN replaced THEN 'superseded'
     WHEN coalesce(m.archived, false) THEN 'archived'
     WHEN m.t_valid IS NOT NULL AND m.t_valid > $now THEN 'not_yet_valid'
     WHEN m.t_invalid IS NOT NULL AND m.t_invalid <= $now THEN 'expired'
@@ -181,10 +219,38 @@ RETURN count(m), avg(m.importance), avg(m.confidence), min(m.timestamp), max(m.t
 """
 
 
+log = structlog.get_logger()
+
+#: How FalkorDB refuses a query whose TIMEOUT is above its TIMEOUT_MAX.
+_ABOVE_TIMEOUT_MAX = "The query TIMEOUT parameter value cannot exceed"
+#: How much longer than the query timeout the client waits for a reply before
+#: giving up on the connection (the server stops the query at its timeout).
+_SOCKET_MARGIN_SECONDS = 5.0
+
+
 def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError)):
+    """Errors after which the query surely did not run: retried while FalkorDB
+    comes up. A timeout is not among them: FalkorDB stopped the query
+    ("Query timed out"), or the reply was lost after it ran; running it again
+    would cost the same time again, or repeat a write."""
+    if isinstance(exc, redis_errors.TimeoutError):
+        return str(exc).startswith("Timeout connecting")
+    if isinstance(exc, (redis_errors.ConnectionError, redis_errors.BusyLoadingError)):
         return True
     return isinstance(exc, redis_errors.ResponseError) and str(exc).startswith("LOADING")
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether a query failed on a time limit: FalkorDB's own, or no reply on the socket in time."""
+    if isinstance(exc, redis_errors.TimeoutError):
+        return not _retryable(exc)
+    return isinstance(exc, redis_errors.ResponseError) and str(exc).startswith("Query timed out")
+
+
+def _config_value(reply) -> int:
+    """The value of a GRAPH.CONFIG GET reply ([name, value])."""
+    value = reply[1] if isinstance(reply, (list, tuple)) and len(reply) == 2 else reply
+    return int(value.decode() if isinstance(value, bytes) else value)
 
 
 def encode_embedding(values: list[float] | None) -> str | None:
@@ -224,6 +290,8 @@ def memory_to_row(memory: Memory, *, keep_nulls: bool = False) -> dict[str, Any]
         "archived": bool(memory.archived),
         "relevance_score": memory.relevance_score,
         "version": int(memory.version),
+        # JSON text, as metadata: FalkorDB refuses map properties.
+        "factuality": None if memory.factuality is None else json.dumps(memory.factuality, ensure_ascii=False),
     }
     for name in TIME_FIELDS:
         row[name] = to_micros(getattr(memory, name))
@@ -234,7 +302,7 @@ def memory_to_row(memory: Memory, *, keep_nulls: bool = False) -> dict[str, Any]
 
 _TAG_SEPARATORS = str.maketrans({":": " ", "/": " ", "-": " ", "_": " "})
 #: Metadata keys the metadata arm does not search (bookkeeping, or copies of the content).
-_UNSEARCHED_METADATA = frozenset({"enrichment", "factuality", "original_content", "summary"})
+_UNSEARCHED_METADATA = frozenset({"enrichment", "original_content", "summary"})
 _SEARCH_META_CHARS = 2000
 
 
@@ -263,8 +331,15 @@ def search_meta(metadata: dict) -> str:
 
 
 def row_to_memory(row: dict[str, Any]) -> Memory:
-    """The inverse of memory_to_row."""
+    """The inverse of memory_to_row. A record an earlier release enriched
+    still holds its factuality in metadata (until ensure_schema moves it):
+    it is read as the new shape, so a write never puts it back."""
     times = {name: from_micros(row.get(name)) for name in TIME_FIELDS}
+    metadata, factuality = lift_factuality(
+        json.loads(row.get("metadata") or "{}"),
+        json.loads(row["factuality"]) if row.get("factuality") else None,
+        enriched=times["enriched_at"] is not None,
+    )
     return Memory(
         id=row["id"],
         tenant=row["tenant"],
@@ -274,12 +349,13 @@ def row_to_memory(row: dict[str, Any]) -> Memory:
         importance=float(row["importance"]),
         tags=list(row.get("tags") or []),
         tag_prefixes=list(row.get("tag_prefixes") or []),
-        metadata=json.loads(row.get("metadata") or "{}"),
+        metadata=metadata,
         embedding=decode_embedding(row.get("embedding")),
         summary=row.get("summary") or "",
         archived=bool(row.get("archived", False)),
         relevance_score=row.get("relevance_score"),
         version=int(row.get("version", 1)),
+        factuality=factuality,
         **times,
     )
 
@@ -349,8 +425,16 @@ class FalkorGraphStore:
         retry_max_seconds: float = 2.0,
         request_retry_seconds: float = 3.0,
         df_cache_seconds: float = DF_CACHE_SECONDS,
+        entity_bounds: EntityBounds | None = None,
+        query_timeout_ms: int = 0,
     ):
-        self._connect_args = {"host": host, "port": port, "password": password}
+        self._connect_args: dict[str, Any] = {"host": host, "port": port, "password": password}
+        #: Sent with every query (GRAPH.QUERY ... TIMEOUT); 0 sends none.
+        self._timeout_ms = max(0, int(query_timeout_ms))
+        if self._timeout_ms:
+            self._connect_args["socket_timeout"] = self._timeout_ms / 1000 + _SOCKET_MARGIN_SECONDS
+        #: The server's (TIMEOUT_DEFAULT, TIMEOUT_MAX) as ensure_schema read them; None: not read.
+        self.server_timeouts: tuple[int, int] | None = None
         self._graph_name = graph
         self._db: FalkorDB | None = None
         self._graph = None
@@ -360,8 +444,9 @@ class FalkorGraphStore:
         self._max = retry_max_seconds
         self._request_retry = request_retry_seconds
         self._df_cache_seconds = df_cache_seconds
-        #: (field, word) -> (count, when, the cap it was counted to or None: exact).
-        self._df_cache: dict[tuple[str, str], tuple[int, float, int | None]] = {}
+        self._entity_bounds = entity_bounds or EntityBounds()
+        #: (tenant, field, word) -> (count, when, the cap it was counted to or None: exact).
+        self._df_cache: dict[tuple[str, str, str], tuple[int, float, int | None]] = {}
 
     async def _attempt(self, cypher: str, params: dict[str, Any] | None):
         if self._graph is None:
@@ -369,10 +454,25 @@ class FalkorGraphStore:
             self._db = await asyncio.to_thread(FalkorDB, **self._connect_args)
             self._graph = self._db.select_graph(self._graph_name)
         # The library's query(), with a faster reader for all-scalar replies (falkor_reply.py).
-        response = await self._graph.execute_command(
-            "GRAPH.QUERY", self._graph_name, params_header(params) + cypher, "--compact"
-        )
+        try:
+            response = await self._send(cypher, params)
+        except redis_errors.ResponseError as exc:
+            # The server's TIMEOUT_MAX is below ours (lowered since start-up, or met
+            # before check_timeouts ran): FalkorDB refused the query without running
+            # it, so it is sent again once with the server's limit.
+            before = self._timeout_ms
+            if not str(exc).startswith(_ABOVE_TIMEOUT_MAX) or await self.check_timeouts() is None:
+                raise
+            if self._timeout_ms == before:
+                raise
+            response = await self._send(cypher, params)
         return await read_reply(self._graph, response)
+
+    async def _send(self, cypher: str, params: dict[str, Any] | None):
+        timeout = ("TIMEOUT", str(self._timeout_ms)) if self._timeout_ms else ()
+        return await self._graph.execute_command(
+            "GRAPH.QUERY", self._graph_name, params_header(params) + cypher, "--compact", *timeout
+        )
 
     async def _query(self, cypher: str, params: dict[str, Any] | None = None, *, deadline: float | None = None):
         try:
@@ -385,13 +485,58 @@ class FalkorGraphStore:
                 max_seconds=self._max,
             )
         except Exception as exc:
+            if timed_out(exc):
+                raise DeadlineExceeded(
+                    "FALKORDB_QUERY_TIMEOUT",
+                    f"the graph query did not finish within {self._timeout_ms} ms (FALKORDB_QUERY_TIMEOUT_MS): {exc}",
+                    timeout_ms=self._timeout_ms,
+                ) from exc
             if _retryable(exc):
                 raise Unavailable("FALKORDB_UNAVAILABLE", f"FalkorDB is unavailable: {exc}") from exc
             raise
 
+    async def check_timeouts(self) -> tuple[int, int] | None:
+        """Read the server's TIMEOUT_DEFAULT and TIMEOUT_MAX (milliseconds, 0:
+        none) and warn where they leave queries unbounded. Not a refusal:
+        memgrid's own queries carry their TIMEOUT whatever the server says,
+        and a managed server may not let us change its settings; but without
+        TIMEOUT_MAX any other client's query can hold the server's threads
+        (and every memgrid query behind it) for as long as it runs. A
+        TIMEOUT_MAX below FALKORDB_QUERY_TIMEOUT_MS would make FalkorDB
+        refuse every query, so the timeout sent comes down to it. None when
+        the server does not let us read them."""
+        assert self._graph is not None
+        try:
+            default = _config_value(await self._graph.execute_command("GRAPH.CONFIG", "GET", "TIMEOUT_DEFAULT"))
+            maximum = _config_value(await self._graph.execute_command("GRAPH.CONFIG", "GET", "TIMEOUT_MAX"))
+        except (redis_errors.ResponseError, ValueError, TypeError) as exc:
+            log.warning("could not read FalkorDB's query timeouts", where=self._where, error=str(exc))
+            return None
+        self.server_timeouts = (default, maximum)
+        if not default or not maximum:
+            log.warning(
+                "FalkorDB has no query timeout set: a query sent without TIMEOUT runs until it ends",
+                where=self._where,
+                timeout_default_ms=default,
+                timeout_max_ms=maximum,
+                hint="load the module with TIMEOUT_DEFAULT and TIMEOUT_MAX (the devstack does)",
+            )
+        if maximum and self._timeout_ms > maximum:
+            log.warning(
+                "FALKORDB_QUERY_TIMEOUT_MS is above the server's TIMEOUT_MAX; sending TIMEOUT_MAX instead",
+                configured_ms=self._timeout_ms,
+                timeout_max_ms=maximum,
+            )
+            self._timeout_ms = maximum
+        if not self._timeout_ms:
+            log.warning("FALKORDB_QUERY_TIMEOUT_MS is 0: memgrid's queries carry no timeout of their own")
+        return self.server_timeouts
+
     async def ensure_schema(self) -> None:
-        """Wait for FalkorDB (it answers LOADING after a restart), then create indexes."""
+        """Wait for FalkorDB (it answers LOADING after a restart), check its
+        query timeouts, then create indexes."""
         await self._query("RETURN 1", deadline=self._wait)
+        await self.check_timeouts()
         for label, prop in _INDEXES:
             try:
                 await self._query(f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
@@ -416,6 +561,58 @@ class FalkorGraphStore:
             "MATCH (n:Memory)-[s:INVALIDATED_BY|EVOLVED_INTO]->(:Memory) WHERE n.superseded_at IS NULL "
             "SET n.superseded_at = s.created_at"
         )
+        await self.migrate_factuality()
+
+    async def migrate_factuality(self, page_size: int = FACTUALITY_MIGRATION_PAGE) -> int:
+        """Move the factuality an earlier release's enrichment wrote into
+        metadata out to its own property. Idempotent. One scan finds the
+        span of node ids holding candidates; it is then read a window of
+        `page_size` ids at a time (an id range seek, so each query reads only
+        its window and the whole pass is one walk over the nodes). A record
+        whose metadata.factuality is the client's own is left as it is; one
+        written meanwhile (its version moved) is left to the writer, which
+        wrote the new shape (row_to_memory lifts it on read). Returns how
+        many it moved."""
+        candidates = "n.factuality IS NULL AND n.enriched_at IS NOT NULL AND n.metadata CONTAINS '\"factuality\"'"
+        span = await self._query(f"MATCH (n:Memory) WHERE {candidates} RETURN min(id(n)), max(id(n))")
+        low, high = span.result_set[0] if span.result_set else (None, None)
+        if low is None:
+            return 0
+        moved = 0
+        for start in range(low, high + 1, page_size):
+            result = await self._query(
+                f"""
+                MATCH (n:Memory) WHERE id(n) >= $start AND id(n) < $stop AND {candidates}
+                RETURN n.id, n.tenant, n.version, n.metadata
+                """,
+                {"start": start, "stop": start + page_size},
+            )
+            items = []
+            for memory_id, tenant, version, text in result.result_set:
+                metadata, factuality = lift_factuality(json.loads(text or "{}"), None, enriched=True)
+                if factuality is not None:
+                    items.append(
+                        {
+                            "id": memory_id,
+                            "tenant": tenant,
+                            "version": version,
+                            "metadata": json.dumps(metadata, ensure_ascii=False),
+                            "factuality": json.dumps(factuality, ensure_ascii=False),
+                        }
+                    )
+            if items:
+                written = await self._query(
+                    """
+                    UNWIND $items AS it
+                    MATCH (n:Memory {id: it.id})
+                    WHERE n.tenant = it.tenant AND n.version = it.version AND n.factuality IS NULL
+                    SET n.metadata = it.metadata, n.factuality = it.factuality
+                    RETURN count(n)
+                    """,
+                    {"items": items},
+                )
+                moved += written.result_set[0][0]
+        return moved
 
     # Writes -------------------------------------------------------------------------------------------
 
@@ -847,31 +1044,34 @@ class FalkorGraphStore:
         return row_to_memory(dict(row)), [_edge_relation(memory_id, *edge) for edge in edges]
 
     async def document_frequencies(
-        self, field: str, words: list[str], *, cap: int | None = None, recount: bool = False
+        self, tenant: str, field: str, words: list[str], *, cap: int | None = None, recount: bool = False
     ) -> dict[str, int]:
-        """How many memories (all tenants) hold each word in a full-text
-        field; cached for df_cache_seconds (RECALL_DF_CACHE_SECONDS; a stopword filter, not a count).
+        """How many of the tenant's memories hold each word in a full-text
+        field; cached per tenant for df_cache_seconds (RECALL_DF_CACHE_SECONDS;
+        a stopword filter, not a count). Another tenant's corpus never changes
+        the figure, so it neither moves the tenant's scores nor tells the
+        tenant how many of others' memories hold a word.
 
         With cap, counting stops there (the engine yields matches lazily): a
         word in nearly every one of 100k memories took 90 ms to count in
         full, 3 ms to 2,001. A word at the cap holds at least that many."""
-        return (await self._frequencies({field: words}, cap=cap, recount=recount))[field]
+        return (await self._frequencies(tenant, {field: words}, cap=cap, recount=recount))[field]
 
-    async def arm_frequencies(self, arms: list[str], words: list[str], *, cap: int) -> None:
-        """Count (and cache) the words' document frequencies in the fields of
-        these arms, all in one query: what each arm's search_text reads
-        first, so the arms then find them cached."""
-        await self._frequencies({ARM_FIELDS[arm]: words for arm in arms}, cap=cap)
+    async def arm_frequencies(self, tenant: str, arms: list[str], words: list[str], *, cap: int) -> None:
+        """Count (and cache) the words' document frequencies among the
+        tenant's memories in the fields of these arms, all in one query: what
+        each arm's search_text reads first, so the arms then find them cached."""
+        await self._frequencies(tenant, {ARM_FIELDS[arm]: words for arm in arms}, cap=cap)
 
     async def _frequencies(
-        self, fields: dict[str, list[str]], *, cap: int | None, recount: bool = False
+        self, tenant: str, fields: dict[str, list[str]], *, cap: int | None, recount: bool = False
     ) -> dict[str, dict[str, int]]:
         now = time.monotonic()
         found: dict[str, dict[str, int]] = {field: {} for field in fields}
         missing: list[tuple[str, str]] = []
         for field, words in fields.items():
             for word in dict.fromkeys(words):
-                cached = self._df_cache.get((field, word))
+                cached = self._df_cache.get((tenant, field, word))
                 fresh = cached is not None and not recount and now - cached[1] < self._df_cache_seconds
                 if fresh and _counted_far_enough(cached, cap):
                     found[field][word] = cached[0]
@@ -879,39 +1079,45 @@ class FalkorGraphStore:
                     missing.append((field, word))
         if not missing:
             return found
+        # The full-text index holds every tenant's memories: the tenant's
+        # matches are kept before they are counted (and before the cap).
         if cap is None:
             result = await self._query(
                 """
                 UNWIND $pairs AS p
                 CALL db.idx.fulltext.queryNodes('Memory', '@' + p[0] + ':' + p[1]) YIELD node
+                WITH p, node WHERE node.tenant = $tenant
                 RETURN p[0], p[1], count(node)
                 """,
-                {"pairs": [list(pair) for pair in missing]},
+                {"pairs": [list(pair) for pair in missing], "tenant": tenant},
             )
         else:
             # A branch a word (a LIMIT inside an UNWIND's subquery caps all
             # words together); a word without matches yields no row.
             capped = " UNION ALL ".join(
                 f"CALL db.idx.fulltext.queryNodes('Memory', '@{field}:' + $w{i}) YIELD node "
+                f"WITH node WHERE node.tenant = $tenant "
                 f"WITH node LIMIT $cap RETURN '{field}' AS f, $w{i} AS w, count(node) AS n"
                 for i, (field, _) in enumerate(missing)
             )
-            result = await self._query(capped, {"cap": cap, **{f"w{i}": w for i, (_, w) in enumerate(missing)}})
+            result = await self._query(
+                capped, {"cap": cap, "tenant": tenant, **{f"w{i}": w for i, (_, w) in enumerate(missing)}}
+            )
         counted = {(field, word): int(n) for field, word, n in result.result_set}
         for field, word in missing:
             found[field][word] = counted.get((field, word), 0)
-            self._df_cache[(field, word)] = (found[field][word], now, cap)
+            self._df_cache[(tenant, field, word)] = (found[field][word], now, cap)
         while len(self._df_cache) > DF_CACHE_SIZE:
             self._df_cache.pop(next(iter(self._df_cache)))
         return found
 
-    async def sample_texts(self, field: str, size: int) -> list[str]:
-        """A random sample of the memories' texts in a full-text field (every
-        tenant's, as document frequencies are counted)."""
+    async def sample_texts(self, tenant: str, field: str, size: int) -> list[str]:
+        """A random sample of the tenant's memories' texts in a full-text
+        field (document frequencies are counted per tenant)."""
         result = await self._query(
-            f"MATCH (n:Memory) WHERE n.{field} IS NOT NULL "
+            f"MATCH (n:Memory) WHERE n.tenant = $tenant AND n.{field} IS NOT NULL "
             f"WITH n.{field} AS text, rand() AS r ORDER BY r LIMIT $size RETURN text",
-            {"size": size},
+            {"tenant": tenant, "size": size},
         )
         return [text for (text,) in result.result_set]
 
@@ -945,10 +1151,10 @@ class FalkorGraphStore:
         bound = ""
         if max_df is not None and words:
             # Counted just past max_df: enough to tell which words to leave out.
-            df = await self.document_frequencies(field, words, cap=max_df + 1)
+            df = await self.document_frequencies(scope.tenant, field, words, cap=max_df + 1)
             kept = [w for w in words if df.get(w, 0) <= max_df]
             if not kept:
-                df = await self.document_frequencies(field, words, cap=df_count_cap(max_df))
+                df = await self.document_frequencies(scope.tenant, field, words, cap=df_count_cap(max_df))
                 rarest = min(words, key=lambda w: (df.get(w, 0), w))
                 kept = [rarest] if df.get(rarest, 0) <= DF_REACH * max_df else []
                 if scan is not None:
@@ -975,10 +1181,14 @@ class FalkorGraphStore:
         )
         return [TextHit(memory_id, float(score), text or "") for memory_id, score, text in result.result_set]
 
-    async def list_memories(self, scope: Scope, order_by: str, limit: int, offset: int = 0) -> list[Memory]:
+    async def list_memories(
+        self, scope: Scope, order_by: str, limit: int, offset: int = 0, *, with_archived: bool = False
+    ) -> list[Memory]:
         """Memories within the scope in a fixed order (importance: importance
-        desc, timestamp desc, id asc; or a recall sort), paged."""
-        where, params = scope_where(scope)
+        desc, timestamp desc, id asc; or a recall sort), paged. with_archived
+        lists archived ones too (by-tag's flagged listing: delete-by-tag
+        removes them as well)."""
+        where, params = scope_where(scope, with_archived=with_archived)
         result = await self._query(
             f"MATCH (n:Memory) WHERE {where} RETURN {_RETURN_FIELDS} "
             f"ORDER BY {_ORDERS[order_by]} SKIP $offset LIMIT $limit",
@@ -1084,16 +1294,49 @@ class FalkorGraphStore:
             found.append((_edge_relation(source, kind, outgoing, other.id, props), other))
         return found
 
-    async def entity_neighbours(self, tenant: str, ids: list[str], limit: int) -> list[tuple[str, int]]:
-        """Other memories mentioning the same entities as these, by shared entities."""
+    async def entity_neighbours(
+        self,
+        tenant: str,
+        ids: list[str],
+        limit: int,
+        *,
+        per_seed: int | None = None,
+        max_mentions: int | None = None,
+        max_reads: int | None = None,
+    ) -> list[tuple[str, int]]:
+        """Other memories mentioning the same entities as these, by shared
+        entities, within the bounds (EntityBounds; each None: the store's):
+        each seed's rarest entities, none held by more than max_mentions
+        memories, at most max_reads mentions read."""
+        bounds = self._entity_bounds
+        most = bounds.max_mentions if max_mentions is None else max_mentions
+        # An entity's mentions are counted only up to most + 1 (a LIMIT in a
+        # subquery stops the count): indegree() walks every edge, and at 100k
+        # memories the ten seeds' entities took 9 ms to count in full, 1.5 ms so.
         result = await self._query(
             """
             UNWIND $ids AS id
-            MATCH (a:Memory {id: id})-[:MENTIONS]->(e:Entity)<-[:MENTIONS]-(b:Memory)
-            WHERE a.tenant = $tenant AND b.tenant = $tenant AND NOT b.id IN $ids
+            MATCH (a:Memory {id: id})-[:MENTIONS]->(e:Entity)
+            WHERE a.tenant = $tenant
+            CALL { WITH e MATCH (e)<-[:MENTIONS]-(x) WITH x LIMIT $over RETURN count(x) AS mentions }
+            WITH a, e, mentions WHERE mentions > 1 AND mentions < $over
+            WITH a, e ORDER BY mentions, e.tag
+            WITH a, collect(e)[0..$per_seed] AS rarest
+            UNWIND rarest AS e
+            WITH DISTINCT e
+            MATCH (e)<-[:MENTIONS]-(b:Memory)
+            WHERE b.tenant = $tenant AND NOT b.id IN $ids
+            WITH e, b LIMIT $max_reads
             RETURN b.id, count(DISTINCT e) AS shared ORDER BY shared DESC, b.id LIMIT $limit
             """,
-            {"tenant": tenant, "ids": ids, "limit": limit},
+            {
+                "tenant": tenant,
+                "ids": ids,
+                "limit": limit,
+                "per_seed": bounds.per_seed if per_seed is None else per_seed,
+                "over": most + 1,
+                "max_reads": bounds.max_reads if max_reads is None else max_reads,
+            },
         )
         return [(memory_id, int(shared)) for memory_id, shared in result.result_set]
 
@@ -1165,11 +1408,14 @@ class FalkorGraphStore:
         )
         return [_edge_relation(source, kind, True, target, props) for source, kind, target, props in result.result_set]
 
-    async def analysis_figures(self, tenant: str, *, now_us: int, top: int) -> AnalysisFigures:
-        """The counts behind GET /analyze, over every memory of the tenant."""
+    async def analysis_figures(self, tenant: str, *, now_us: int, top: int, max_hops: int = 5) -> AnalysisFigures:
+        """The counts behind GET /analyze, over every memory of the tenant;
+        `max_hops` bounds the supersession chains walked (as the state pass's)."""
         params = {"tenant": tenant, "now": now_us, "top": top}
+        # Cypher takes no parameter as a path bound: the int is formatted in.
+        summary_query = _ANALYSIS_SUMMARY.replace("{hops}", str(max(1, int(max_hops))))
         summary, types, days, hours, tags, entities, patterns, preferences = await asyncio.gather(
-            self._query(_ANALYSIS_SUMMARY, params),
+            self._query(summary_query, params),
             self._query(
                 """
                 MATCH (m:Memory) WHERE m.tenant = $tenant
@@ -1307,9 +1553,22 @@ class FalkorGraphStore:
         return [dict(row[0]) for row in result.result_set]
 
     async def touch_memory(self, tenant: str, memory_id: str, last_accessed_us: int) -> None:
+        await self.touch_memories(tenant, [memory_id], last_accessed_us)
+
+    async def touch_memories(self, tenant: str, ids: list[str], accessed_us: int) -> None:
+        """Record an access of the tenant's memories in one query: only
+        last_accessed moves (never updated_at or version, and no event: an
+        access is no change to project or enrich), and never backwards."""
+        if not ids:
+            return
         await self._query(
-            "MATCH (m:Memory {id: $id}) WHERE m.tenant = $tenant SET m.last_accessed = $at",
-            {"id": memory_id, "tenant": tenant, "at": last_accessed_us},
+            """
+            UNWIND $ids AS id
+            MATCH (m:Memory {id: id}) WHERE m.tenant = $tenant
+              AND (m.last_accessed IS NULL OR m.last_accessed < $at)
+            SET m.last_accessed = $at
+            """,
+            {"ids": ids, "tenant": tenant, "at": accessed_us},
         )
 
     async def count_memories(self, tenant: str | None = None) -> int:

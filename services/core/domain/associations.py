@@ -11,6 +11,8 @@ from services.core.domain.model import AUTHORABLE_RELATIONS, RELATION_PROPERTIES
 
 #: Strength of an association when the request sends none.
 DEFAULT_STRENGTH = 0.5
+#: Type of an association when the request sends none (or an empty one), as in AutoMem.
+DEFAULT_RELATION = "RELATES_TO"
 
 
 def validate_relation_type(value: object, field: str = "type") -> str:
@@ -40,13 +42,14 @@ def build_relation(
     *,
     now: datetime,
 ) -> Relation:
-    """A validated edge memory1 -> memory2. Only the type's own properties
-    are kept; each must be a string, number or boolean."""
+    """A validated edge memory1 -> memory2; type RELATES_TO and strength 0.5
+    when not sent. Only the type's own properties are kept; each must be a
+    string, number or boolean."""
     source = validate_memory_id(memory1_id, "memory1_id")
     target = validate_memory_id(memory2_id, "memory2_id")
     if source == target:
         raise InvalidArgument("SAME_MEMORY", "'memory2_id' must differ from 'memory1_id'", field="memory2_id")
-    name = validate_relation_type(relation_type)
+    name = DEFAULT_RELATION if relation_type is None or relation_type == "" else validate_relation_type(relation_type)
     value = DEFAULT_STRENGTH if strength is None else strength
     if (
         isinstance(value, bool)

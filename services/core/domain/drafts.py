@@ -15,7 +15,7 @@ from services.core.domain.classification import Classification
 from services.core.domain.errors import InvalidArgument
 from services.core.domain.limits import Limits
 from services.core.domain.model import Memory
-from services.core.domain.tags import tag_prefixes
+from services.core.domain.tags import tag_prefixes, tag_segments
 from services.core.domain.times import parse_iso
 
 #: The largest finite float32, the type vectors are stored in.
@@ -42,6 +42,9 @@ class Draft:
     updated_at: str | None = None
     last_accessed: str | None = None
     embedding: Any = None
+    #: The text a summary replaced (set by ingest, never by a client): kept in
+    #: metadata.original_content, outside the client's metadata limit.
+    original_content: str | None = None
 
 
 def validate_content(content: Any, limits: Limits, field: str = "content") -> str:
@@ -89,6 +92,55 @@ def validate_tags(tags: Any, field: str = "tags") -> list[str]:
     if isinstance(tags, list) and all(isinstance(t, str) for t in tags):
         return list(tags)
     raise InvalidArgument("INVALID_TAGS", f"'{field}' must be a list of strings or a string", field=field)
+
+
+def check_tag_limits(tags: list[str], limits: Limits, field: str = "tags") -> list[str]:
+    """At most max_tags tags, each of at most max_tag_chars characters and
+    max_tag_segments segments: a tag's prefixes (one per segment, each a
+    copy of the tag up to there) would otherwise grow with its square."""
+    if len(tags) > limits.max_tags:
+        raise InvalidArgument(
+            "TOO_MANY_TAGS",
+            f"'{field}' holds {len(tags)} tags; the limit is {limits.max_tags}",
+            field=field,
+            count=len(tags),
+            limit=limits.max_tags,
+        )
+    for index, tag in enumerate(tags):
+        if len(tag) > limits.max_tag_chars:
+            raise InvalidArgument(
+                "TAG_TOO_LONG",
+                f"'{field}[{index}]' is {len(tag)} characters; the limit is {limits.max_tag_chars}",
+                field=field,
+                tag_index=index,
+                length=len(tag),
+                limit=limits.max_tag_chars,
+            )
+        if (segments := tag_segments(tag)) > limits.max_tag_segments:
+            raise InvalidArgument(
+                "TAG_TOO_DEEP",
+                f"'{field}[{index}]' has {segments} segments (split on ':' and '/'); "
+                f"the limit is {limits.max_tag_segments}",
+                field=field,
+                tag_index=index,
+                segments=segments,
+                limit=limits.max_tag_segments,
+            )
+    return tags
+
+
+def check_metadata_size(metadata: dict, limits: Limits, field: str = "metadata") -> dict:
+    """At most max_metadata_bytes of UTF-8 JSON, as the graph stores it."""
+    size = len(json.dumps(metadata, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    if size > limits.max_metadata_bytes:
+        raise InvalidArgument(
+            "METADATA_TOO_LARGE",
+            f"'{field}' is {size} bytes as JSON; the limit is {limits.max_metadata_bytes}",
+            field=field,
+            size=size,
+            limit=limits.max_metadata_bytes,
+        )
+    return metadata
 
 
 def validate_metadata(metadata_json: str | None, field: str = "metadata") -> dict:
@@ -147,7 +199,8 @@ def build_memory(
     limits: Limits,
     classify: Callable[[str], Classification],
 ) -> Memory:
-    """Validate a draft and apply the defaults of spec 000.
+    """Validate a draft and apply the defaults of spec 000, within the
+    write-side limits (tags, metadata size).
 
     `classify` is called only when no type was sent. A confidence sent
     without a type is ignored.
@@ -168,8 +221,10 @@ def build_memory(
     else:
         found = classify(content)
         mem_type, confidence = found.type, found.confidence
-    tags = validate_tags(draft.tags)
-    metadata = validate_metadata(draft.metadata_json)
+    tags = check_tag_limits(validate_tags(draft.tags), limits)
+    metadata = check_metadata_size(validate_metadata(draft.metadata_json), limits)
+    if draft.original_content is not None:
+        metadata = {**metadata, "original_content": draft.original_content}
     embedding = validate_embedding(draft.embedding, limits)
 
     timestamp = parse_iso(draft.timestamp, "timestamp") if draft.timestamp is not None else now

@@ -1,9 +1,12 @@
 """What enrichment adds to a memory (spec 000, Enrichment Properties), pure.
 
 Enrichment owns: the embedding (when missing; the embedding stage writes it
-first), summary, enriched_at, metadata.entities, metadata.enrichment,
-metadata.factuality, and the entity:<category>:<slug> tags it appends. It writes them with a version
-check, so a concurrent PATCH is never overwritten.
+first), summary, enriched_at, factuality, metadata.entities,
+metadata.enrichment, and the entity:<category>:<slug> tags it appends. It
+writes them with a version check, so a concurrent PATCH is never overwritten.
+In metadata it writes only the two keys spec 000 reserves for it (entities,
+enrichment); what else it derives (factuality) is a field of its own, so the
+client's metadata reads back as sent.
 """
 
 from __future__ import annotations
@@ -59,7 +62,6 @@ def enrich(memory: Memory, result: Enrichment, *, forced: bool, now: datetime) -
     metadata = {
         **memory.metadata,
         "entities": result.entities,
-        "factuality": result.factuality.to_dict(),
         "enrichment": {
             "last_run": format_iso(now),
             "forced": forced,
@@ -75,6 +77,7 @@ def enrich(memory: Memory, result: Enrichment, *, forced: bool, now: datetime) -
         summary=first_sentence(memory.content),
         enriched_at=now,
         metadata=metadata,
+        factuality=result.factuality.to_dict(),
         tags=tags,
         tag_prefixes=tag_prefixes(tags),
         version=memory.version + 1,

@@ -47,6 +47,12 @@ class Unavailable(DomainError):
     status = "UNAVAILABLE"
 
 
+class DeadlineExceeded(DomainError):
+    """A store did not answer within its time limit (the work was stopped)."""
+
+    status = "DEADLINE_EXCEEDED"
+
+
 class Unauthenticated(DomainError):
     status = "UNAUTHENTICATED"
 

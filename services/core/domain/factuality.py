@@ -228,3 +228,29 @@ def parse_factuality(text: str | None) -> Factuality | None:
         return None
     rationale = answer.get("rationale") if isinstance(answer.get("rationale"), str) else ""
     return Factuality(label, min(1.0, max(0.0, float(confidence))), f"model: {rationale[:MAX_RATIONALE_CHARS]}")
+
+
+def legacy_factuality(metadata: object, enriched: bool) -> dict | None:
+    """The assessment an earlier release's enrichment stored in
+    metadata.factuality, or None when the key holds anything else.
+
+    Only a record enrichment processed (`enriched`) qualifies, and only the
+    exact shape it wrote ({label, confidence, rationale}, a known label): a
+    client's own metadata.factuality stays the client's."""
+    if not enriched or not isinstance(metadata, dict):
+        return None
+    value = metadata.get("factuality")
+    if not isinstance(value, dict) or set(value) != {"label", "confidence", "rationale"}:
+        return None
+    confidence = value["confidence"]
+    if value["label"] not in LABELS or isinstance(confidence, bool) or not isinstance(confidence, (int, float)):
+        return None
+    return value if isinstance(value["rationale"], str) else None
+
+
+def lift_factuality(metadata: dict, factuality: dict | None, enriched: bool) -> tuple[dict, dict | None]:
+    """(metadata, factuality) with a legacy metadata.factuality moved out,
+    when the record has no factuality of its own yet; otherwise unchanged."""
+    if factuality is not None or (legacy := legacy_factuality(metadata, enriched)) is None:
+        return metadata, factuality
+    return {k: v for k, v in metadata.items() if k != "factuality"}, legacy

@@ -15,3 +15,9 @@ class Limits:
     explicit_type_confidence: float = 0.9
     vector_size: int = 384
     batch_max_items: int = 500
+    #: Write-side bounds on what a client sends: tags per memory, characters
+    #: and segments (split on ':' and '/') per tag, metadata bytes as JSON.
+    max_tags: int = 50
+    max_tag_chars: int = 128
+    max_tag_segments: int = 10
+    max_metadata_bytes: int = 16 * 1024

@@ -92,6 +92,10 @@ class Memory:
     superseded_at: datetime | None = None
     archived_at: datetime | None = None
     version: int = 1
+    #: Enrichment's factuality assessment {label, confidence, rationale}; None
+    #: until enriched. Kept beside metadata, never in it: metadata holds what
+    #: the client sent, plus only the keys spec 000 reserves for enrichment.
+    factuality: dict | None = None
 
 
 @dataclass(slots=True)

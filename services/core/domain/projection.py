@@ -21,7 +21,7 @@ def epoch_seconds(value: datetime | None) -> float | None:
 def vector_payload(memory: Memory) -> dict:
     """What a vector point carries: everything a filter needs, nothing more."""
     metadata = memory.metadata if isinstance(memory.metadata, dict) else {}
-    factuality = metadata.get("factuality")
+    factuality = memory.factuality
     return {
         "tenant": memory.tenant,
         "type": memory.type,
@@ -59,7 +59,9 @@ class VectorQuery:
     `tag_prefixes` (so "project" finds "project:alpha"); `tag_mode` "any"
     needs one of `tags`, "all" every one. `exclude_tags` drops a point with
     any of them (exact or prefix, as `tag_match`). `recorded_before` (as_of)
-    drops points recorded later.
+    drops points recorded later. `window_start`/`window_end` (recall's time
+    window) keep points whose `timestamp` is in [start, end), the bounds the
+    graph arms use (scope_where: timestamp >= start AND timestamp < end).
     """
 
     vector: list[float]
@@ -74,6 +76,8 @@ class VectorQuery:
     exclude_tags: tuple[str, ...] = ()
     keep_superseded: bool = True
     recorded_before: datetime | None = None
+    window_start: datetime | None = None
+    window_end: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

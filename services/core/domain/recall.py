@@ -15,7 +15,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from services.core.domain.context_hints import ContextProfile, context_profile
+from services.core.domain.decompose import DecomposePolicy, decompose
 from services.core.domain.errors import InvalidArgument
+from services.core.domain.ids import validate_memory_id
 from services.core.domain.model import Memory
 from services.core.domain.timewindow import Window
 
@@ -170,6 +173,16 @@ class RecallPolicy:
     keyword_scan: int
     bm25_k1: float
     bm25_b: float
+    max_queries: int = 10  # queries of one recall (query and queries together)
+    max_query_words: int = 64  # words of one query
+    max_priority_ids: int = 100
+    adaptive_floor: bool = False  # the adaptive_floor default
+    adaptive_floor_min_results: int = 3  # the floor looks at rankings longer than this
+    adaptive_floor_gap: float = 0.25  # a drop larger than this share of the best score
+    context_inject_limit: int = 3  # memories of the context's tags added as candidates
+    context_keyword_score: float = 0.5  # the context component of a context keyword in the content
+    decompose: DecomposePolicy = field(default_factory=DecomposePolicy)
+    related_max_depth: int = 3  # GET /memories/{id}/related's max_depth at most
 
     def candidates_per_arm(self, limit: int) -> int:
         """How many candidates each arm fetches for `limit` results."""
@@ -231,10 +244,22 @@ class RecallRequest:
     recency_bias: float | None
     intent: str
     diversity_factor: float
+    per_query_limit: int = 0  # results one query contributes at most (0: limit)
+    scope_fallback: bool = False
+    expand_respect_tags: bool = False
+    adaptive_floor: bool = False
+    multi: bool = False  # several queries were asked (or made by decomposition)
+    #: What the context hints favour (its tags and types are context_tags and context_types).
+    context: ContextProfile = field(default_factory=ContextProfile)
 
     @property
     def has_query(self) -> bool:
         return bool(self.queries) or self.embedding is not None
+
+    @property
+    def keywords(self) -> tuple[str, ...]:
+        """The words of the queries the text arms search, as AutoMem echoes them for one query."""
+        return tuple(dict.fromkeys(w for q in self.queries for w in tokens(q)))
 
 
 def _choice(value: str | None, allowed: tuple[str, ...], default: str, name: str) -> str:
@@ -275,6 +300,40 @@ def clamp_limit(limit: int | None, default: int, maximum: int) -> int:
     return min(limit, maximum)
 
 
+def _queries(policy: RecallPolicy, query: str, queries: Iterable[str], auto_decompose: bool) -> tuple[tuple, bool]:
+    """The queries to run, and whether there are several: the caller's
+    (at most max_queries, each at most max_query_words words), then with
+    auto_decompose a single question's supplementary queries."""
+    asked = [("query", query.strip())] if query and query.strip() else []
+    asked += [("queries", q.strip()) for q in queries if q and q.strip()]
+    for name, text in asked:
+        if len(text.split()) > policy.max_query_words:
+            raise InvalidArgument(
+                "QUERY_TOO_LONG", f"'{name}' has more than {policy.max_query_words} words", field=name
+            )
+    texts = tuple(dict.fromkeys(text for _, text in asked))
+    if len(texts) > policy.max_queries:
+        raise InvalidArgument(
+            "TOO_MANY_QUERIES", f"'queries' holds more than {policy.max_queries} queries", field="queries"
+        )
+    multi = any(name == "queries" for name, _ in asked)
+    if auto_decompose and len(texts) == 1 and not multi:
+        extra = decompose(texts[0], policy.decompose)
+        if extra:
+            return (*texts, *dict.fromkeys(extra)), True
+    return texts, multi
+
+
+def _priority_ids(policy: RecallPolicy, values: Iterable[str]) -> tuple[str, ...]:
+    ids = tuple(dict.fromkeys(validate_memory_id(v, "priority_ids") for v in values if v and v.strip()))
+    if len(ids) > policy.max_priority_ids:
+        raise InvalidArgument(
+            "TOO_MANY_PRIORITY_IDS", f"'priority_ids' holds more than {policy.max_priority_ids} ids",
+            field="priority_ids",
+        )  # fmt: skip
+    return ids
+
+
 def build_request(
     policy: RecallPolicy,
     *,
@@ -283,6 +342,7 @@ def build_request(
     history: bool,
     as_of: datetime | None,
     window: Window,
+    query: str = "",
     queries: Iterable[str] = (),
     embedding: list[float] | None = None,
     limit: int | None = None,
@@ -305,9 +365,22 @@ def build_request(
     recency_bias: float | None = None,
     intent: str | None = None,
     diversity_factor: float | None = None,
+    auto_decompose: bool = False,
+    per_query_limit: int | None = None,
+    scope_fallback: bool = False,
+    expand_respect_tags: bool = False,
+    adaptive_floor: bool | None = None,
+    context: str = "",
+    language: str = "",
+    active_path: str = "",
 ) -> RecallRequest:
     """Validate and default every parameter (INVALID_ARGUMENT names the field)."""
-    texts = tuple(dict.fromkeys(q.strip() for q in queries if q and q.strip()))
+    texts, multi = _queries(policy, query, queries, auto_decompose)
+    limit = clamp_limit(limit, policy.default_limit, policy.max_limit)
+    profile = context_profile(
+        tags=clean_tags(context_tags), types=context_types, language=language, context=context,
+        active_path=active_path, query=" ".join(texts[:1]),
+    )  # fmt: skip
     embedding = embedding or None  # an empty vector is no query
     if min_score is not None and not math.isfinite(min_score):
         raise InvalidArgument("INVALID_ARGUMENT", "min_score must be a number", field="min_score")
@@ -329,14 +402,14 @@ def build_request(
     return RecallRequest(
         queries=texts,
         embedding=embedding,
-        limit=clamp_limit(limit, policy.default_limit, policy.max_limit),
+        limit=limit,
         scope=scope,
         sort=_choice(sort, SORTS, default_sort, "sort"),
         state_debug=state_debug,
         min_score=min_score,
-        priority_ids=tuple(dict.fromkeys(i for i in priority_ids if i)),
-        context_tags=clean_tags(context_tags),
-        context_types=tuple(t.strip().lower() for t in context_types if t.strip()),
+        priority_ids=_priority_ids(policy, priority_ids),
+        context_tags=clean_tags(profile.tags),
+        context_types=profile.types,
         expand_relations=expand_relations,
         relation_limit=clamp_limit(relation_limit, policy.relation_limit, policy.max_limit),
         expansion_limit=clamp_limit(expansion_limit, policy.expansion_limit, policy.max_limit),
@@ -346,10 +419,20 @@ def build_request(
         recency_bias=recency_bias,
         intent=_choice(intent, INTENTS, "recall", "intent"),
         diversity_factor=_fraction(diversity_factor, "diversity_factor", policy.diversity_factor),
+        per_query_limit=clamp_limit(per_query_limit, limit, policy.max_limit),
+        scope_fallback=scope_fallback,
+        expand_respect_tags=expand_respect_tags,
+        adaptive_floor=policy.adaptive_floor if adaptive_floor is None else adaptive_floor,
+        multi=multi,
+        context=profile,
     )
 
 
 # Candidates and scores -------------------------------------------------------------------------------------
+
+
+#: How expansion brings a candidate (its match_type).
+EXPANSIONS = ("relation", "entity_expansion")
 
 
 @dataclass(slots=True)
@@ -367,8 +450,17 @@ class Candidate:
     deduped_from: list[str] = field(default_factory=list)
     #: The arms' own scores before normalisation (the vector arm's cosine).
     raw: dict[str, float] = field(default_factory=dict)
+    #: Which of the request's queries (by index) an arm found it by.
+    queries: set[int] = field(default_factory=set)
+    #: Expansion: the edges that brought it (type, strength, the seed's id), or the entity it shares.
+    edges: list[tuple[str, float, str]] = field(default_factory=list)
+    expanded_from_entity: str | None = None
+    #: Found by scope_fallback, outside the caller's tags.
+    outside_tag_scope: bool = False
 
-    def add(self, arm: str, score: float, raw: float | None = None) -> None:
+    def add(self, arm: str, score: float, raw: float | None = None, query: int | None = None) -> None:
+        if query is not None:
+            self.queries.add(query)
         if raw is not None and raw > self.raw.get(arm, -math.inf):
             self.raw[arm] = raw
         if score > self.arms.get(arm, -math.inf):
@@ -388,10 +480,17 @@ class Candidate:
         if self.arms:
             arm = self.match_type if self.match_type in self.arms else max(self.arms, key=self.arms.__getitem__)
             return self.raw.get(arm, self.arms[arm])
-        return self.relation if self.via in ("relation", "entity") else self.final
+        return self.relation if self.via in EXPANSIONS else self.final
 
 
-def merge(pool: dict[str, Candidate], arm: str, hits: Iterable[tuple[str, float]], *, normalise: bool = False) -> None:
+def merge(
+    pool: dict[str, Candidate],
+    arm: str,
+    hits: Iterable[tuple[str, float]],
+    *,
+    normalise: bool = False,
+    query: int | None = None,
+) -> None:
     """Add an arm's (id, score) hits to the pool; with `normalise`, scores are
     divided by the arm's best, so the arm's top hit scores 1 (BM25 and the
     full-text engine have no fixed scale; the vector arm keeps its cosine,
@@ -402,7 +501,7 @@ def merge(pool: dict[str, Candidate], arm: str, hits: Iterable[tuple[str, float]
     top = max(score for _, score in hits) if normalise else 1.0
     for memory_id, score in hits:
         value = score / top if normalise and top > 0 else score
-        pool.setdefault(memory_id, Candidate(memory_id)).add(arm, max(0.0, min(1.0, value)), raw=score)
+        pool.setdefault(memory_id, Candidate(memory_id)).add(arm, max(0.0, min(1.0, value)), raw=score, query=query)
 
 
 def shortlist(pool: Mapping[str, Candidate], weights: Mapping[str, float], size: int) -> list[Candidate]:
@@ -429,11 +528,16 @@ def _tag_words(memory: Memory) -> set[str]:
     return {w for tag in memory.tags for w in _TOKEN.findall(tag.lower())}
 
 
-def _context(memory: Memory, request: RecallRequest) -> float:
+def _context(memory: Memory, request: RecallRequest, policy: RecallPolicy) -> float:
     if memory.type.lower() in request.context_types:
         return 1.0
     prefixes = set(memory.tag_prefixes)
-    return 1.0 if any(t in prefixes for t in request.context_tags) else 0.0
+    if any(t in prefixes for t in request.context_tags):
+        return 1.0
+    keywords = request.context.keywords
+    if keywords and set(keywords) & set(_TOKEN.findall(memory.content.lower())):
+        return policy.context_keyword_score
+    return 0.0
 
 
 def weights_for(policy: RecallPolicy, request: RecallRequest) -> dict[str, float]:
@@ -465,7 +569,7 @@ def score(candidate: Candidate, request: RecallRequest, policy: RecallPolicy, we
         "confidence": memory.confidence,
         "recency": recency(memory, request.scope.at, policy.recency_decay_rate),
         "trust": policy.trust(memory),
-        "context": _context(memory, request),
+        "context": _context(memory, request, policy),
     }
     candidate.components = {name: round(components[name], 6) for name in COMPONENTS}
     candidate.final = sum(weights.get(name, 0.0) * value for name, value in components.items())
@@ -535,9 +639,10 @@ def stand_in(candidate: Candidate, head: Memory) -> Candidate:
     return replace(candidate, id=head.id, memory=head, state_replaces=candidate.id, deduped_from=[])
 
 
-def in_scope(memory: Memory, scope: Scope) -> bool:
+def in_scope(memory: Memory, scope: Scope, *, respect_tags: bool = True) -> bool:
     """Whether a memory reached by expansion is inside the caller's tag
-    filters and time window (the arms apply the same rules in their stores)."""
+    filters and time window (the arms apply the same rules in their stores);
+    without `respect_tags`, only exclude_tags of the tag filters apply."""
     if memory.tenant != scope.tenant or memory.archived:
         return False
     if scope.as_of is not None and memory.recorded_at > scope.as_of:
@@ -548,7 +653,7 @@ def in_scope(memory: Memory, scope: Scope) -> bool:
     if window.end is not None and memory.timestamp >= window.end:
         return False
     have = {t.lower() for t in memory.tags} if scope.tag_match == "exact" else set(memory.tag_prefixes)
-    if scope.tags:
+    if scope.tags and respect_tags:
         matched = [t in have for t in scope.tags]
         if not (all(matched) if scope.tag_mode == "all" else any(matched)):
             return False

@@ -26,6 +26,11 @@ def tag_prefixes(tags: list[str]) -> list[str]:
     return list(seen)
 
 
+def tag_segments(tag: str) -> int:
+    """How many parts a tag has between ':' and '/' (each makes a prefix)."""
+    return len(_SEPARATORS.split(tag))
+
+
 def normalize_tags(tags: list[str] | str) -> list[str]:
     """The PATCH and enrichment normaliser: split comma-separated strings,
     trim, drop blanks and repeats (first occurrence wins)."""

@@ -7,6 +7,8 @@ from datetime import datetime
 
 from services.core.domain.drafts import (
     Draft,
+    check_metadata_size,
+    check_tag_limits,
     validate_content,
     validate_embedding,
     validate_metadata,
@@ -61,10 +63,10 @@ def apply_update(
         if name in sent:
             changes[name] = validate_unit_interval(sent[name], name)
     if "tags" in sent:
-        changes["tags"] = _tags(sent["tags"])
+        changes["tags"] = check_tag_limits(_tags(sent["tags"]), limits)
         changes["tag_prefixes"] = tag_prefixes(changes["tags"])
     if "metadata" in sent:
-        changes["metadata"] = validate_metadata(sent["metadata"])
+        changes["metadata"] = check_metadata_size(validate_metadata(sent["metadata"]), limits)
     if "embedding" in sent:
         changes["embedding"] = validate_embedding(sent["embedding"], limits)
     for name in ("timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed"):
