@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PROTOS := $(wildcard protos/memgrid/v1/*.proto)
 GEN    := gen/memgrid/v1/.generated
 
-.PHONY: install proto run test test-unit lint bench bench-quality reindex clean
+.PHONY: install proto run test test-unit lint docs bench bench-quality reindex clean
 
 install: $(STAMP)
 
@@ -42,6 +42,10 @@ test-unit: install proto
 lint: install proto
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+
+# docs/configuration.md, generated from the Settings class and its comments.
+docs: install
+	$(PY) -m services.core.settings_doc
 
 bench: install proto
 	$(PY) -m benchmarks $(ARGS)

@@ -1,5 +1,5 @@
 """`make bench-quality`: turn-level evidence recall@k on LoCoMo dev
-(../shared/data/locomo-dev.json), memgrid's GET /recall next to offline
+(locomo-dev.json, named by --data), memgrid's GET /recall next to offline
 references computed over the same turns in the same run.
 
 One memory per turn (content "<speaker>: <text>", plus " [shares <caption>]"

@@ -36,7 +36,7 @@ from benchmarks.quality import DEFAULT_DATA, load
 from benchmarks.report import line, percentiles, progress
 from benchmarks.stack import TOKEN, BenchStack, KeepAlive
 from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
-from services.core.adapters.falkor import FalkorGraphStore, memory_to_row
+from services.core.adapters.falkor import FalkorGraph, memory_to_row
 from services.core.domain.model import Memory
 from services.core.domain.tags import tag_prefixes
 
@@ -113,14 +113,16 @@ def memories(rng: np.random.Generator, words: list[str], start: int, count: int,
     return out
 
 
-async def seed(graph: FalkorGraphStore, rng, words, start: int, count: int, dimension: int, ids: list[str]) -> None:
+async def seed(graph: FalkorGraph, rng, words, start: int, count: int, dimension: int, ids: list[str]) -> None:
     """Memories, their entities (MENTIONS) and SIMILAR_TO edges, straight into
     the graph: no events, nothing to enrich. `ids` holds the memories so far."""
     for offset in range(0, count, SEED_BATCH):
         batch = memories(rng, words, start + offset, min(SEED_BATCH, count - offset), dimension)
-        await graph._query("UNWIND $rows AS r CREATE (m:Memory) SET m = r", {"rows": [memory_to_row(m) for m in batch]})
+        await graph.connection.query(
+            "UNWIND $rows AS r CREATE (m:Memory) SET m = r", {"rows": [memory_to_row(m) for m in batch]}
+        )
         mentions = [{"id": m.id, "tag": t} for m in batch for t in m.tags if t.startswith("entity:")]
-        await graph._query(
+        await graph.connection.query(
             "UNWIND $rows AS r MATCH (m:Memory {id: r.id}) MERGE (e:Entity {tenant: 'default', tag: r.tag}) "
             "CREATE (m)-[:MENTIONS {created_at: 0}]->(e)",
             {"rows": mentions},
@@ -134,7 +136,7 @@ async def seed(graph: FalkorGraphStore, rng, words, start: int, count: int, dime
                     links[kind].append({"a": m.id, "b": other, "s": float(rng.uniform(0.3, 1))})
             ids.append(m.id)
         for kind, rows in links.items():
-            await graph._query(
+            await graph.connection.query(
                 "UNWIND $rows AS r MATCH (a:Memory {id: r.a}), (b:Memory {id: r.b}) "
                 f"CREATE (a)-[:{kind} {{strength: r.s, created_at: 0}}]->(b)",
                 {"rows": rows},
@@ -202,11 +204,11 @@ def run(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 200, words_fr
         ids: list[str] = []
 
         async def grow(start: int, size: int) -> None:
-            graph = FalkorGraphStore(host="127.0.0.1", port=int(stack.env["FALKORDB_PORT"]), graph="memories")
+            graph = FalkorGraph(host="127.0.0.1", port=int(stack.env["FALKORDB_PORT"]), graph="memories")
             try:
                 await seed(graph, rng, words, start, size - start, 384, ids)
             finally:
-                await graph.close()
+                await graph.lifecycle.close()
             await reindex(stack)
 
         for size in sizes:

@@ -28,8 +28,8 @@ def create_app(settings: Settings, api_token: str | None, clients: ServiceClient
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         app.state.clients = clients or ServiceClients.from_settings(settings)
-        app.state.stream = StreamHub.from_settings(settings)
-        await app.state.stream.start()
+        # /stream watches events through recall (WatchMemoryEvents): the gateway holds no bus connection.
+        app.state.stream = StreamHub.from_settings(settings, app.state.clients.recall)
         try:
             yield
         finally:

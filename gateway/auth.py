@@ -1,4 +1,4 @@
-"""API tokens (Authorization: Bearer, X-API-Key, or ?api_key=, spec 003),
+"""API tokens (Authorization: Bearer, X-API-Key, or ?api_key=; docs/auth-and-tenants.md),
 the caller they stand for, and roles.
 
 Roles, each including the ones before it: read (every GET), write (create,

@@ -73,7 +73,7 @@ async def http_error_handler(request: Request, exc: StarletteHTTPException) -> J
 async def validation_error_handler(request: Request, exc: RequestValidationError) -> Json:
     first = exc.errors()[0] if exc.errors() else {}
     where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path"))
-    return envelope(400, f"invalid parameter '{where}': {first.get('msg', 'invalid')}", "INVALID_ARGUMENT")
+    return envelope(400, f"invalid parameter '{where}': {first.get('msg', 'invalid')}", "INVALID_PARAMETER")
 
 
 async def internal_error_handler(request: Request, exc: Exception) -> Json:

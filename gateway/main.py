@@ -6,7 +6,7 @@ import os
 
 # grpc reads this when it is imported, so it is set before anything imports it.
 # Without the EventEngine client the gateway's calls to the services cost
-# about 0.1 ms less CPU each (grpc 1.85 on 2 cores); a value set outside wins.
+# less CPU (docs/performance.md); a value set outside wins.
 os.environ.setdefault("GRPC_EXPERIMENTS", "-event_engine_client")
 
 import structlog  # noqa: E402

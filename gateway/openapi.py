@@ -234,7 +234,7 @@ SCHEMAS: dict[str, Schema] = {
     ),
 }
 
-#: The three ways to present a token (spec 003), and the admin header that
+#: The three ways to present a token (docs/api.md), and the admin header that
 #: the single AUTOMEM_API_TOKEN needs on admin routes.
 SECURITY_SCHEMES: dict[str, Schema] = {
     "bearer": {"type": "http", "scheme": "bearer", "description": "Authorization: Bearer <token> (recommended)."},

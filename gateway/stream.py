@@ -1,16 +1,18 @@
 """Server-sent events (GET /stream): memory events of the caller's tenant,
-relayed from NATS as they happen.
+watched through recall's WatchMemoryEvents RPC (the gateway touches no bus).
 
-The gateway holds one core NATS subscription per tenant with a listener
-(<prefix>.<tenant>.*), opened by its first subscriber and closed after its
-last, so it never receives another tenant's events. Each subscriber has a
-bounded buffer. When a slow subscriber's buffer is full, newer events are
-dropped and counted, never silently: a `dropped` event with the count takes
-their place in the stream, and /stream/status reports delivered and dropped
-events per subscriber and in total. Keepalive comments keep proxies from
-closing an idle stream. Core NATS does not replay: while the gateway's
-connection is down, events are missed, and the stream says so with an
-`interrupted` event (and `resumed` once the connection is back).
+Each open stream is one watch: recall reads the tenant's events from the
+JetStream event stream and sends each with its stream sequence, which the
+stream writes as the SSE `id`. A client that reconnects with Last-Event-ID
+gets what was written while it was away (within the stream's retention; a
+`gap` event says when the stream no longer holds it). Each stream has a
+bounded buffer: when a slow reader lets it fill, newer events are dropped and
+counted, never silently (a `dropped` event with the count and the sequences
+takes their place; /stream/status reports delivered and dropped events per
+stream and in total). Keepalive comments keep proxies from closing an idle
+stream. When the gateway loses its watch (recall restarts, the connection
+drops), the stream says `interrupted`, and the gateway calls again from the
+last sequence it received: `resumed` then means nothing was lost.
 """
 
 from __future__ import annotations
@@ -20,16 +22,21 @@ import contextlib
 import itertools
 import json
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import grpc
 import structlog
 from prometheus_client import Counter, Gauge
 
-from services.core.adapters.nats_bus import NatsEventSubscriber
+from memgrid.v1 import recall_service_pb2 as pb
+from memgrid.v1 import recall_service_pb2_grpc as pb_grpc
+from services.core.codec import event_from_pb
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.times import format_iso
+from services.core.grpc.tenant import tenant_metadata
+from services.core.ports import SequencedEvent, WatchGap, WatchHeartbeat, WatchOpened
 from services.core.settings import Settings
 
 log = structlog.get_logger()
@@ -45,6 +52,10 @@ _AUTOMEM_TYPES = {
     EventKind.ASSOCIATED: "memory.associate",
     EventKind.ENRICHED: "enrichment.complete",
 }
+
+WatchItem = WatchOpened | WatchGap | SequencedEvent | WatchHeartbeat
+#: Opens a watch: (tenant, after_sequence or None for new events only, kinds) -> its items, opened first.
+WatchOpener = Callable[[str, int | None, list[str]], AsyncIterator[WatchItem]]
 
 
 def event_json(event: MemoryEvent) -> dict:
@@ -72,13 +83,40 @@ def event_json(event: MemoryEvent) -> dict:
     }
 
 
-def sse(kind: str, data: dict) -> str:
-    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+def sse(kind: str, data: dict, event_id: int | None = None) -> str:
+    """One SSE frame; with `event_id`, the id a reconnecting client sends back as Last-Event-ID."""
+    head = "" if event_id is None else f"id: {event_id}\n"
+    return f"{head}event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
 KEEPALIVE = ": keepalive\n\n"
-#: How long start-up waits for NATS before connecting in the background.
-CONNECT_WAIT_SECONDS = 2.0
+
+
+def recall_watch(stub: pb_grpc.RecallServiceStub) -> WatchOpener:
+    """WatchMemoryEvents on recall, its messages as watch items."""
+
+    async def watch(tenant: str, after_sequence: int | None, kinds: list[str]) -> AsyncIterator[WatchItem]:
+        request = pb.WatchMemoryEventsRequest(kinds=kinds)
+        if after_sequence is not None:
+            request.after_sequence = after_sequence
+        call = stub.WatchMemoryEvents(request, metadata=tenant_metadata(tenant))
+        try:
+            async for message in call:
+                which = message.WhichOneof("item")
+                if which == "event":
+                    yield SequencedEvent(message.event.sequence, event_from_pb(message.event.event))
+                elif which == "gap":
+                    gap = message.gap
+                    yield WatchGap(gap.requested_after, gap.resumed_after, gap.reason)
+                elif which == "heartbeat":
+                    yield WatchHeartbeat()
+                elif which == "opened":
+                    opened = message.opened
+                    yield WatchOpened(opened.after_sequence, opened.first_sequence, opened.last_sequence)
+        finally:
+            call.cancel()  # the client left or the hub gave up: recall closes the consumer
+
+    return watch
 
 
 @dataclass(slots=True)
@@ -88,31 +126,42 @@ class Gap:
     count: int = 0
     first: datetime | None = None
     last: datetime | None = None
+    first_sequence: int = 0
+    last_sequence: int = 0
 
-    def add(self, event: MemoryEvent) -> None:
+    def add(self, item: SequencedEvent) -> None:
         self.count += 1
-        self.first = self.first or event.occurred_at
-        self.last = event.occurred_at
+        self.first = self.first or item.event.occurred_at
+        self.last = item.event.occurred_at
+        self.first_sequence = self.first_sequence or item.sequence
+        self.last_sequence = item.sequence
 
 
 @dataclass(slots=True)
 class Notice:
-    """A change of the gateway's NATS connection: `interrupted` or `resumed`."""
+    """A change of the stream's watch on recall: `interrupted` or `resumed`."""
 
     kind: str
     since: datetime
     until: datetime | None = None
+    #: For `resumed`: the sequence the new watch delivers after.
+    after_sequence: int | None = None
 
 
 @dataclass(eq=False)
 class Subscriber:
     """One open stream: a buffer of at most `size` events, with the gaps
-    where newer events were dropped and the connection notices in order."""
+    where newer events were dropped, and notices, in order. `received` is the
+    last stream sequence taken from recall (buffered or dropped): a new watch
+    starts after it, so nothing is received twice."""
 
     id: int
     tenant: str
     size: int
     connected_at: datetime
+    kinds: list[str] = field(default_factory=list)
+    received: int = 0
+    watching: bool = True
     delivered: int = 0
     dropped: int = 0
     items: deque = field(default_factory=deque)
@@ -120,24 +169,31 @@ class Subscriber:
     closed: bool = False
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def offer(self, event: MemoryEvent) -> bool:
+    def offer(self, item: SequencedEvent) -> bool:
         """Buffer the event, or count it dropped when the buffer is full."""
+        self.received = item.sequence
         if self.queued < self.size:
-            self.items.append(event)
+            self.items.append(item)
             self.queued += 1
             self._wake.set()
             return True
         if not self.items or not isinstance(self.items[-1], Gap):
             self.items.append(Gap())
-        self.items[-1].add(event)
+        self.items[-1].add(item)
         self.dropped += 1
         self._wake.set()
         return False
 
+    def lost(self, gap: WatchGap) -> None:
+        """The stream no longer holds what this subscriber asked for."""
+        self.received = gap.resumed_after
+        self.items.append(gap)
+        self._wake.set()
+
     def notice(self, notice: Notice) -> None:
-        """Queue a connection notice. Notices the client has not read yet
-        collapse (interrupted, resumed, interrupted is still interrupted since
-        the first), so a flapping connection cannot grow the buffer."""
+        """Queue a notice. Notices the client has not read yet collapse
+        (interrupted, resumed, interrupted is still interrupted since the
+        first), so a flapping connection cannot grow the buffer."""
         last = self.items[-1] if self.items else None
         before = self.items[-2] if len(self.items) > 1 else None
         unread = isinstance(last, Notice) and (
@@ -147,7 +203,7 @@ class Subscriber:
             if last.kind == "resumed":
                 self.items.pop()  # lost again before the client read that it had resumed
         elif notice.kind == "resumed" and isinstance(last, Notice) and last.kind == "interrupted":
-            self.items.append(Notice("resumed", last.since, notice.until))
+            self.items.append(Notice("resumed", last.since, notice.until, notice.after_sequence))
         else:
             self.items.append(notice)
         self._wake.set()
@@ -167,7 +223,7 @@ class Subscriber:
             if not self.items:
                 return None
         item = self.items.popleft()
-        if isinstance(item, MemoryEvent):
+        if isinstance(item, SequencedEvent):
             self.queued -= 1
         return item
 
@@ -178,183 +234,217 @@ class TenantTotals:
     dropped: int = 0
 
 
-class StreamHub:
-    """Subscribers of every tenant, fed by one NATS subscription per tenant."""
+@dataclass(slots=True)
+class OpenWatch:
+    """A watch recall has opened for a stream the client has not started reading."""
 
-    def __init__(self, source: NatsEventSubscriber, *, buffer_size: int, keepalive_seconds: float):
-        self._source = source
+    tenant: str
+    kinds: list[str]
+    opened: WatchOpened
+    items: AsyncIterator[WatchItem]
+
+
+class StreamHub:
+    """Every open stream, each fed by a watch of its own on recall."""
+
+    def __init__(
+        self,
+        watch: WatchOpener,
+        *,
+        buffer_size: int,
+        keepalive_seconds: float,
+        open_timeout_seconds: float = 10.0,
+        retry_initial_seconds: float = 0.1,
+        retry_max_seconds: float = 2.0,
+        silence_seconds: float | None = None,
+    ):
+        """`silence_seconds`: a watch that sends nothing (not even a
+        heartbeat) this long is taken for lost; None: never."""
+        self._watch = watch
+        self._silence = silence_seconds
         self._buffer = buffer_size
         self._keepalive = keepalive_seconds
+        self._open_timeout = open_timeout_seconds
+        self._retry_initial = retry_initial_seconds
+        self._retry_max = retry_max_seconds
         self._subscribers: dict[str, set[Subscriber]] = {}
-        self._subscriptions: dict[str, object] = {}
+        self._pumps: dict[Subscriber, asyncio.Task] = {}
         self._totals: dict[str, TenantTotals] = {}
-        self._lock = asyncio.Lock()
         self._ids = itertools.count(1)
-        self._connector: asyncio.Task | None = None
-        self._down_since: datetime | None = datetime.now(UTC)  # not connected yet
-        self._background: set[asyncio.Task] = set()
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> StreamHub:
-        hub: StreamHub
-
-        def on_connection(connected: bool) -> None:
-            hub.connection_changed(connected)
-
-        def on_slow(subject: str) -> None:
-            hub.slow(subject)
-
-        source = NatsEventSubscriber(
-            url=settings.nats_url,
-            subject_prefix=settings.nats_subject_prefix,
-            on_connection=on_connection,
-            on_slow=on_slow,
+    def from_settings(cls, settings: Settings, recall: pb_grpc.RecallServiceStub) -> StreamHub:
+        return cls(
+            recall_watch(recall),
+            buffer_size=settings.stream_buffer_size,
+            keepalive_seconds=settings.stream_keepalive_seconds,
+            open_timeout_seconds=settings.grpc_timeout_seconds,
             retry_initial_seconds=settings.retry_initial_seconds,
             retry_max_seconds=settings.retry_max_seconds,
+            # Recall sends a heartbeat after each quiet period: three missed ones mean a dead connection.
+            silence_seconds=3 * settings.recall_watch_heartbeat_seconds,
         )
-        hub = cls(source, buffer_size=settings.stream_buffer_size, keepalive_seconds=settings.stream_keepalive_seconds)
-        return hub
-
-    # Lifecycle ------------------------------------------------------------------------------------------
-
-    async def start(self) -> None:
-        """Connect, waiting a moment for NATS; if it is not up yet, keep
-        trying in the background (the gateway serves meanwhile)."""
-        self._connector = asyncio.create_task(self._connect())
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._connector), CONNECT_WAIT_SECONDS)
-
-    async def _connect(self) -> None:
-        await self._source.connect()
-        async with self._lock:
-            for tenant in list(self._subscribers):
-                await self._open(tenant)
-        self.connection_changed(True)  # once every waiting tenant is subscribed
 
     async def close(self) -> None:
-        if self._connector is not None:
-            self._connector.cancel()
+        for pump in list(self._pumps.values()):
+            pump.cancel()
         for subscribers in self._subscribers.values():
             for subscriber in subscribers:
                 subscriber.close()
-        await self._source.close()
 
-    # NATS side ------------------------------------------------------------------------------------------
+    # The watch on recall --------------------------------------------------------------------------------
 
-    async def _open(self, tenant: str) -> None:
-        if tenant in self._subscriptions or not self._source.connected:
+    async def _opened(self, tenant: str, after: int | None, kinds: list[str]) -> tuple[WatchOpened, AsyncIterator]:
+        """Call the watch and wait for its first item; raises what the call
+        raises (grpc.aio.AioRpcError: the route answers it in the envelope)."""
+        items = self._watch(tenant, after, kinds)
+        try:
+            opened = await asyncio.wait_for(anext(items), self._open_timeout)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await items.aclose()
+            raise
+        if not isinstance(opened, WatchOpened):
+            await items.aclose()
+            raise RuntimeError(f"a watch began with {type(opened).__name__}, not WatchOpened")
+        return opened, items
+
+    async def open(self, tenant: str, after_sequence: int | None, kinds: list[str] | None = None) -> OpenWatch:
+        """Open a watch for a new stream, from after `after_sequence` (None: new events only)."""
+        kinds = list(kinds or [])
+        opened, items = await self._opened(tenant, after_sequence, kinds)
+        return OpenWatch(tenant, kinds, opened, items)
+
+    def _take(self, subscriber: Subscriber, item: WatchItem, totals: TenantTotals) -> None:
+        if isinstance(item, WatchGap):
+            subscriber.lost(item)
             return
-        self._subscriptions[tenant] = await self._source.subscribe(tenant, lambda e: self._dispatch(tenant, e))
+        if not isinstance(item, SequencedEvent) or item.sequence <= subscriber.received:
+            return  # already received (a new watch never repeats one; this keeps it so)
+        if not subscriber.offer(item):
+            totals.dropped += 1
+            STREAM_EVENTS.labels("dropped").inc()
+            if subscriber.dropped == 1 or subscriber.dropped % 1000 == 0:
+                log.warning(
+                    "sse subscriber too slow: events dropped and counted",
+                    subscriber=subscriber.id,
+                    dropped=subscriber.dropped,
+                    buffer_size=subscriber.size,
+                )
 
-    def _dispatch(self, tenant: str, event: MemoryEvent) -> None:
-        totals = self._totals.setdefault(tenant, TenantTotals())
-        for subscriber in self._subscribers.get(tenant, ()):
-            if not subscriber.offer(event):
-                totals.dropped += 1
-                STREAM_EVENTS.labels("dropped").inc()
-                if subscriber.dropped == 1 or subscriber.dropped % 1000 == 0:
-                    log.warning(
-                        "sse subscriber too slow: events dropped and counted",
-                        subscriber=subscriber.id,
-                        dropped=subscriber.dropped,
-                        buffer_size=subscriber.size,
-                    )
-
-    def connection_changed(self, connected: bool) -> None:
-        """Tell every subscriber when events may have been missed."""
-        now = datetime.now(UTC)
-        if connected == (self._down_since is None):
-            return
-        if connected:
-            notice, self._down_since = Notice("resumed", self._down_since, now), None
-            log.info("sse relay connected to NATS", down_since=format_iso(notice.since))
-        else:
-            notice = Notice("interrupted", now)
-            self._down_since = now
-            log.warning("sse relay interrupted: NATS connection lost")
-        for subscribers in self._subscribers.values():
-            for subscriber in subscribers:
-                subscriber.notice(notice)
-
-    def slow(self, subject: str) -> None:
-        """NATS dropped messages of a subscription the gateway read too slowly."""
-        log.warning("nats dropped events of a slow subscription", subject=subject)
-        now = datetime.now(UTC)
-        for tenant, subscribers in self._subscribers.items():
-            if self._source.subject(tenant) == subject:
-                for subscriber in subscribers:
-                    subscriber.notice(Notice("interrupted", now))
-                    subscriber.notice(Notice("resumed", now, now))
+    async def _pump(self, subscriber: Subscriber, items: AsyncIterator[WatchItem]) -> None:
+        """Feed the subscriber from its watch; when the watch is lost, say so
+        and call again from the last sequence received, until it is open."""
+        totals = self._totals.setdefault(subscriber.tenant, TenantTotals())
+        while True:
+            try:
+                while True:
+                    try:
+                        item = await asyncio.wait_for(anext(items), self._silence)
+                    except StopAsyncIteration:
+                        break
+                    self._take(subscriber, item, totals)
+                reason = "the watch ended"  # recall is shutting down
+            except TimeoutError:
+                reason = f"the watch sent nothing for {self._silence} s (not even a heartbeat)"
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                reason = _describe(exc)
+            finally:
+                with contextlib.suppress(Exception):
+                    await items.aclose()
+            since = datetime.now(UTC)
+            subscriber.watching = False
+            subscriber.notice(Notice("interrupted", since))
+            log.warning("sse watch interrupted; calling again", subscriber=subscriber.id, reason=reason)
+            pause = self._retry_initial
+            while True:
+                await asyncio.sleep(pause)
+                try:
+                    opened, items = await self._opened(subscriber.tenant, subscriber.received, subscriber.kinds)
+                    break
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    log.info("sse watch not reopened yet", subscriber=subscriber.id, reason=_describe(exc))
+                    pause = min(pause * 2, self._retry_max)
+            subscriber.watching = True
+            subscriber.notice(Notice("resumed", since, datetime.now(UTC), opened.after_sequence))
+            log.info("sse watch resumed", subscriber=subscriber.id, after=opened.after_sequence)
 
     # Subscribers ----------------------------------------------------------------------------------------
 
-    async def _join(self, tenant: str) -> Subscriber:
-        subscriber = Subscriber(next(self._ids), tenant, self._buffer, datetime.now(UTC))
-        async with self._lock:
-            self._subscribers.setdefault(tenant, set()).add(subscriber)
-            await self._open(tenant)
+    def _join(self, watch: OpenWatch) -> Subscriber:
+        subscriber = Subscriber(next(self._ids), watch.tenant, self._buffer, datetime.now(UTC), kinds=watch.kinds)
+        subscriber.received = watch.opened.after_sequence
+        self._subscribers.setdefault(watch.tenant, set()).add(subscriber)
+        self._pumps[subscriber] = asyncio.get_running_loop().create_task(self._pump(subscriber, watch.items))
         STREAM_SUBSCRIBERS.inc()
         return subscriber
 
     def _leave(self, subscriber: Subscriber) -> None:
         """Synchronous, so it runs even while the stream's task is being cancelled."""
         STREAM_SUBSCRIBERS.dec()
+        pump = self._pumps.pop(subscriber, None)
+        if pump is not None:
+            pump.cancel()  # its watch's call is cancelled with it
         subscribers = self._subscribers.get(subscriber.tenant, set())
         subscribers.discard(subscriber)
         if not subscribers:
             self._subscribers.pop(subscriber.tenant, None)
-            subscription = self._subscriptions.pop(subscriber.tenant, None)
-            if subscription is not None:
-                task = asyncio.get_running_loop().create_task(self._source.unsubscribe(subscription))
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
 
-    async def events(self, tenant: str) -> AsyncIterator[str]:
-        """The stream of one subscriber: `ready`, then events, `dropped` counts,
-        connection notices and keepalive comments, until the client leaves."""
-        subscriber = await self._join(tenant)
-        totals = self._totals.setdefault(tenant, TenantTotals())
+    async def events(self, watch: OpenWatch) -> AsyncIterator[str]:
+        """The stream of one subscriber: `ready`, then events, `dropped`
+        counts, gaps, notices and keepalive comments, until the client leaves."""
+        subscriber = self._join(watch)
+        totals = self._totals.setdefault(watch.tenant, TenantTotals())
+        opened = watch.opened
         try:
             yield sse(
                 "ready",
                 {
                     "subscriber_id": subscriber.id,
-                    "tenant": tenant,
+                    "tenant": watch.tenant,
                     "buffer_size": self._buffer,
                     "keepalive_seconds": self._keepalive,
-                    "nats": "connected" if tenant in self._subscriptions else "unavailable",
+                    "nats": "connected",  # recall's watch on the event stream is open
+                    "source": "recall",
+                    "last_event_id": opened.after_sequence,
+                    "kinds": watch.kinds,
                 },
+                opened.after_sequence,
             )
             while not subscriber.closed:
                 item = await subscriber.next(self._keepalive)
                 if item is None:
                     if not subscriber.closed:
                         yield KEEPALIVE
-                elif isinstance(item, MemoryEvent):
-                    yield sse(item.kind.value, event_json(item))
+                elif isinstance(item, SequencedEvent):
+                    yield sse(
+                        item.event.kind.value, {**event_json(item.event), "sequence": item.sequence}, item.sequence
+                    )
                     subscriber.delivered += 1
                     totals.delivered += 1
                     STREAM_EVENTS.labels("delivered").inc()
                 elif isinstance(item, Gap):
+                    # No id: a client that reconnects right after it gets the dropped events again.
                     yield sse(
                         "dropped",
                         {
                             "count": item.count,
                             "first_occurred_at": format_iso(item.first),
                             "last_occurred_at": format_iso(item.last),
+                            "first_sequence": item.first_sequence,
+                            "last_sequence": item.last_sequence,
                             "total_dropped": subscriber.dropped,
                             "reason": f"this stream's buffer of {subscriber.size} events was full",
                         },
                     )
+                elif isinstance(item, WatchGap):
+                    yield sse("gap", gap_json(item), item.resumed_after)
                 else:
-                    yield sse(
-                        item.kind,
-                        {
-                            "reason": "the gateway's NATS connection was lost; events in this window may be missing",
-                            "since": format_iso(item.since),
-                            "until": format_iso(item.until),
-                        },
-                    )
+                    yield sse(item.kind, notice_json(item))
         finally:
             self._leave(subscriber)
 
@@ -365,10 +455,11 @@ class StreamHub:
         totals = self._totals.get(tenant, TenantTotals())
         return {
             "tenant": tenant,
-            "nats": "connected" if self._source.connected else "unavailable",
+            "source": "recall",
             "buffer_size": self._buffer,
             "keepalive_seconds": self._keepalive,
             "subscribers": len(subscribers),
+            "interrupted": sum(not s.watching for s in subscribers),
             "delivered": totals.delivered,
             "dropped": totals.dropped,
             "per_subscriber": [
@@ -378,7 +469,39 @@ class StreamHub:
                     "delivered": s.delivered,
                     "dropped": s.dropped,
                     "buffered": s.queued,
+                    "watching": s.watching,
+                    "last_received": s.received,
                 }
                 for s in subscribers
             ],
         }
+
+
+def gap_json(gap: WatchGap) -> dict:
+    if gap.reason == "reset":
+        why = "the requested event id is beyond the event stream's end (the stream was recreated); new events follow"
+    else:
+        why = "the event stream no longer holds events this old (retention); the oldest it holds follow"
+    return {
+        "requested_after": gap.requested_after,
+        "resumed_after": gap.resumed_after,
+        "reason": gap.reason,
+        "message": why,
+    }
+
+
+def notice_json(notice: Notice) -> dict:
+    if notice.kind == "resumed":
+        why = "the watch on recall was re-opened after the last event received; nothing was lost"
+    else:
+        why = "the gateway lost its watch on recall; it calls again from the last event received"
+    data = {"reason": why, "since": format_iso(notice.since), "until": format_iso(notice.until)}
+    if notice.after_sequence is not None:
+        data["last_event_id"] = notice.after_sequence
+    return data
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return f"{exc.code().name}: {exc.details()}"
+    return str(exc) or type(exc).__name__

@@ -33,8 +33,10 @@ DRAFT_FIELDS = (
 
 
 def require_object(body: Any, what: str = "request body") -> dict:
+    """`body` when it is a JSON object; else a 400 naming `what` (BODY_NOT_OBJECT for the body itself)."""
     if not isinstance(body, dict):
-        raise ApiError(400, f"{what} must be a JSON object", "INVALID_ARGUMENT")
+        reason = "BODY_NOT_OBJECT" if what == "request body" else "NOT_AN_OBJECT"
+        raise ApiError(400, f"{what} must be a JSON object", reason)
     return body
 
 
@@ -51,7 +53,7 @@ def draft_from_json(body: dict, *, where: str = "") -> memory_pb2.MemoryDraft:
         shaped["metadata_json"] = json.dumps(body["metadata"])
     for name in ("content", "type", "timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed"):
         if name in shaped and not isinstance(shaped[name], str):
-            raise ApiError(400, f"{where}'{name}' must be a string", "INVALID_ARGUMENT")
+            raise ApiError(400, f"{where}'{name}' must be a string", "NOT_A_STRING")
     for name in ("importance", "confidence"):
         value = shaped.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):

@@ -1,4 +1,6 @@
-"""The REST routes, one module per resource.
+"""The REST routes, one module per resource, beside what they share: roles
+(the role a route needs), calls (service stubs, call options), body (JSON
+bodies) and query (query parameters).
 
 ROUTES lists them all, for the app to add as they are: FastAPI's
 include_router would serve an included route through a handler of its own

@@ -10,7 +10,9 @@ from gateway.auth import Caller
 from gateway.envelope import ApiError
 from gateway.openapi import IDS, INTEGER, NUMBER, STRING, doc, obj
 from gateway.responses import Json, JsonRoute
-from gateway.routes.common import body_count, call_options, clients, optional_json_object, require
+from gateway.routes.body import body_count, optional_json_object
+from gateway.routes.calls import call_options, clients
+from gateway.routes.roles import require
 from memgrid.v1 import consolidate_service_pb2 as consolidate
 from memgrid.v1 import enrich_service_pb2 as enrich
 from memgrid.v1 import recall_service_pb2 as recall
@@ -48,10 +50,8 @@ async def reindex(request: Request, who: Caller = Depends(require("admin"))):
     """Rebuild the caller's tenant's part of recall's vector index from the
     graph (other tenants' points stay as they are; `make reindex` rebuilds
     every tenant's); answers when the rebuild is done, with the tenant's counts."""
-    body = await optional_json_object(request)
-    stream = clients(request).recall.RebuildIndex(
-        recall.RebuildIndexRequest(batch_size=body_count(body, "batch_size")), **long_call(request, who)
-    )
+    rebuild = recall.RebuildIndexRequest(batch_size=body_count(await optional_json_object(request), "batch_size"))
+    stream = clients(request).recall.RebuildIndex(rebuild, **long_call(request, who))
     last = None
     async for progress in stream:
         last = progress
@@ -89,7 +89,7 @@ async def reembed(request: Request, who: Caller = Depends(require("admin"))):
     if isinstance(ids, str):
         ids = [i.strip() for i in ids.split(",") if i.strip()]
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-        raise ApiError(400, "'ids' must be a list of memory ids", "INVALID_ARGUMENT")
+        raise ApiError(400, "'ids' must be a list of memory ids", "NOT_A_LIST")
     reply = await clients(request).enrich.ReembedMemories(
         enrich.ReembedMemoriesRequest(ids=ids, batch_size=body_count(body, "batch_size")),
         **call_options(request, who),

@@ -8,7 +8,9 @@ from gateway.auth import Caller
 from gateway.envelope import ApiError
 from gateway.openapi import STRING, TIME, doc, obj, ref
 from gateway.responses import Json, JsonRoute
-from gateway.routes.common import call_options, clients, json_body, require
+from gateway.routes.body import json_body
+from gateway.routes.calls import call_options, clients
+from gateway.routes.roles import require
 from gateway.translate import association_from_json, association_to_json, iso, require_object
 from memgrid.v1 import ingest_service_pb2 as ingest
 
@@ -70,7 +72,7 @@ async def associate(request: Request, who: Caller = Depends(require("write"))):
         return Json(result, status_code=201)
     items = body["associations"]
     if not isinstance(items, list):
-        raise ApiError(400, "'associations' must be a list", "INVALID_ARGUMENT")
+        raise ApiError(400, "'associations' must be a list", "NOT_A_LIST")
     associations = [association_from_json(item, where=f"association at index {i}: ") for i, item in enumerate(items)]
     reply = await clients(request).ingest.BatchCreateAssociations(
         ingest.BatchCreateAssociationsRequest(associations=associations), **call_options(request, who)

@@ -11,7 +11,9 @@ from gateway.auth import Caller
 from gateway.envelope import ApiError
 from gateway.openapi import BOOLEAN, OBJECT, STRING, doc, obj, ref
 from gateway.responses import JsonRoute
-from gateway.routes.common import call_options, clients, optional_json_object, require
+from gateway.routes.body import optional_json_object
+from gateway.routes.calls import call_options, clients
+from gateway.routes.roles import require
 from gateway.translate import iso
 from memgrid.v1 import consolidate_service_pb2 as consolidate
 
@@ -37,9 +39,9 @@ async def run_consolidation(request: Request, who: Caller = Depends(require("adm
     mode = "" if body.get("mode") is None else body["mode"]
     dry_run = False if body.get("dry_run") is None else body["dry_run"]
     if not isinstance(mode, str):
-        raise ApiError(400, "'mode' must be a string", "INVALID_ARGUMENT")
+        raise ApiError(400, "'mode' must be a string", "NOT_A_STRING")
     if not isinstance(dry_run, bool):
-        raise ApiError(400, "'dry_run' must be true or false", "INVALID_ARGUMENT")
+        raise ApiError(400, "'dry_run' must be true or false", "NOT_A_BOOLEAN")
     reply = await clients(request).consolidate.RunConsolidation(
         consolidate.RunConsolidationRequest(mode=mode, dry_run=dry_run), **call_options(request, who)
     )

@@ -10,7 +10,9 @@ from gateway.auth import Caller
 from gateway.envelope import ApiError
 from gateway.openapi import IDS, INTEGER, OBJECT, STRING, STRINGS, doc, obj
 from gateway.responses import Json, JsonRoute
-from gateway.routes.common import call_options, clients, json_body, require
+from gateway.routes.body import json_body
+from gateway.routes.calls import call_options, clients
+from gateway.routes.roles import require
 from gateway.translate import require_object
 from memgrid.v1 import enrich_service_pb2 as enrich
 
@@ -66,7 +68,7 @@ async def reprocess(request: Request, who: Caller = Depends(require("admin"))):
     if isinstance(ids, str):
         ids = [i.strip() for i in ids.split(",") if i.strip()]
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-        raise ApiError(400, "'ids' must be a list of memory ids", "INVALID_ARGUMENT")
+        raise ApiError(400, "'ids' must be a list of memory ids", "NOT_A_LIST")
     reply = await clients(request).enrich.ReprocessMemories(
         enrich.ReprocessMemoriesRequest(ids=ids), **call_options(request, who)
     )

@@ -25,7 +25,9 @@ from gateway.openapi import (
     ref,
 )
 from gateway.responses import JsonRoute
-from gateway.routes.common import call_options, clients, elapsed_ms, query_int, query_text, require
+from gateway.routes.calls import call_options, clients, elapsed_ms
+from gateway.routes.query import query_int, query_text
+from gateway.routes.roles import require
 from gateway.translate import iso, memory_to_json
 from memgrid.v1 import recall_service_pb2 as recall
 

@@ -22,7 +22,7 @@ from grpc_health.v1 import health_pb2
 from gateway.envelope import ApiError
 from gateway.openapi import doc, obj
 from gateway.responses import Json, JsonRoute
-from gateway.routes.common import clients
+from gateway.routes.calls import clients
 from gateway.translate import now_iso
 from memgrid.v1 import recall_service_pb2
 from services.core.grpc.tenant import caller_metadata

@@ -1,4 +1,4 @@
-"""The memory routes of spec 003: create, batch, get, update, delete, by-tag."""
+"""The memory routes (docs/api.md): create, batch, get, update, delete, by-tag."""
 
 from __future__ import annotations
 
@@ -26,16 +26,10 @@ from gateway.openapi import (
     ref,
 )
 from gateway.responses import Json, JsonRoute
-from gateway.routes.common import (
-    call_options,
-    clients,
-    elapsed_ms,
-    json_body,
-    query_int,
-    query_list,
-    query_text,
-    require,
-)
+from gateway.routes.body import json_body
+from gateway.routes.calls import call_options, clients, elapsed_ms
+from gateway.routes.query import query_int, query_list, query_text
+from gateway.routes.roles import require
 from gateway.translate import draft_from_json, iso, memory_to_json, relation_to_json, require_object, update_from_json
 from memgrid.v1 import ingest_service_pb2 as ingest
 from memgrid.v1 import recall_service_pb2 as recall
@@ -154,7 +148,7 @@ async def create_memory(request: Request, who: Caller = Depends(require("write")
     draft = draft_from_json(body)
     for name in SUPERSEDE_FIELDS:
         if body.get(name) is not None and not isinstance(body[name], str):
-            raise ApiError(400, f"'{name}' must be a string", "INVALID_ARGUMENT")
+            raise ApiError(400, f"'{name}' must be a string", "NOT_A_STRING")
     if body.get("supersedes_memory_id") is not None:
         reply = await clients(request).ingest.SupersedeMemory(
             ingest.SupersedeMemoryRequest(
@@ -186,12 +180,12 @@ async def batch_create(request: Request, who: Caller = Depends(require("write"))
     started = time.perf_counter()
     body = await json_body(request)
     if not isinstance(body, dict) or not isinstance(body.get("memories"), list):
-        raise ApiError(400, "request body must be a JSON object with a 'memories' list", "INVALID_ARGUMENT")
+        raise ApiError(400, "request body must be a JSON object with a 'memories' list", "MEMORIES_REQUIRED")
     drafts = []
     for index, item in enumerate(body["memories"]):
         where = f"Memory at index {index}: "
         if not isinstance(item, dict):
-            raise ApiError(400, f"{where}must be a JSON object", "INVALID_ARGUMENT")
+            raise ApiError(400, f"{where}must be a JSON object", "NOT_AN_OBJECT")
         if item.get("content") is None:
             raise ApiError(400, f"Memory at index {index} missing 'content'", "CONTENT_REQUIRED")
         drafts.append(draft_from_json(item, where=where))

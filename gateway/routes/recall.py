@@ -1,16 +1,14 @@
-"""The read routes of spec 003 beyond a single memory: ranked recall,
+"""The read routes beyond a single memory (docs/api.md): ranked recall,
 startup recall and related memories (served by recall)."""
 
 from __future__ import annotations
 
 import json
-import math
 import time
 
 from fastapi import APIRouter, Depends, Request
 
 from gateway.auth import Caller
-from gateway.envelope import ApiError
 from gateway.openapi import (
     BOOLEAN,
     INTEGER,
@@ -28,50 +26,13 @@ from gateway.openapi import (
     ref,
 )
 from gateway.responses import JsonRoute
-from gateway.routes.common import call_options, clients, elapsed_ms, query_int, query_list, query_text, require
+from gateway.routes.calls import call_options, clients, elapsed_ms
+from gateway.routes.query import query_bool, query_embedding, query_float, query_int, query_list, query_text
+from gateway.routes.roles import require
 from gateway.translate import memory_to_json, relation_to_json
 from memgrid.v1 import recall_service_pb2 as recall
 
 router = APIRouter(route_class=JsonRoute)
-
-_TRUE = ("true", "1", "yes", "on")
-_FALSE = ("false", "0", "no", "off", "")
-
-
-def query_float(request: Request, name: str) -> float | None:
-    text = query_text(request, name)
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise ApiError(400, f"'{name}' must be a number, not {text!r}", "INVALID_ARGUMENT") from None
-    if not math.isfinite(value):
-        raise ApiError(400, f"'{name}' must be a finite number", "INVALID_ARGUMENT")
-    return value
-
-
-def query_bool(request: Request, name: str) -> bool:
-    text = query_text(request, name).lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ApiError(400, f"'{name}' must be true or false, not {text!r}", "INVALID_ARGUMENT")
-
-
-def query_embedding(request: Request) -> list[float]:
-    """`embedding` as comma-separated numbers (or a JSON list)."""
-    text = query_text(request, "embedding").strip("[]")
-    if not text:
-        return []
-    try:
-        values = [float(part) for part in text.split(",")]
-    except ValueError:
-        raise ApiError(400, "'embedding' must be a comma-separated list of numbers", "INVALID_ARGUMENT") from None
-    if not all(math.isfinite(v) for v in values):
-        raise ApiError(400, "'embedding' must hold finite numbers", "INVALID_ARGUMENT")
-    return values
 
 
 def result_to_json(result: recall.RecallResult) -> dict:

@@ -5,7 +5,7 @@ The file holds every memory with every field (validity window, system times,
 version, metadata as an object, the embedding in its stored form), every edge
 leaving a memory (to memories, and MENTIONS / EXEMPLIFIES to Entity and
 Pattern nodes), and those nodes: enough to rebuild the graph with its
-supersession chains, and the vector index from it (spec 002: a restore from
+supersession chains, and the vector index from it (a restore from
 the vector payloads loses validity and edges). It is written to a .partial
 file and renamed when complete, so a file under its final name is whole.
 
@@ -17,11 +17,9 @@ deleted after its page was read.
 from __future__ import annotations
 
 import asyncio
-import base64
 import dataclasses
 import json
 import os
-from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,9 +28,10 @@ from typing import Any, TextIO
 
 import structlog
 
+from services.core.domain.embedding_codec import encode_embedding
 from services.core.domain.model import Memory
 from services.core.domain.times import format_iso, from_micros
-from services.core.ports import ExportedEdge, GraphStore
+from services.core.ports import ExportedEdge, GraphExport
 
 log = structlog.get_logger()
 
@@ -50,16 +49,6 @@ class BackupResult:
     relations: int
     entities: int
     patterns: int
-
-
-def encode_embedding(values: list[float] | None) -> str | None:
-    """The vector as the graph stores it: float32 little-endian, base64."""
-    if values is None:
-        return None
-    packed = array("f", values)
-    if packed.itemsize != 4:  # pragma: no cover - every supported platform has 4-byte floats
-        raise RuntimeError("float is not 32-bit here")
-    return base64.b64encode(packed.tobytes()).decode("ascii")
 
 
 def memory_record(memory: Memory) -> dict[str, Any]:
@@ -116,12 +105,12 @@ class BackupWriter:
     def __init__(
         self,
         *,
-        graph: GraphStore,
+        export: GraphExport,
         directory: Path,
         page_size: int,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
-        self._graph = graph
+        self._export = export
         self._directory = directory
         self._page_size = page_size
         self._clock = clock
@@ -147,7 +136,7 @@ class BackupWriter:
                 await _write(out, _json(header)[:-1] + ',"memories":[\n')
                 after = ""
                 while True:
-                    page, edges = await self._graph.export_page(tenant, after, self._page_size)
+                    page, edges = await self._export.export_page(tenant, after, self._page_size)
                     if not page:
                         break
                     after = page[-1].id
@@ -163,8 +152,8 @@ class BackupWriter:
                 await asyncio.to_thread(edges_out.seek, 0)
                 while chunk := await asyncio.to_thread(edges_out.read, 1 << 20):
                     await _write(out, chunk)
-                entities = [node_record(n) for n in await self._graph.export_nodes(tenant, "Entity")]
-                patterns = [node_record(n) for n in await self._graph.export_nodes(tenant, "Pattern")]
+                entities = [node_record(n) for n in await self._export.export_nodes(tenant, "Entity")]
+                patterns = [node_record(n) for n in await self._export.export_nodes(tenant, "Pattern")]
                 await _write(out, '\n],"entities":' + _json(entities) + ',"patterns":' + _json(patterns) + "}\n")
             await asyncio.to_thread(os.replace, partial, path)
         except BaseException:

@@ -6,9 +6,10 @@ inject the same adapters against real servers, or fakes proved equal to them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import Enum
 from typing import Any, Protocol
 
 from services.core.domain.analysis import AnalysisFigures
@@ -16,7 +17,8 @@ from services.core.domain.classification import Classification
 from services.core.domain.factuality import Factuality
 from services.core.domain.model import ComponentStatus, Memory, MemoryEvent, Relation
 from services.core.domain.projection import VectorHit, VectorQuery
-from services.core.domain.recall import Scope, TextHit
+from services.core.domain.recall_request import Scope
+from services.core.domain.recall_text import TextHit
 from services.core.domain.state import Successor
 
 
@@ -65,11 +67,30 @@ class ExportedEdge:
     properties: dict[str, Any] = field(default_factory=dict)
 
 
-class GraphStore(Protocol):
-    """The source of truth. Every method is scoped to one tenant; every
-    write records its events in the same query (the outbox)."""
+class GraphLifecycle(Protocol):
+    """The graph store's own upkeep: schema at start-up, health, shutdown.
+    Every service that holds a graph port also holds this one."""
 
     async def ensure_schema(self) -> None: ...
+
+    async def status(self) -> ComponentStatus: ...
+
+    async def close(self) -> None: ...
+
+
+class MemoryLookup(Protocol):
+    """Records by id, and how many a tenant holds: what every consumer of the graph reads."""
+
+    async def get_memory(self, tenant: str, memory_id: str) -> Memory | None: ...
+
+    async def get_memories(self, tenant: str, memory_ids: list[str]) -> dict[str, Memory]: ...
+
+    async def count_memories(self, tenant: str | None = None) -> int: ...
+
+
+class MemoryWriter(MemoryLookup, Protocol):
+    """Ingest's writes. Every write records its events in the same query
+    (the outbox), so an acknowledged write is never without its events."""
 
     async def create_memories(
         self, memories: list[Memory], events: list[MemoryEvent], *, now_us: int, claim: IdempotencyClaim | None = None
@@ -78,8 +99,6 @@ class GraphStore(Protocol):
         holds the idempotency key."""
 
     async def get_idempotency(self, tenant: str, key: str, now_us: int) -> tuple[str, list[str]] | None: ...
-
-    async def purge_idempotency(self, now_us: int) -> int: ...
 
     async def update_memory(self, memory: Memory, expected_version: int, event: MemoryEvent, *, now_us: int) -> bool:
         """Compare-and-set on the version."""
@@ -104,77 +123,29 @@ class GraphStore(Protocol):
         claim: IdempotencyClaim | None = None,
     ) -> bool: ...
 
-    async def find_unenriched(self, recorded_before_us: int, limit: int) -> list[tuple[str, str]]: ...
 
-    async def count_unenriched(self, tenant: str) -> int:
-        """The tenant's memories enrichment has not finished."""
-
-    async def record_embeddings(
-        self,
-        tenant: str,
-        items: list[tuple[Memory, list[float] | None, str]],
-        events: list[MemoryEvent],
-        *,
-        now_us: int,
-    ) -> list[str]:
-        """The embedding stage's write: per (memory as read, vector or None,
-        model), the vector and its model (or, with None, only the event),
-        where version and content are still the ones read; the ids written."""
-
-    async def embedding_models(self, tenant: str, memory_ids: list[str]) -> dict[str, str]:
-        """The model the embedding stage recorded for each memory's vector."""
-
-    async def count_unembedded(self, tenant: str) -> int:
-        """The tenant's memories without a vector."""
-
-    async def find_unembedded(self, changed_before_us: int, limit: int) -> list[tuple[str, str]]:
-        """(tenant, id) of memories without a vector, last changed before the time."""
+class Outbox(Protocol):
+    """The relay's view: events written with their records and not yet on
+    the bus, and the expired idempotency keys it sweeps."""
 
     async def pending_outbox(self, older_than_us: int, limit: int) -> list[OutboxEntry]: ...
 
     async def delete_outbox(self, event_ids: list[str]) -> None: ...
 
-    async def get_memory(self, tenant: str, memory_id: str) -> Memory | None: ...
+    async def count_outbox(self) -> int:
+        """Events recorded and not yet acknowledged by the bus."""
 
-    async def get_memories(self, tenant: str, memory_ids: list[str]) -> dict[str, Memory]: ...
+    async def purge_idempotency(self, now_us: int) -> int: ...
+
+
+class MemoryReader(MemoryLookup, Protocol):
+    """Recall's reads of records and their edges (each scoped to a tenant),
+    and the one write a read causes: the access time."""
 
     async def read_memory(
         self, tenant: str, memory_id: str, *, accessed_us: int, relation_limit: int
     ) -> tuple[Memory, list[Relation]] | None:
         """A read by id in one query: record (access time bumped) and relations."""
-
-    async def search_text(
-        self,
-        scope: Scope,
-        arm: str,
-        words: list[str],
-        limit: int,
-        *,
-        max_df: int | None = None,
-        scan: int | None = None,
-    ) -> list[TextHit]:
-        """A full-text arm (keyword, tag, metadata) within the scope, best
-        first, with the text matched; words in more than max_df memories are
-        left out (when all are, the rarest is searched), and about scan
-        matches at most are read."""
-
-    async def document_frequencies(
-        self, tenant: str, field: str, words: list[str], *, cap: int | None = None, recount: bool = False
-    ) -> dict[str, int]:
-        """How many of the tenant's memories hold each word in a full-text
-        field (cached per tenant; recount: counted again and cached)."""
-
-    async def arm_frequencies(self, tenant: str, arms: list[str], words: list[str], *, cap: int) -> None:
-        """Count and cache, in one query, the tenant's frequencies search_text reads first for these arms."""
-
-    async def sample_texts(self, tenant: str, field: str, size: int) -> list[str]:
-        """A random sample of the tenant's memories' texts in a full-text field."""
-
-    async def list_memories(
-        self, scope: Scope, order_by: str, limit: int, offset: int = 0, *, with_archived: bool = False
-    ) -> list[Memory]:
-        """Memories within the scope in a fixed order (importance or a recall
-        sort); archived ones too when with_archived."""
 
     async def read_candidates(self, tenant: str, ids: list[str]) -> dict[str, tuple[Memory, list[Successor]]]:
         """Records without embeddings, with their outgoing supersession edges."""
@@ -207,9 +178,59 @@ class GraphStore(Protocol):
         """Memories sharing entities with these, most shared first, within
         bounds (each None: the store's, from settings)."""
 
+    async def list_memories(
+        self, scope: Scope, order_by: str, limit: int, offset: int = 0, *, with_archived: bool = False
+    ) -> list[Memory]:
+        """Memories within the scope in a fixed order (importance or a recall
+        sort); archived ones too when with_archived."""
+
+    async def touch_memories(self, tenant: str, ids: list[str], accessed_us: int) -> None:
+        """Record an access of many memories in one query: last_accessed
+        only (never backwards), no version, no event."""
+
+
+class TextSearch(Protocol):
+    """The full-text arms of ranked recall and the word statistics behind
+    them, per tenant."""
+
+    async def search_text(
+        self,
+        scope: Scope,
+        arm: str,
+        words: list[str],
+        limit: int,
+        *,
+        max_df: int | None = None,
+        scan: int | None = None,
+    ) -> list[TextHit]:
+        """A full-text arm (keyword, tag, metadata) within the scope, best
+        first, with the text matched; words in more than max_df memories are
+        left out (when all are, the rarest is searched), and about scan
+        matches at most are read."""
+
+    async def document_frequencies(
+        self, tenant: str, field: str, words: list[str], *, cap: int | None = None, recount: bool = False
+    ) -> dict[str, int]:
+        """How many of the tenant's memories hold each word in a full-text
+        field (cached per tenant; recount: counted again and cached)."""
+
+    async def arm_frequencies(self, tenant: str, arms: list[str], words: list[str], *, cap: int) -> None:
+        """Count and cache, in one query, the tenant's frequencies search_text reads first for these arms."""
+
+    async def sample_texts(self, tenant: str, field: str, size: int) -> list[str]:
+        """A random sample of the tenant's memories' texts in a full-text field."""
+
+
+class IndexSource(MemoryLookup, Protocol):
+    """What a rebuild of the vector index reads: the graph alone reproduces it."""
+
     async def scan_memories(self, cursor: int, limit: int, tenant: str | None = None) -> tuple[int, list[Memory]]:
         """A page of the tenant's (with None, every tenant's) memories with
         embeddings after a cursor (-1 to start), and the next cursor (index rebuilds)."""
+
+
+class GraphViews(Protocol):
+    """The graph views and the analysis (/graph/*, /analyze)."""
 
     async def graph_stats(self, tenant: str) -> GraphStats: ...
 
@@ -223,6 +244,66 @@ class GraphStore(Protocol):
     async def analysis_figures(self, tenant: str, *, now_us: int, top: int, max_hops: int = 5) -> AnalysisFigures:
         """The counts behind the analysis of a tenant's memories."""
 
+
+class EnrichmentStore(MemoryLookup, Protocol):
+    """Enrichment's reads and its writes of the fields and edges it owns."""
+
+    async def find_unenriched(self, recorded_before_us: int, limit: int) -> list[tuple[str, str]]: ...
+
+    async def count_unenriched(self, tenant: str) -> int:
+        """The tenant's memories enrichment has not finished."""
+
+    async def record_embeddings(
+        self,
+        tenant: str,
+        items: list[tuple[Memory, list[float] | None, str]],
+        events: list[MemoryEvent],
+        *,
+        now_us: int,
+    ) -> list[str]:
+        """The embedding stage's write: per (memory as read, vector or None,
+        model), the vector and its model (or, with None, only the event),
+        where version and content are still the ones read; the ids written."""
+
+    async def embedding_models(self, tenant: str, memory_ids: list[str]) -> dict[str, str]:
+        """The model the embedding stage recorded for each memory's vector."""
+
+    async def count_unembedded(self, tenant: str) -> int:
+        """The tenant's memories without a vector."""
+
+    async def find_unembedded(self, changed_before_us: int, limit: int) -> list[tuple[str, str]]:
+        """(tenant, id) of memories without a vector, last changed before the time."""
+
+    async def apply_enrichment(
+        self, tenant: str, updates: list[tuple[Memory, int]], events: list[MemoryEvent], *, now_us: int
+    ) -> list[str]:
+        """Write the fields enrichment owns, each where the version is still
+        the one read (a concurrent edit wins); the ids written."""
+
+    async def link_preceding(
+        self, tenant: str, items: list[tuple[str, int]], *, window_us: int, limit: int, now_us: int
+    ) -> dict[str, int]:
+        """PRECEDED_BY edges from each (id, timestamp) to recent memories within the window."""
+
+    async def link_similar(self, tenant: str, pairs: list[tuple[str, str, float]], *, now_us: int) -> int:
+        """SIMILAR_TO edges for (id, neighbour, score) pairs; the edges made."""
+
+    async def link_entities_and_patterns(
+        self,
+        tenant: str,
+        mentions: list[tuple[str, str, list[str]]],
+        *,
+        min_members: int,
+        max_members: int,
+        now_us: int,
+    ) -> dict[str, int]:
+        """MENTIONS edges to Entity nodes, and EXEMPLIFIES edges to a Pattern
+        once enough memories of one type share an entity."""
+
+
+class GraphExport(Protocol):
+    """A tenant's whole graph, page by page, as a backup reads it."""
+
     async def memory_ids(self, tenant: str, after_id: str, limit: int) -> list[str]:
         """A page of the tenant's memory ids, in id order after `after_id`."""
 
@@ -231,19 +312,6 @@ class GraphStore(Protocol):
 
     async def export_nodes(self, tenant: str, label: str) -> list[dict[str, Any]]:
         """Properties of the tenant's Entity or Pattern nodes."""
-
-    async def touch_memory(self, tenant: str, memory_id: str, last_accessed_us: int) -> None:
-        """Record an access (last_accessed), without bumping the version."""
-
-    async def touch_memories(self, tenant: str, ids: list[str], accessed_us: int) -> None:
-        """Record an access of many memories in one query: last_accessed
-        only (never backwards), no version, no event."""
-
-    async def count_memories(self, tenant: str | None = None) -> int: ...
-
-    async def status(self) -> ComponentStatus: ...
-
-    async def close(self) -> None: ...
 
 
 class EventPublisher(Protocol):
@@ -262,6 +330,49 @@ class EventPublisher(Protocol):
     async def status(self) -> ComponentStatus: ...
 
     async def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WatchOpened:
+    """A watch is open: it delivers the events after `after_sequence`; the
+    stream holds `first_sequence`..`last_sequence` (0 and 0 when empty)."""
+
+    after_sequence: int
+    first_sequence: int
+    last_sequence: int
+
+
+@dataclass(frozen=True, slots=True)
+class WatchGap:
+    """Events a watch cannot deliver: `expired` (older than the stream's
+    retention) or `reset` (beyond the stream's end: it was recreated)."""
+
+    requested_after: int
+    resumed_after: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SequencedEvent:
+    """A memory event with its stream sequence (increasing within the stream)."""
+
+    sequence: int
+    event: MemoryEvent
+
+
+@dataclass(frozen=True, slots=True)
+class WatchHeartbeat:
+    """A watch had nothing to send for a while: it is alive, the tenant quiet."""
+
+
+class EventWatchSource(Protocol):
+    """One tenant's memory events in stream order, from a stream sequence on."""
+
+    def watch(
+        self, tenant: str, after_sequence: int | None, kinds: list[str]
+    ) -> AsyncIterator[WatchOpened | WatchGap | SequencedEvent]:
+        """`WatchOpened` first (once the watch is in place), then events and
+        gaps until the caller stops iterating; None: only events from now on."""
 
 
 class VectorIndex(Protocol):
@@ -302,7 +413,7 @@ class VectorIndex(Protocol):
 
 
 class LanguageModel(Protocol):
-    """The LLM steps of the write path (spec 000): classification and summaries."""
+    """The LLM steps of the write path: classification and summaries."""
 
     async def classify(self, content: str) -> Classification:
         """A type and confidence for content no regex matched; never raises:
@@ -343,3 +454,26 @@ class NeighbourFinder(Protocol):
     ) -> list[list[VectorHit]]:
         """Per (memory id, vector): its neighbours (itself left out), with
         their payloads (source for corroboration)."""
+
+
+class Outcome(Enum):
+    """What a consumer's handler made of one delivered event."""
+
+    DONE = "done"  # ack
+    RETRY = "retry"  # nak with backoff; dead-lettered after the last attempt
+    SKIP = "skip"  # ack without work (not for this consumer)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """An event as a durable consumer hands it to its handler: the attempt counts from 1."""
+
+    event: MemoryEvent
+    attempt: int
+
+
+class EventBacklog(Protocol):
+    """A durable consumer, as a status report sees it."""
+
+    async def pending(self) -> int:
+        """Events on the stream the consumer has not handled yet."""

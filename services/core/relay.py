@@ -14,7 +14,7 @@ import structlog
 from services.core.domain.model import MemoryEvent
 from services.core.domain.times import to_micros
 from services.core.observability import EVENTS_PUBLISHED
-from services.core.ports import EventPublisher, GraphStore
+from services.core.ports import EventPublisher, Outbox
 
 log = structlog.get_logger()
 
@@ -26,7 +26,7 @@ class OutboxRelay:
     def __init__(
         self,
         *,
-        graph: GraphStore,
+        outbox: Outbox,
         events: EventPublisher,
         sweep_seconds: float,
         grace_seconds: float,
@@ -35,7 +35,7 @@ class OutboxRelay:
         sweeps: bool = True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
-        self._graph = graph
+        self._outbox = outbox
         self._sweeps = sweeps
         self._events = events
         self._sweep_seconds = sweep_seconds
@@ -86,7 +86,7 @@ class OutboxRelay:
         before = to_micros(self._clock()) - self._grace_us
         published = 0
         while True:
-            entries = await self._graph.pending_outbox(before, self._batch)
+            entries = await self._outbox.pending_outbox(before, self._batch)
             if not entries:
                 return published
             complete = await self.publish([e.event for e in entries])
@@ -102,7 +102,7 @@ class OutboxRelay:
         while self._acked:
             batch, self._acked = self._acked[: self._batch], self._acked[self._batch :]
             try:
-                await self._graph.delete_outbox(batch)
+                await self._outbox.delete_outbox(batch)
             except Exception as exc:
                 log.warning("outbox clear failed", count=len(batch), error=str(exc))
                 return False
@@ -124,7 +124,7 @@ class OutboxRelay:
                 if count:
                     log.info("outbox re-driven", published=count)
                 # Expired idempotency keys go with the same housekeeping beat.
-                await self._graph.purge_idempotency(to_micros(self._clock()))
+                await self._outbox.purge_idempotency(to_micros(self._clock()))
             except Exception as exc:
                 log.warning("outbox sweep failed", error=str(exc))
 

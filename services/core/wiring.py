@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 from services.core.adapters.edge_index import EdgeVectorIndex
-from services.core.adapters.falkor import EntityBounds, FalkorGraphStore
+from services.core.adapters.falkor import EntityBounds, FalkorGraph
 from services.core.adapters.nats_bus import NatsEventBus
 from services.core.adapters.nats_consumer import ConsumerSpec
+from services.core.adapters.nats_watch import JetStreamEventWatch, WatchTuning
 from services.core.adapters.openai_llm import OpenAILanguageModel, language_model_from
 from services.core.adapters.qdrant_index import QdrantClientIndex
-from services.core.ports import VectorIndex
+from services.core.ports import EventPublisher, Outbox, VectorIndex
 from services.core.relay import OutboxRelay
 from services.core.settings import Settings
 
 
-def graph_store(settings: Settings) -> FalkorGraphStore:
-    return FalkorGraphStore(
+def graph_store(settings: Settings) -> FalkorGraph:
+    """The graph on FalkorDB: one connection, one part per port (graph.writer,
+    graph.reader, ...); each bootstrap hands its consumers the parts they use."""
+    return FalkorGraph(
         host=settings.falkordb_host,
         port=settings.falkordb_port,
         password=settings.falkordb_password,
@@ -40,6 +43,22 @@ def event_bus(settings: Settings) -> NatsEventBus:
         wait_seconds=settings.dependency_wait_seconds,
         retry_initial_seconds=settings.retry_initial_seconds,
         retry_max_seconds=settings.retry_max_seconds,
+    )
+
+
+def event_watch(settings: Settings, bus: NatsEventBus) -> JetStreamEventWatch:
+    """Recall's watches of a tenant's events (WatchMemoryEvents), on its own bus connection."""
+    return JetStreamEventWatch(
+        bus,
+        stream=settings.nats_stream,
+        subject_prefix=settings.nats_subject_prefix,
+        tuning=WatchTuning(
+            batch_size=settings.recall_watch_batch_size,
+            fetch_seconds=settings.recall_watch_fetch_seconds,
+            inactive_seconds=settings.recall_watch_inactive_seconds,
+            retry_initial_seconds=settings.retry_initial_seconds,
+            retry_max_seconds=settings.retry_max_seconds,
+        ),
     )
 
 
@@ -73,12 +92,12 @@ def language_model(settings: Settings) -> OpenAILanguageModel | None:
     return language_model_from(settings)
 
 
-def outbox_relay(settings: Settings, graph, events, *, sweeps: bool = True) -> OutboxRelay:
+def outbox_relay(settings: Settings, outbox: Outbox, events: EventPublisher, *, sweeps: bool = True) -> OutboxRelay:
     """The relay that publishes what writes recorded in the outbox. One
     sweeping relay (ingest's) is enough: it re-drives every leftover entry,
     whichever service wrote it."""
     return OutboxRelay(
-        graph=graph,
+        outbox=outbox,
         events=events,
         sweep_seconds=settings.outbox_sweep_seconds,
         grace_seconds=settings.outbox_grace_seconds,

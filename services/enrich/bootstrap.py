@@ -10,9 +10,12 @@ import structlog
 
 from memgrid.v1 import enrich_service_pb2, enrich_service_pb2_grpc
 from services.core.adapters.embedders import embedder_from
+from services.core.adapters.falkor import FalkorGraph
+from services.core.adapters.nats_bus import NatsEventBus
 from services.core.adapters.nats_consumer import JetStreamConsumer
 from services.core.adapters.spacy_entities import ProcessEntityExtractor, SpacyEntityExtractor
 from services.core.grpc.app import ServiceApp, full_service_name
+from services.core.ports import Embedder, EntityExtractor, LanguageModel, NeighbourFinder
 from services.core.settings import Settings
 from services.core.wiring import consumer_spec, event_bus, graph_store, language_model, outbox_relay
 from services.enrich.embedding import EmbeddingStage, yield_to_embedding
@@ -25,26 +28,35 @@ from services.enrich.servicer import EnrichServicer
 log = structlog.get_logger()
 
 
-def build_app(settings: Settings, **overrides) -> ServiceApp:
-    """Adapters from settings; tests may pass graph=, events=, embedder=,
-    extractor= or neighbours= instead."""
-    graph = overrides.get("graph") or graph_store(settings)
-    events = overrides.get("events") or event_bus(settings)
-    embedder = overrides.get("embedder") or embedder_from(settings, parallel=settings.enrichment_embedding_parallel)
-    if "extractor" in overrides:
-        extractor = overrides["extractor"]
-    elif settings.enrichment_entity_process:
-        extractor = ProcessEntityExtractor(
+def _entity_extractor(settings: Settings) -> EntityExtractor:
+    """spaCy in its own process (or in this one), with the model or the rules alone."""
+    if settings.enrichment_entity_process:
+        return ProcessEntityExtractor(
             settings.enrichment_spacy_model, blank=settings.enrichment_spacy_blank, nice=settings.enrichment_entity_nice
         )
-    elif settings.enrichment_spacy_blank:
-        extractor = SpacyEntityExtractor.blank_english()
-    else:
-        extractor = SpacyEntityExtractor(settings.enrichment_spacy_model)
-    neighbours = overrides.get("neighbours") or RecallNeighbours(
-        settings.grpc_target("recall"), settings.grpc_timeout_seconds
-    )
-    relay = outbox_relay(settings, graph, events, sweeps=False)
+    if settings.enrichment_spacy_blank:
+        return SpacyEntityExtractor.blank_english()
+    return SpacyEntityExtractor(settings.enrichment_spacy_model)
+
+
+def build_app(
+    settings: Settings,
+    *,
+    graph: FalkorGraph | None = None,
+    events: NatsEventBus | None = None,
+    embedder: Embedder | None = None,
+    extractor: EntityExtractor | None = None,
+    neighbours: NeighbourFinder | None = None,
+    llm: LanguageModel | None = None,
+) -> ServiceApp:
+    """The service from settings; tests may pass any adapter instead (None:
+    built from settings, the LLM only when OPENAI_API_KEY is set)."""
+    graph = graph or graph_store(settings)
+    events = events or event_bus(settings)
+    embedder = embedder or embedder_from(settings, parallel=settings.enrichment_embedding_parallel)
+    extractor = extractor or _entity_extractor(settings)
+    neighbours = neighbours or RecallNeighbours(settings.grpc_target("recall"), settings.grpc_timeout_seconds)
+    relay = outbox_relay(settings, graph.outbox, events, sweeps=False)
     policy = EnrichmentPolicy(
         temporal_window=timedelta(hours=settings.enrichment_temporal_window_hours),
         temporal_limit=settings.enrichment_temporal_limit,
@@ -56,9 +68,9 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         conflict_retries=settings.write_conflict_retries,
         batch_size=settings.enrichment_batch_size,
     )
-    llm = overrides["llm"] if "llm" in overrides else language_model(settings)
+    llm = llm or language_model(settings)
     pipeline = EnrichmentPipeline(
-        graph=graph,
+        store=graph.enrichment,
         embedder=embedder,
         extractor=extractor,
         neighbours=neighbours,
@@ -67,7 +79,7 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         policy=policy,
     )
     embedding = EmbeddingStage(
-        graph=graph,
+        store=graph.enrichment,
         embedder=embedder,
         relay=relay,
         batch_size=settings.embedding_write_batch,
@@ -113,7 +125,7 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         return await embed_consumer.pending() + await consumer.pending()
 
     reconciler = Reconciler(
-        graph=graph,
+        store=graph.enrichment,
         pipeline=pipeline,
         interval_seconds=settings.enrichment_reconcile_seconds,
         grace_seconds=settings.enrichment_reconcile_grace_seconds,
@@ -123,7 +135,7 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         backlog=settings.enrichment_yield_backlog,
     )
 
-    reembedder = Reembedder(graph=graph, pipeline=pipeline, batch_size=take)
+    reembedder = Reembedder(export=graph.export, pipeline=pipeline, batch_size=take)
 
     async def warm_up() -> None:
         """Load the models before SERVING, so the first batch is not the slow one.
@@ -146,7 +158,7 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
             embedding=embedding,
             embed_consumer=embed_consumer,
         ),
-        startups=[graph.ensure_schema, events.connect, warm_up, relay.start]
+        startups=[graph.lifecycle.ensure_schema, events.connect, warm_up, relay.start]
         + ([embed_consumer.start, consumer.start, reconciler.start] if settings.enrichment_enabled else []),
         shutdowns=[
             reembedder.stop,
@@ -156,7 +168,7 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
             relay.stop,
             neighbours.close,
             events.close,
-            graph.close,
+            graph.lifecycle.close,
         ]
         + ([extractor.close] if hasattr(extractor, "close") else []),
     )

@@ -18,10 +18,9 @@ from datetime import UTC, datetime
 import structlog
 from prometheus_client import Counter
 
-from services.core.adapters.nats_consumer import Delivery, Outcome
 from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.domain.times import to_micros
-from services.core.ports import Embedder, GraphStore
+from services.core.ports import Delivery, Embedder, EnrichmentStore, Outcome
 from services.core.relay import OutboxRelay
 from services.enrich.deliveries import by_tenant
 
@@ -63,14 +62,14 @@ class EmbeddingStage:
     def __init__(
         self,
         *,
-        graph: GraphStore,
+        store: EnrichmentStore,
         embedder: Embedder,
         relay: OutboxRelay,
         batch_size: int,
         conflict_retries: int,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
-        self._graph = graph
+        self._store = store
         self._embedder = embedder
         self._relay = relay
         self._batch = max(1, batch_size)
@@ -99,7 +98,7 @@ class EmbeddingStage:
         started = time.perf_counter()
         self.stats.inflight += len(ids)
         try:
-            found = await self._graph.get_memories(tenant, ids)
+            found = await self._store.get_memories(tenant, ids)
             self.stats.skipped += len(ids) - len(found)
             missing = [m for m in found.values() if self._lacks_vector(m)]
             present = [m for m in found.values() if not self._lacks_vector(m)]
@@ -146,7 +145,7 @@ class EmbeddingStage:
                 for m, v in pending
             ]
             done = set(
-                await self._graph.record_embeddings(
+                await self._store.record_embeddings(
                     tenant, [(m, v, self._embedder.name) for m, v in pending], events, now_us=to_micros(now)
                 )
             )
@@ -155,7 +154,7 @@ class EmbeddingStage:
             lost = [(m, v) for m, v in pending if m.id not in done]
             if not lost:
                 break
-            fresh = await self._graph.get_memories(tenant, [m.id for m, _ in lost])
+            fresh = await self._store.get_memories(tenant, [m.id for m, _ in lost])
             pending = []
             for memory, vector in lost:
                 now_memory = fresh.get(memory.id)

@@ -20,13 +20,20 @@ import numpy as np
 import structlog
 from prometheus_client import Counter, Histogram
 
-from services.core.adapters.nats_consumer import Delivery, Outcome
 from services.core.domain.enrichment import Enrichment, LinkCounts, enrich
 from services.core.domain.entities import shared_entity_tags
 from services.core.domain.factuality import Factuality, assess, corroborate, source_trust
 from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.domain.times import to_micros
-from services.core.ports import Embedder, EntityExtractor, GraphStore, LanguageModel, NeighbourFinder
+from services.core.ports import (
+    Delivery,
+    Embedder,
+    EnrichmentStore,
+    EntityExtractor,
+    LanguageModel,
+    NeighbourFinder,
+    Outcome,
+)
 from services.core.relay import OutboxRelay
 from services.enrich.deliveries import by_tenant
 
@@ -110,7 +117,7 @@ class EnrichmentPipeline:
     def __init__(
         self,
         *,
-        graph: GraphStore,
+        store: EnrichmentStore,
         embedder: Embedder,
         extractor: EntityExtractor,
         neighbours: NeighbourFinder,
@@ -119,7 +126,7 @@ class EnrichmentPipeline:
         policy: EnrichmentPolicy,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
-        self._graph = graph
+        self._store = store
         self._embedder = embedder
         self._extractor = extractor
         self._neighbours = neighbours
@@ -157,7 +164,7 @@ class EnrichmentPipeline:
         return written
 
     async def _enrich(self, tenant: str, ids: list[str], forced: bool, reembed: bool = False) -> list[str]:
-        found = await self._graph.get_memories(tenant, ids)
+        found = await self._store.get_memories(tenant, ids)
         self.stats.skipped += len(ids) - len(found)
         if not found:
             return []
@@ -165,7 +172,7 @@ class EnrichmentPipeline:
         # Oldest first, so the memories before a batch (in-batch neighbours) are already computed.
         memories = sorted(found.values(), key=_in_time)
         # The embedding stage's model, for the vectors it wrote for this content (a forced run keeps the vector).
-        models = {} if forced or reembed else await self._graph.embedding_models(tenant, list(found))
+        models = {} if forced or reembed else await self._store.embedding_models(tenant, list(found))
         size = max(1, self._policy.batch_size)
         batches = [memories[start : start + size] for start in range(0, len(memories), size)]
         earlier = _Computed()
@@ -238,7 +245,7 @@ class EnrichmentPipeline:
         policy = self._policy
         # FalkorDB links the recent memories while recall searches its index.
         temporal, neighbour_lists = await asyncio.gather(
-            self._graph.link_preceding(
+            self._store.link_preceding(
                 tenant,
                 [(m.id, to_micros(m.timestamp)) for m in memories],
                 window_us=int(policy.temporal_window / timedelta(microseconds=1)),
@@ -267,7 +274,7 @@ class EnrichmentPipeline:
             result.factuality = corroborate(result.factuality, supporters, own or "manual")
             result.links = LinkCounts(temporal_links=temporal.get(memory.id, 0), semantic_neighbors=len(others))
         await asyncio.gather(
-            self._graph.link_similar(tenant, pairs, now_us=now_us),
+            self._store.link_similar(tenant, pairs, now_us=now_us),
             self._link_patterns(tenant, memories, results, now_us),
         )
 
@@ -277,7 +284,7 @@ class EnrichmentPipeline:
         """Entities as nodes; EXEMPLIFIES to a Pattern when enough memories of
         one type mention the same entity."""
         mentions = [(m.id, m.type, shared_entity_tags(results[m.id].entities)) for m in memories]
-        counts = await self._graph.link_entities_and_patterns(
+        counts = await self._store.link_entities_and_patterns(
             tenant,
             mentions,
             min_members=self._policy.pattern_min_members,
@@ -297,7 +304,7 @@ class EnrichmentPipeline:
         for _ in range(self._policy.conflict_retries):
             updates = [(enrich(m, results[m.id], forced=forced, now=now), m.version) for m in pending]
             events = [MemoryEvent.for_memory(EventKind.ENRICHED, u, now) for u, _ in updates]
-            done = set(await self._graph.apply_enrichment(tenant, updates, events, now_us=to_micros(now)))
+            done = set(await self._store.apply_enrichment(tenant, updates, events, now_us=to_micros(now)))
             await self._relay.submit([e for e in events if e.memory_id in done])
             written += sorted(done)
             self.stats.processed += len(done)
@@ -306,7 +313,7 @@ class EnrichmentPipeline:
             if not lost:
                 break
             self.stats.conflicts += len(lost)
-            fresh = await self._graph.get_memories(tenant, lost)
+            fresh = await self._store.get_memories(tenant, lost)
             pending = [m for m in fresh.values() if m.content == results[m.id].content]
             if not pending:
                 break

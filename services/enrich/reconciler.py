@@ -14,7 +14,7 @@ import structlog
 
 from services.core.background import BackgroundLoop
 from services.core.domain.times import to_micros
-from services.core.ports import GraphStore
+from services.core.ports import EnrichmentStore
 from services.enrich.embedding import EmbeddingStage
 from services.enrich.pipeline import EnrichmentPipeline
 
@@ -27,7 +27,7 @@ class Reconciler(BackgroundLoop):
     def __init__(
         self,
         *,
-        graph: GraphStore,
+        store: EnrichmentStore,
         pipeline: EnrichmentPipeline,
         interval_seconds: float,
         grace_seconds: float,
@@ -39,7 +39,7 @@ class Reconciler(BackgroundLoop):
     ):
         """`outstanding` counts the events the consumers still hold; above
         `backlog` a pass does nothing (the events will get there)."""
-        self._graph = graph
+        self._store = store
         self._pipeline = pipeline
         self._embedding = embedding
         self._outstanding = outstanding
@@ -53,11 +53,11 @@ class Reconciler(BackgroundLoop):
 
     async def pending(self, tenant: str) -> int:
         """How many of the tenant's memories wait for enrichment right now (any age)."""
-        return await self._graph.count_unenriched(tenant)
+        return await self._store.count_unenriched(tenant)
 
     async def pending_embeddings(self, tenant: str) -> int:
         """How many of the tenant's memories have no vector right now (any age)."""
-        return await self._graph.count_unembedded(tenant)
+        return await self._store.count_unembedded(tenant)
 
     async def _busy(self) -> bool:
         if self._outstanding is None:
@@ -76,11 +76,11 @@ class Reconciler(BackgroundLoop):
         before = to_micros(self._clock() - self._grace)
         embedded: set[tuple[str, str]] = set()
         if self._embedding is not None:
-            for tenant, ids in _by_tenant(await self._graph.find_unembedded(before, self._batch)).items():
+            for tenant, ids in _by_tenant(await self._store.find_unembedded(before, self._batch)).items():
                 done = await self._embedding.embed_ids(tenant, ids)
                 self.redriven_embeddings += len(done)
                 embedded |= {(tenant, i) for i in done}
-        stale = [item for item in await self._graph.find_unenriched(before, self._batch) if item not in embedded]
+        stale = [item for item in await self._store.find_unenriched(before, self._batch) if item not in embedded]
         count = 0
         for tenant, ids in _by_tenant(stale).items():
             count += len(await self._pipeline.enrich_ids(tenant, ids))

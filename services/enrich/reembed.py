@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import structlog
 
 from services.core.domain.errors import Aborted
-from services.core.ports import GraphStore
+from services.core.ports import GraphExport
 from services.enrich.pipeline import EnrichmentPipeline
 
 log = structlog.get_logger()
@@ -31,8 +31,8 @@ class ReembedProgress:
 
 
 class Reembedder:
-    def __init__(self, *, graph: GraphStore, pipeline: EnrichmentPipeline, batch_size: int, page_size: int = 5000):
-        self._graph = graph
+    def __init__(self, *, export: GraphExport, pipeline: EnrichmentPipeline, batch_size: int, page_size: int = 5000):
+        self._export = export
         self._pipeline = pipeline
         self._batch_size = batch_size
         self._page_size = page_size
@@ -41,7 +41,7 @@ class Reembedder:
 
     async def _all_ids(self, tenant: str) -> list[str]:
         ids: list[str] = []
-        while page := await self._graph.memory_ids(tenant, ids[-1] if ids else "", self._page_size):
+        while page := await self._export.memory_ids(tenant, ids[-1] if ids else "", self._page_size):
             ids += page
         return ids
 

@@ -7,10 +7,10 @@ import json
 
 from memgrid.v1 import enrich_service_pb2 as pb
 from memgrid.v1 import enrich_service_pb2_grpc as pb_grpc
-from services.core.adapters.nats_consumer import JetStreamConsumer
 from services.core.domain.errors import InvalidArgument
 from services.core.domain.ids import validate_memory_id
 from services.core.grpc.tenant import tenant_of
+from services.core.ports import EventBacklog
 from services.enrich.embedding import EmbeddingStage
 from services.enrich.pipeline import EnrichmentPipeline
 from services.enrich.reconciler import Reconciler
@@ -21,13 +21,13 @@ class EnrichServicer(pb_grpc.EnrichServiceServicer):
     def __init__(
         self,
         pipeline: EnrichmentPipeline,
-        consumer: JetStreamConsumer,
+        consumer: EventBacklog,
         reconciler: Reconciler,
         max_attempts: int,
         reembedder: Reembedder | None = None,
         *,
         embedding: EmbeddingStage | None = None,
-        embed_consumer: JetStreamConsumer | None = None,
+        embed_consumer: EventBacklog | None = None,
     ):
         """`consumer` is the enrichment stage's; `embedding` and `embed_consumer` the first stage's."""
         self._pipeline = pipeline

@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 from memgrid.v1 import ingest_service_pb2, ingest_service_pb2_grpc
+from services.core.adapters.falkor import FalkorGraph
+from services.core.adapters.nats_bus import NatsEventBus
 from services.core.grpc.app import ServiceApp, full_service_name
+from services.core.ports import LanguageModel
 from services.core.settings import Settings
 from services.core.wiring import event_bus, graph_store, language_model, outbox_relay
 from services.ingest.handlers import IngestHandlers, WritePolicy
 from services.ingest.servicer import IngestServicer
 
 
-def build_app(settings: Settings, **overrides) -> ServiceApp:
-    """Adapters from settings; tests may pass `graph=`, `events=` or `llm=` instead."""
-    graph = overrides.get("graph") or graph_store(settings)
-    events = overrides.get("events") or event_bus(settings)
-    llm = overrides["llm"] if "llm" in overrides else language_model(settings)
-    relay = outbox_relay(settings, graph, events)
+def build_app(
+    settings: Settings,
+    *,
+    graph: FalkorGraph | None = None,
+    events: NatsEventBus | None = None,
+    llm: LanguageModel | None = None,
+) -> ServiceApp:
+    """The service from settings; tests may pass any adapter instead (None:
+    built from settings, the LLM only when OPENAI_API_KEY is set)."""
+    graph = graph or graph_store(settings)
+    events = events or event_bus(settings)
+    llm = llm or language_model(settings)
+    relay = outbox_relay(settings, graph.outbox, events)
     policy = WritePolicy(
         auto_summarize=settings.memory_auto_summarize,
         summary_target_length=settings.memory_summary_target_length,
@@ -23,11 +33,11 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         delete_page_size=settings.delete_by_tag_page_size,
         conflict_retries=settings.write_conflict_retries,
     )
-    handlers = IngestHandlers(graph=graph, relay=relay, limits=settings.limits, llm=llm, policy=policy)
+    handlers = IngestHandlers(writer=graph.writer, relay=relay, limits=settings.limits, llm=llm, policy=policy)
     return ServiceApp(
         service_name=full_service_name(ingest_service_pb2, "IngestService"),
         add_servicer=ingest_service_pb2_grpc.add_IngestServiceServicer_to_server,
         servicer=IngestServicer(handlers),
-        startups=[graph.ensure_schema, events.connect, relay.start],
-        shutdowns=[relay.stop, events.close, graph.close],
+        startups=[graph.lifecycle.ensure_schema, events.connect, relay.start],
+        shutdowns=[relay.stop, events.close, graph.lifecycle.close],
     )

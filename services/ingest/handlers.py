@@ -32,7 +32,7 @@ from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
 from services.core.domain.supersede import close_superseded, supersession_edge, validate_supersede_relation
 from services.core.domain.times import to_micros
 from services.core.domain.updates import apply_update
-from services.core.ports import GraphStore, IdempotencyClaim, LanguageModel
+from services.core.ports import IdempotencyClaim, LanguageModel, MemoryWriter
 from services.core.relay import OutboxRelay
 
 
@@ -48,7 +48,7 @@ class WritePolicy:
 
 
 @dataclass(frozen=True, slots=True)
-class Summarized:
+class Summarised:
     original_length: int
     summarized_length: int
 
@@ -60,7 +60,7 @@ class Created:
     memories: list[Memory]
     published: bool
     replayed: bool = False
-    summaries: list[Summarized | None] = field(default_factory=list)
+    summaries: list[Summarised | None] = field(default_factory=list)
 
     @property
     def memory(self) -> Memory:
@@ -73,7 +73,7 @@ class Superseded:
     superseded: Memory
     relation: str
     published: bool
-    summary: Summarized | None
+    summary: Summarised | None
     replayed: bool = False
 
 
@@ -104,7 +104,7 @@ class IngestHandlers:
     def __init__(
         self,
         *,
-        graph: GraphStore,
+        writer: MemoryWriter,
         relay: OutboxRelay,
         limits: Limits,
         llm: LanguageModel | None = None,
@@ -112,7 +112,7 @@ class IngestHandlers:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
     ):
-        self._graph = graph
+        self._writer = writer
         self._relay = relay
         self._limits = limits
         self._llm = llm
@@ -132,7 +132,7 @@ class IngestHandlers:
             return FALLBACK
         return await self._llm.classify(content)
 
-    async def _summarize(self, draft: Draft) -> tuple[Draft, Summarized | None]:
+    async def _summarise(self, draft: Draft) -> tuple[Draft, Summarised | None]:
         """Content between the soft and hard limits becomes a summary; the
         original is kept in metadata.original_content."""
         content = draft.content
@@ -141,12 +141,12 @@ class IngestHandlers:
         summary = await self._llm.summarize(content, self._policy.summary_target_length)
         if not summary:
             return draft, None
-        return replace(draft, content=summary, original_content=content), Summarized(len(content), len(summary))
+        return replace(draft, content=summary, original_content=content), Summarised(len(content), len(summary))
 
-    async def _prepare(self, tenant: str, draft: Draft, now: datetime) -> tuple[Memory, Summarized | None]:
+    async def _prepare(self, tenant: str, draft: Draft, now: datetime) -> tuple[Memory, Summarised | None]:
         validate_content(draft.content, self._limits)
         validate_metadata(draft.metadata_json)  # a bad body is refused before the model is asked to summarise it
-        draft, summarized = await self._summarize(draft)
+        draft, summarised = await self._summarise(draft)
         explicit = draft.type is not None and draft.type.strip()
         classification = FALLBACK if explicit else await self._classify(draft.content)
         memory = build_memory(
@@ -157,7 +157,7 @@ class IngestHandlers:
             limits=self._limits,
             classify=lambda _content: classification,
         )
-        return memory, summarized
+        return memory, summarised
 
     def _claim(self, tenant: str, key: str, request_hash: str, now: datetime) -> IdempotencyClaim:
         expires = now + timedelta(seconds=self._policy.idempotency_ttl_seconds)
@@ -165,7 +165,7 @@ class IngestHandlers:
 
     async def _replay(self, tenant: str, key: str, request_hash: str, now: datetime) -> Created | None:
         """The first result for this key, or None when the key is unused."""
-        prior = await self._graph.get_idempotency(tenant, key, to_micros(now))
+        prior = await self._writer.get_idempotency(tenant, key, to_micros(now))
         if prior is None:
             return None
         prior_hash, ids = prior
@@ -175,7 +175,7 @@ class IngestHandlers:
                 "this Idempotency-Key was used for a different request",
                 field="idempotency_key",
             )
-        found = await self._graph.get_memories(tenant, ids)
+        found = await self._writer.get_memories(tenant, ids)
         if len(found) != len(ids):
             raise AlreadyExists(
                 "IDEMPOTENT_RESULT_GONE",
@@ -187,7 +187,7 @@ class IngestHandlers:
     @asynccontextmanager
     async def _quota(self, tenant: str, memory_limit: int | None, adding: int) -> AsyncIterator[None]:
         """Count the tenant's memories and refuse the write when `adding` more
-        would exceed its limit (spec 004), holding the tenant's lock until the
+        would exceed its limit, holding the tenant's lock until the
         write is done, so two writes in this process cannot both take the last
         place. Unlimited tenants skip the count."""
         if memory_limit is None:
@@ -197,7 +197,7 @@ class IngestHandlers:
         if lock is None:
             lock = self._quota_locks[tenant] = asyncio.Lock()
         async with lock:
-            stored = await self._graph.count_memories(tenant)
+            stored = await self._writer.count_memories(tenant)
             if stored + adding > memory_limit:
                 raise ResourceExhausted(
                     "MEMORY_LIMIT_EXCEEDED",
@@ -222,7 +222,7 @@ class IngestHandlers:
         events = [MemoryEvent.for_memory(EventKind.CREATED, m, now) for m in memories]
         claim = self._claim(tenant, idempotency_key, request_hash, now) if idempotency_key else None
         async with self._quota(tenant, memory_limit, len(memories)):
-            wrote = await self._graph.create_memories(memories, events, now_us=to_micros(now), claim=claim)
+            wrote = await self._writer.create_memories(memories, events, now_us=to_micros(now), claim=claim)
         if not wrote:  # a concurrent request with the same key won
             replay = await self._replay(tenant, idempotency_key, request_hash, now)
             if replay is None:
@@ -246,8 +246,8 @@ class IngestHandlers:
         now = self._clock()
         if idempotency_key and (replay := await self._replay(tenant, idempotency_key, request_hash, now)):
             return replay
-        memory, summarized = await self._prepare(tenant, draft, now)
-        return await self._store(tenant, [memory], [summarized], idempotency_key, request_hash, now, memory_limit)
+        memory, summarised = await self._prepare(tenant, draft, now)
+        return await self._store(tenant, [memory], [summarised], idempotency_key, request_hash, now, memory_limit)
 
     async def batch_create(
         self,
@@ -264,7 +264,7 @@ class IngestHandlers:
         now = self._clock()
         if idempotency_key and (replay := await self._replay(tenant, idempotency_key, request_hash, now)):
             return replay
-        # Batch items take no id, embedding or validity window (spec 003).
+        # Batch items take no id, embedding or validity window.
         drafts = [replace(d, embedding=None, t_valid=None, t_invalid=None) for d in drafts]
         for index, draft in enumerate(drafts):  # every rule first, so the lowest bad index is reported
             try:
@@ -286,7 +286,7 @@ class IngestHandlers:
             current = await self._require(tenant, memory_id)
             updated, content_changed = apply_update(current, draft, fields, now=now, limits=self._limits)
             event = MemoryEvent.for_memory(EventKind.UPDATED, updated, now, content_changed=content_changed)
-            if await self._graph.update_memory(updated, current.version, event, now_us=to_micros(now)):
+            if await self._writer.update_memory(updated, current.version, event, now_us=to_micros(now)):
                 await self._relay.submit([event])
                 return updated, content_changed
         raise Aborted("CONCURRENT_UPDATE", f"memory {memory_id} kept changing; retry the update", field="id")
@@ -296,7 +296,7 @@ class IngestHandlers:
         memory_id = validate_memory_id(memory_id)
         now = self._clock()
         events = [MemoryEvent.deleted(tenant, memory_id, now)]
-        if not await self._graph.delete_memories(tenant, events, now_us=to_micros(now)):
+        if not await self._writer.delete_memories(tenant, events, now_us=to_micros(now)):
             raise NotFound("MEMORY_NOT_FOUND", f"memory {memory_id} not found", field="id", id=memory_id)
         await self._relay.submit(events)
         return memory_id
@@ -307,10 +307,10 @@ class IngestHandlers:
         if not wanted:
             raise InvalidArgument("TAGS_REQUIRED", "'tags' must name at least one tag", field="tags")
         total = 0
-        while ids := await self._graph.find_ids_by_tags(tenant, wanted, self._policy.delete_page_size):
+        while ids := await self._writer.find_ids_by_tags(tenant, wanted, self._policy.delete_page_size):
             now = self._clock()
             events = [MemoryEvent.deleted(tenant, i, now) for i in ids]
-            deleted = set(await self._graph.delete_memories(tenant, events, now_us=to_micros(now)))
+            deleted = set(await self._writer.delete_memories(tenant, events, now_us=to_micros(now)))
             await self._relay.submit([e for e in events if e.memory_id in deleted])
             total += len(deleted)
         return total
@@ -334,14 +334,14 @@ class IngestHandlers:
         relations = [r for _, r in valid]
         events = [MemoryEvent.associated(tenant, r) for r in relations]
         written = (
-            set(await self._graph.create_relations(tenant, relations, events, now_us=to_micros(now)))
+            set(await self._writer.create_relations(tenant, relations, events, now_us=to_micros(now)))
             if valid
             else set()
         )
         created = [(index, r) for k, (index, r) in enumerate(valid) if k in written]
         missing = [(index, r) for k, (index, r) in enumerate(valid) if k not in written]
         if missing:
-            found = await self._graph.get_memories(tenant, [i for _, r in missing for i in (r.source_id, r.target_id)])
+            found = await self._writer.get_memories(tenant, [i for _, r in missing for i in (r.source_id, r.target_id)])
             for index, r in missing:
                 name = "memory1_id" if r.source_id not in found else "memory2_id"
                 gone = r.source_id if name == "memory1_id" else r.target_id
@@ -371,7 +371,7 @@ class IngestHandlers:
         now = self._clock()
         if idempotency_key and (replay := await self._replay(tenant, idempotency_key, request_hash, now)):
             return await self._superseded_replay(tenant, old_id, relation_type, replay)
-        replacement, summarized = await self._prepare(tenant, draft, now)
+        replacement, summarised = await self._prepare(tenant, draft, now)
         claim = self._claim(tenant, idempotency_key, request_hash, now) if idempotency_key else None
         for _ in range(self._policy.conflict_retries):
             old = await self._require(tenant, old_id, field_name="supersedes_memory_id")
@@ -383,12 +383,12 @@ class IngestHandlers:
                 MemoryEvent.associated(tenant, edge),
             ]
             async with self._quota(tenant, memory_limit, 1):
-                wrote = await self._graph.supersede(
+                wrote = await self._writer.supersede(
                     closed, old.version, replacement, edge, events, now_us=to_micros(now), claim=claim
                 )
             if wrote:
                 published = await self._relay.submit(events)
-                return Superseded(replacement, closed, relation_type, published, summarized)
+                return Superseded(replacement, closed, relation_type, published, summarised)
             if claim and (replay := await self._replay(tenant, idempotency_key, request_hash, now)):
                 return await self._superseded_replay(tenant, old_id, relation_type, replay)
         raise Aborted("CONCURRENT_UPDATE", f"memory {old_id} kept changing; retry", field="supersedes_memory_id")
@@ -398,7 +398,7 @@ class IngestHandlers:
         return Superseded(replay.memory, old, relation, published=True, summary=None, replayed=True)
 
     async def _require(self, tenant: str, memory_id: str, field_name: str = "id") -> Memory:
-        memory = await self._graph.get_memory(tenant, memory_id)
+        memory = await self._writer.get_memory(tenant, memory_id)
         if memory is None:
             raise NotFound("MEMORY_NOT_FOUND", f"memory {memory_id} not found", field=field_name, id=memory_id)
         return memory

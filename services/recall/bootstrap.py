@@ -6,44 +6,78 @@ from datetime import UTC, datetime
 
 from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
 from services.core.adapters.embedders import embedder_from
+from services.core.adapters.falkor import FalkorGraph
+from services.core.adapters.nats_bus import NatsEventBus
 from services.core.adapters.nats_consumer import JetStreamConsumer
 from services.core.domain.times import to_micros
 from services.core.grpc.app import ServiceApp, full_service_name
+from services.core.ports import Embedder, VectorIndex
 from services.core.settings import Settings
-from services.core.wiring import consumer_spec, event_bus, graph_store, vector_index
+from services.core.wiring import consumer_spec, event_bus, event_watch, graph_store, vector_index
 from services.recall.access import AccessRecorder
+from services.recall.current_state import CurrentStatePass
 from services.recall.df_warmer import FrequencyWarmer
+from services.recall.event_watch import EventWatches
 from services.recall.graph_views import GraphLimits, GraphViews
-from services.recall.handlers import ReadLimits, RecallHandlers, StartupRules
+from services.recall.index_admin import IndexAdmin
+from services.recall.listings import Listings, ReadLimits, StartupRules
 from services.recall.projector import Projector
+from services.recall.ranked import RankedRecall
+from services.recall.reads import MemoryReads
 from services.recall.servicer import RecallServicer
+from services.recall.text_arms import TextArms
+from services.recall.vector_arm import VectorArm
 
 
-def build_app(settings: Settings, **overrides) -> ServiceApp:
-    """Adapters from settings; tests may pass `graph=`, `events=` or `vectors=`."""
-    graph = overrides.get("graph") or graph_store(settings)
-    events = overrides.get("events") or event_bus(settings)
-    vectors = overrides.get("vectors") or vector_index(settings)
-    embedder = overrides.get("embedder") or embedder_from(settings)
+def build_app(
+    settings: Settings,
+    *,
+    graph: FalkorGraph | None = None,
+    events: NatsEventBus | None = None,
+    vectors: VectorIndex | None = None,
+    embedder: Embedder | None = None,
+) -> ServiceApp:
+    """The service from settings; tests may pass any adapter instead (None: built from settings)."""
+    graph = graph or graph_store(settings)
+    events = events or event_bus(settings)
+    vectors = vectors or vector_index(settings)
+    embedder = embedder or embedder_from(settings)
+    # The store operations recall may use, by port: reads and their access
+    # times, the full-text arms, the index rebuild's scan, the graph views.
+    reader, text, lifecycle = graph.reader, graph.text, graph.lifecycle
+    policy = settings.recall_policy
     access = AccessRecorder(
-        graph.touch_memories,
+        reader.touch_memories,
         flush_seconds=settings.recall_access_flush_ms / 1000,
         batch_size=settings.recall_access_batch_size,
         clock_us=lambda: to_micros(datetime.now(UTC)),
     )
-    handlers = RecallHandlers(
-        graph=graph,
-        vectors=vectors,
-        events=events,
-        policy=settings.recall_policy,
+    state = CurrentStatePass(reader, policy.max_hops)
+    text_arms = TextArms(
+        text=text,
+        lookup=reader,
+        policy=policy,
+        df_warm_tenants=settings.recall_df_warm_tenants,
+        df_recent_seconds=settings.recall_df_cache_seconds,
+    )
+    ranked = RankedRecall(
+        reader=reader,
+        text=text_arms,
+        vector=VectorArm(vectors=vectors, embedder=embedder, query_cache_size=settings.recall_query_cache_size),
+        state=state,
+        policy=policy,
+        access=access,
+    )
+    listings = Listings(
+        reader=reader,
+        state=state,
+        policy=policy,
         limits=ReadLimits(
             by_tag_default=settings.by_tag_default_limit,
             by_tag_max=settings.by_tag_max_limit,
             startup_default=settings.startup_recall_default_limit,
             related_default=settings.related_default_limit,
         ),
-        embedder=embedder,
-        query_cache_size=settings.recall_query_cache_size,
         startup=StartupRules(
             lesson_tags=tuple(settings.startup_lesson_tags),
             lesson_limit=settings.startup_lesson_limit,
@@ -52,13 +86,11 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
             critical_importance=settings.startup_critical_importance,
         ),
         access=access,
-        df_warm_tenants=settings.recall_df_warm_tenants,
-        df_recent_seconds=settings.recall_df_cache_seconds,
     )
-
     views = GraphViews(
-        graph=graph,
-        verdicts=handlers.verdicts,
+        reader=reader,
+        views=graph.views,
+        state=state,
         limits=GraphLimits(
             snapshot_default=settings.graph_snapshot_default_limit,
             snapshot_max=settings.graph_snapshot_max_limit,
@@ -70,13 +102,27 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
             state_max_hops=settings.recall_state_max_hops,
         ),
     )
+    servicer = RecallServicer(
+        reads=MemoryReads(reader=reader, state=state, relation_limit=policy.relation_limit),
+        ranked=ranked,
+        listings=listings,
+        index=IndexAdmin(source=graph.index_source, vectors=vectors, lifecycle=lifecycle, events=events),
+        views=views,
+        default_limit=settings.recall_default_limit,
+        rebuild_batch_size=settings.reindex_batch_size,
+        watches=EventWatches(
+            event_watch(settings, events),
+            max_watches=settings.recall_max_watches,
+            heartbeat_seconds=settings.recall_watch_heartbeat_seconds,
+        ),
+    )
 
     async def warm_embedder() -> None:
         """Load the query embedder now, not on the first recall."""
         await embedder.embed(["warm-up"])
 
     warmer = FrequencyWarmer(
-        lambda: handlers.warm_document_frequencies(
+        lambda: text_arms.warm_document_frequencies(
             settings.recall_df_warm_sample,
             settings.recall_df_warm_words,
             chunk=settings.recall_df_warm_chunk,
@@ -84,7 +130,7 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
         ),
         settings.recall_df_warm_seconds,
     )
-    projector = Projector(graph=graph, vectors=vectors)
+    projector = Projector(lookup=reader, vectors=vectors)
     consumer = JetStreamConsumer(
         events,
         settings.nats_stream,
@@ -99,11 +145,11 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
     return ServiceApp(
         service_name=full_service_name(recall_service_pb2, "RecallService"),
         add_servicer=recall_service_pb2_grpc.add_RecallServiceServicer_to_server,
-        servicer=RecallServicer(handlers, settings.recall_default_limit, settings.reindex_batch_size, views),
+        servicer=servicer,
         startups=[
             vectors.open,
             vectors.optimize,
-            graph.ensure_schema,
+            lifecycle.ensure_schema,
             warm_embedder,
             events.connect,
             consumer.start,
@@ -111,5 +157,5 @@ def build_app(settings: Settings, **overrides) -> ServiceApp:
             access.start,
         ],
         # What recall returned is written before the graph closes.
-        shutdowns=[warmer.stop, access.stop, consumer.stop, events.close, vectors.close, graph.close],
+        shutdowns=[warmer.stop, access.stop, consumer.stop, events.close, vectors.close, lifecycle.close],
     )

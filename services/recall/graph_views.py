@@ -7,7 +7,7 @@ out, with its edges; a superseded node (one a current memory replaces: a
 node whose successors are all dead is current) is kept, flagged
 `superseded` with `replaced_by` (the last current memory of its chain), and
 the head is shown beside it. A viewer needs the old node to draw the chain,
-and the flag means it is never taken for current (spec 002: a client that
+and the flag means it is never taken for current (a client that
 drops the state is how a superseded memory reads as current). Neighbourhoods
 do not walk through withheld nodes. state_mode=history shows every node as
 stored, flagged, with nothing withheld and no head added.
@@ -15,7 +15,7 @@ stored, flagged, with nothing withheld and no head added.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -30,13 +30,12 @@ from services.core.domain.model import (
     Memory,
     Relation,
 )
-from services.core.domain.recall import Scope, clamp_limit
+from services.core.domain.recall_request import Scope, clamp_limit
 from services.core.domain.state import State, Verdict, resolve_state_mode
 from services.core.domain.times import to_micros
-from services.core.ports import GraphStats, GraphStore
-
-#: The current-state pass over some memories of a tenant at a time (RecallHandlers.verdicts).
-Verdicts = Callable[[str, list[Memory], datetime], Awaitable[dict[str, Verdict]]]
+from services.core.ports import GraphStats, MemoryReader
+from services.core.ports import GraphViews as GraphViewStore
+from services.recall.current_state import CurrentStatePass
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,13 +117,15 @@ class GraphViews:
     def __init__(
         self,
         *,
-        graph: GraphStore,
-        verdicts: Verdicts,
+        reader: MemoryReader,
+        views: GraphViewStore,
+        state: CurrentStatePass,
         limits: GraphLimits,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
-        self._graph = graph
-        self._verdicts = verdicts
+        self._reader = reader
+        self._views = views
+        self._state = state
         self._limits = limits
         self._clock = clock
 
@@ -139,7 +140,7 @@ class GraphViews:
         return RelationTypes()
 
     async def stats(self, tenant: str) -> GraphStats:
-        return await self._graph.graph_stats(tenant)
+        return await self._views.graph_stats(tenant)
 
     async def snapshot(self, tenant: str, *, limit: int, state_mode: str = "") -> GraphView:
         """The most important memories of the tenant (archived ones are never
@@ -148,11 +149,11 @@ class GraphViews:
         limit = clamp_limit(limit, self._limits.snapshot_default, self._limits.snapshot_max)
         now = self._clock()
         # A superseded memory shown takes its head's place too: read some spare.
-        found = await self._graph.list_memories(Scope(tenant=tenant, at=now, history=history), "importance", 2 * limit)
-        verdicts = await self._verdicts(tenant, found, now)
+        found = await self._reader.list_memories(Scope(tenant=tenant, at=now, history=history), "importance", 2 * limit)
+        verdicts = await self._state.verdicts(tenant, found, now)
         nodes = shown(found, verdicts, history=history, room=limit, taken=set())
-        edges = await self._graph.edges_among(tenant, [n.memory.id for n in nodes], self._limits.max_edges)
-        return GraphView(nodes, edges, limit, stats=await self._graph.graph_stats(tenant))
+        edges = await self._views.edges_among(tenant, [n.memory.id for n in nodes], self._limits.max_edges)
+        return GraphView(nodes, edges, limit, stats=await self._views.graph_stats(tenant))
 
     async def neighbors(
         self, tenant: str, memory_id: str, *, depth: int, limit: int, state_mode: str = ""
@@ -171,33 +172,34 @@ class GraphViews:
                 maximum=self._limits.max_depth,
             )
         limit = clamp_limit(limit, self._limits.neighbors_default, self._limits.neighbors_max)
-        center = await self._graph.get_memory(tenant, memory_id)
-        if center is None:
+        centre = await self._reader.get_memory(tenant, memory_id)
+        if centre is None:
             raise NotFound("MEMORY_NOT_FOUND", f"memory {memory_id} not found", field="id", id=memory_id)
         now = self._clock()
-        verdicts = await self._verdicts(tenant, [center], now)
+        verdicts = await self._state.verdicts(tenant, [centre], now)
         taken: set[str] = set()
-        nodes = shown([center], verdicts, history=history, room=2, taken=taken) or [
-            Node(center, verdicts[center.id].state)
+        nodes = shown([centre], verdicts, history=history, room=2, taken=taken) or [
+            Node(centre, verdicts[centre.id].state)
         ]
-        taken.add(center.id)
-        frontier = [center.id]
+        taken.add(centre.id)
+        frontier = [centre.id]
         for _ in range(depth):
             room = limit + 1 - len(nodes)
             if room <= 0 or not frontier:
                 break
             # Withheld memories take no room: read some spare.
-            found = [m for m, _ in await self._graph.frontier(tenant, frontier, sorted(taken), 2 * room)]
-            added = shown(found, await self._verdicts(tenant, found, now), history=history, room=room, taken=taken)
+            found = [m for m, _ in await self._views.frontier(tenant, frontier, sorted(taken), 2 * room)]
+            verdicts = await self._state.verdicts(tenant, found, now)
+            added = shown(found, verdicts, history=history, room=room, taken=taken)
             nodes += added
             frontier = [n.memory.id for n in added]
-        edges = await self._graph.edges_among(tenant, [n.memory.id for n in nodes], self._limits.max_edges)
+        edges = await self._views.edges_among(tenant, [n.memory.id for n in nodes], self._limits.max_edges)
         return GraphView(nodes, edges, limit, depth)
 
     async def analyze(self, tenant: str) -> dict:
         """The analysis document of the tenant's memories (counts over all of them)."""
         now = self._clock()
-        figures = await self._graph.analysis_figures(
+        figures = await self._views.analysis_figures(
             tenant, now_us=to_micros(now), top=self._limits.analysis_top, max_hops=self._limits.state_max_hops
         )
         return analysis_document(figures, at=now)

@@ -12,10 +12,9 @@ from collections import defaultdict
 
 import structlog
 
-from services.core.adapters.nats_consumer import Delivery, Outcome
 from services.core.domain.model import SUPERSESSION_RELATIONS, EventKind
 from services.core.domain.projection import vector_payload
-from services.core.ports import GraphStore, VectorIndex
+from services.core.ports import Delivery, MemoryLookup, Outcome, VectorIndex
 
 log = structlog.get_logger()
 
@@ -30,13 +29,13 @@ def _projects(event) -> bool:
 
 
 class Projector:
-    def __init__(self, *, graph: GraphStore, vectors: VectorIndex):
-        self._graph = graph
+    def __init__(self, *, lookup: MemoryLookup, vectors: VectorIndex):
+        self._lookup = lookup
         self._vectors = vectors
 
     async def project(self, tenant: str, memory_ids: list[str]) -> tuple[int, int]:
         """Bring these points in line with the graph; returns (upserted, deleted)."""
-        found = await self._graph.get_memories(tenant, memory_ids)
+        found = await self._lookup.get_memories(tenant, memory_ids)
         with_vectors = [m for m in found.values() if m.embedding is not None]
         points = [
             (m.id, m.embedding, vector_payload(m)) for m in with_vectors if len(m.embedding) == self._vectors.dimension

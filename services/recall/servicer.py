@@ -6,13 +6,18 @@ import json
 
 from memgrid.v1 import recall_service_pb2 as pb
 from memgrid.v1 import recall_service_pb2_grpc as pb_grpc
-from services.core.codec import memory_to_pb, relation_seen_from, status_to_pb, ts_to_pb
+from services.core.codec import event_to_pb, memory_to_pb, relation_seen_from, status_to_pb, ts_to_pb
 from services.core.domain.model import Relation
-from services.core.domain.recall import EXPANSIONS, Candidate
+from services.core.domain.recall_ranking import EXPANSIONS, Candidate
 from services.core.domain.times import format_iso
 from services.core.grpc.tenant import tenant_if_any, tenant_of
+from services.core.ports import SequencedEvent, WatchGap, WatchHeartbeat, WatchOpened
+from services.recall.event_watch import EventWatches
 from services.recall.graph_views import GraphView, GraphViews
-from services.recall.handlers import RecallHandlers, RecallOutcome
+from services.recall.index_admin import IndexAdmin
+from services.recall.listings import Listings
+from services.recall.ranked import RankedRecall, RecallOutcome
+from services.recall.reads import MemoryReads
 
 #: Entities (entity_expansion) and priority tags (context_priority) an answer lists at most, as AutoMem's.
 ENTITIES_REPORTED = 10
@@ -149,18 +154,27 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
 
     def __init__(
         self,
-        handlers: RecallHandlers,
+        *,
+        reads: MemoryReads,
+        ranked: RankedRecall,
+        listings: Listings,
+        index: IndexAdmin,
+        views: GraphViews,
         default_limit: int,
         rebuild_batch_size: int = 1000,
-        views: GraphViews | None = None,
+        watches: EventWatches | None = None,
     ):
-        self._handlers = handlers
+        self._reads = reads
+        self._ranked = ranked
+        self._listings = listings
+        self._index = index
+        self._views = views
         self._default_limit = default_limit
         self._rebuild_batch_size = rebuild_batch_size
-        self._views = views
+        self._watches = watches
 
     async def GetMemory(self, request: pb.GetMemoryRequest, context) -> pb.GetMemoryResponse:
-        read = await self._handlers.get_memory(tenant_of(context), request.id, request.state_mode)
+        read = await self._reads.get_memory(tenant_of(context), request.id, request.state_mode)
         return pb.GetMemoryResponse(
             memory=memory_to_pb(read.memory),
             relations=[relation_seen_from(read.memory.id, r) for r in read.relations],
@@ -169,7 +183,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         )
 
     async def SearchMemories(self, request: pb.SearchMemoriesRequest, context) -> pb.SearchMemoriesResponse:
-        recall = self._handlers.request(
+        recall = self._ranked.request(
             tenant_of(context),
             query=request.query,
             queries=list(request.queries),
@@ -209,10 +223,10 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             language=request.language,
             active_path=request.active_path,
         )
-        return search_to_pb(await self._handlers.search(recall))
+        return search_to_pb(await self._ranked.search(recall))
 
     async def ListMemoriesByTag(self, request: pb.ListMemoriesByTagRequest, context) -> pb.ListMemoriesByTagResponse:
-        page, has_more, limit, offset = await self._handlers.list_by_tag(
+        page, has_more, limit, offset = await self._listings.list_by_tag(
             tenant_of(context), list(request.tags), limit=request.limit, offset=request.offset,
             state_mode=request.state_mode,
         )  # fmt: skip
@@ -225,7 +239,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         )
 
     async def StartupRecall(self, request: pb.StartupRecallRequest, context) -> pb.StartupRecallResponse:
-        found = await self._handlers.startup(
+        found = await self._listings.startup(
             tenant_of(context), list(request.tags), limit=request.limit, state_mode=request.state_mode
         )
         return pb.StartupRecallResponse(
@@ -238,7 +252,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
     async def ListRelatedMemories(
         self, request: pb.ListRelatedMemoriesRequest, context
     ) -> pb.ListRelatedMemoriesResponse:
-        found = await self._handlers.related(
+        found = await self._listings.related(
             tenant_of(context),
             request.id,
             relation_types=list(request.relation_types),
@@ -261,7 +275,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
     async def RebuildIndex(self, request: pb.RebuildIndexRequest, context):
         tenant = None if request.every_tenant else tenant_of(context)
         batch_size = request.batch_size or self._rebuild_batch_size
-        async for progress in self._handlers.rebuild_index(batch_size, tenant):
+        async for progress in self._index.rebuild_index(batch_size, tenant):
             yield pb.RebuildIndexProgress(
                 indexed=progress.indexed,
                 skipped=progress.skipped,
@@ -271,7 +285,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             )
 
     async def FindSimilar(self, request: pb.FindSimilarRequest, context) -> pb.FindSimilarResponse:
-        found = await self._handlers.find_similar(
+        found = await self._index.find_similar(
             tenant_of(context),
             [(q.exclude_id, list(q.embedding)) for q in request.queries],
             limit=request.limit or self._default_limit,
@@ -290,7 +304,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         )
 
     async def GetSystemStatus(self, request: pb.GetSystemStatusRequest, context) -> pb.GetSystemStatusResponse:
-        count, components = await self._handlers.system_status(tenant_if_any(context))
+        count, components = await self._index.system_status(tenant_if_any(context))
         return pb.GetSystemStatusResponse(memory_count=count, components=[status_to_pb(c) for c in components])
 
     # The graph views and the analysis (services/recall/graph_views.py) ------------------------------
@@ -332,3 +346,31 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
 
     async def AnalyzeMemories(self, request: pb.AnalyzeMemoriesRequest, context) -> pb.AnalyzeMemoriesResponse:
         return pb.AnalyzeMemoriesResponse(analysis_json=json.dumps(await self._views.analyze(tenant_of(context))))
+
+    # Event watches (services/recall/event_watch.py) ------------------------------------------------
+
+    async def WatchMemoryEvents(self, request: pb.WatchMemoryEventsRequest, context):
+        if self._watches is None:
+            raise NotImplementedError
+        after = request.after_sequence if request.HasField("after_sequence") else None
+        async for item in self._watches.watch(tenant_of(context), after, list(request.kinds)):
+            yield watch_item_to_pb(item)
+
+
+def watch_item_to_pb(item: WatchOpened | WatchGap | SequencedEvent | WatchHeartbeat) -> pb.WatchMemoryEventsResponse:
+    """One message of a watch: opened, an event with its sequence, a gap or a heartbeat."""
+    if isinstance(item, WatchHeartbeat):
+        return pb.WatchMemoryEventsResponse(heartbeat=pb.WatchHeartbeat())
+    if isinstance(item, SequencedEvent):
+        return pb.WatchMemoryEventsResponse(
+            event=pb.SequencedMemoryEvent(sequence=item.sequence, event=event_to_pb(item.event))
+        )
+    if isinstance(item, WatchGap):
+        return pb.WatchMemoryEventsResponse(
+            gap=pb.WatchGap(requested_after=item.requested_after, resumed_after=item.resumed_after, reason=item.reason)
+        )
+    return pb.WatchMemoryEventsResponse(
+        opened=pb.WatchOpened(
+            after_sequence=item.after_sequence, first_sequence=item.first_sequence, last_sequence=item.last_sequence
+        )
+    )

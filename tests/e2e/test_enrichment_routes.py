@@ -62,7 +62,7 @@ async def test_reprocess_needs_the_admin_token_and_forces_a_run(client):
 
 
 async def test_what_enrichment_derives_stays_out_of_the_clients_metadata(client):
-    """metadata holds what the client sent plus the two keys spec 000 reserves
+    """metadata holds what the client sent plus the two keys reserved
     for enrichment (entities, enrichment); factuality is a field of its own,
     so a PATCH replacing metadata reads back exactly what it sent and keeps it."""
     sent = {"source": "slack", "ticket": 42}
@@ -82,5 +82,5 @@ async def test_what_enrichment_derives_stays_out_of_the_clients_metadata(client)
     replaced = {"source": "gmail", "nested": {"a": [1, "two"]}}
     assert (await client.patch(f"/memory/{memory_id}", json={"metadata": replaced})).status_code == 200
     after = (await client.get(f"/memory/{memory_id}")).json()["memory"]
-    assert after["metadata"] == replaced  # a PATCH queues no enrichment (spec 000): nothing is added back
+    assert after["metadata"] == replaced  # a PATCH queues no enrichment: nothing is added back
     assert after["factuality"] == memory["factuality"]

@@ -4,7 +4,7 @@ a valid token (and the admin header, so admin routes run too). No answer may
 be a server error, and every answer must be documented: its status code,
 content type and body schema.
 
-The examples are bounded (MAX_EXAMPLES per operation) and derandomized, so a
+The examples are bounded (MAX_EXAMPLES per operation) and derandomised, so a
 run is repeatable and takes about half a minute. Operations with a
 {memory_id} draw it from generated strings and from ids of stored memories,
 so the fuzzing reaches past "not found".

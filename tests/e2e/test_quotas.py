@@ -1,4 +1,4 @@
-"""Memory limits per tenant (spec 004) through the gateway: a tokens file
+"""Memory limits per tenant through the gateway: a tokens file
 entry's memory_limit, else TENANT_MEMORY_LIMIT; over it, POST /memory,
 POST /memory/batch and supersede answer 429 naming the limit, and nothing
 of the refused request is written."""

@@ -394,9 +394,9 @@ async def test_by_tag_lists_what_delete_by_tag_removes_each_memory_flagged(clien
     archived = await store(client, "Backups were manual", tags=["bulk-list"], importance=0.6)
     graph = graph_store(stack_settings)
     try:  # nothing archives through REST yet (consolidation does): set it in the graph
-        await graph._query("MATCH (m:Memory {id: $id}) SET m.archived = true", {"id": archived})
+        await graph.connection.query("MATCH (m:Memory {id: $id}) SET m.archived = true", {"id": archived})
     finally:
-        await graph.close()
+        await graph.lifecycle.close()
 
     listed = (await client.get("/memory/by-tag", params={"tags": "bulk-list"})).json()
     assert listed["count"] == 4

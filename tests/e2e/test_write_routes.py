@@ -1,7 +1,7 @@
 """Every write route end to end, through the gateway over HTTP, the services,
 FalkorDB and NATS: POST /memory, POST /memory/batch, PATCH and DELETE
 /memory/{id}, DELETE /memory/by-tag, POST /associate, supersede mode and
-Idempotency-Key (spec 003 and spec 000).
+Idempotency-Key.
 
 What the REST surface cannot show (the edges /associate and supersede write)
 is read back from the test's own FalkorDB graph; nothing else looks past the
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.e2e
 
 #: A well-formed memory id that no test ever stores.
 NO_SUCH_ID = "00000000-0000-4000-8000-000000000000"
-#: The relation types a client may author through /associate (spec 003).
+#: The relation types a client may author through /associate.
 AUTHORABLE = (
     "RELATES_TO",
     "LEADS_TO",
@@ -37,9 +37,9 @@ AUTHORABLE = (
     "DERIVED_FROM",
     "PART_OF",
 )
-#: The batch `qdrant` values spec 003 allows: stored (N)[, queued (M)], queued[ (M|fallback)], unconfigured.
+#: The batch `qdrant` values the REST contract allows: stored (N)[, queued (M)], queued[ (M|fallback)], unconfigured.
 BATCH_QDRANT = re.compile(r"stored \(\d+\)(, queued \(\d+\))?|queued( \((\d+|fallback)\))?|unconfigured")
-#: Fields every 201 from POST /memory carries (spec 003).
+#: Fields every 201 from POST /memory carries.
 CREATED_KEYS = {
     "status",
     "memory_id",

@@ -12,9 +12,9 @@ from services.core.wiring import graph_store
 async def graph(settings):
     """The graph store on the test's FalkorDB, schema made."""
     store = graph_store(settings)
-    await store.ensure_schema()
+    await store.lifecycle.ensure_schema()
     yield store
-    await store.close()
+    await store.lifecycle.close()
 
 
 @pytest.fixture

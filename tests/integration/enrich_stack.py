@@ -50,7 +50,7 @@ class EnrichStack:
         if self.channel is not None:
             await self.channel.close()
         await self.stop()
-        await self.store.close()
+        await self.store.lifecycle.close()
 
     async def create(self, content: str, tenant: str = "acme", **fields) -> str:
         stub = ingest_service_pb2_grpc.IngestServiceStub(self.channel)
@@ -60,7 +60,7 @@ class EnrichStack:
     async def wait_enriched(self, ids: list[str], tenant: str = "acme", within: float = 30.0) -> dict:
         deadline = time.monotonic() + within
         while True:
-            found = await self.store.get_memories(tenant, ids)
+            found = await self.store.reader.get_memories(tenant, ids)
             if len(found) == len(ids) and all(m.enriched_at is not None for m in found.values()):
                 return found
             if time.monotonic() > deadline:
@@ -83,5 +83,5 @@ class EnrichStack:
         raise AssertionError(f"memory {memory_id} not searchable after {within}s")
 
     async def edges(self, rel_type: str) -> list[tuple[str, str]]:
-        rows = await self.store._query(f"MATCH (a:Memory)-[:{rel_type}]->(b) RETURN a.id, b.id")
+        rows = await self.store.connection.query(f"MATCH (a:Memory)-[:{rel_type}]->(b) RETURN a.id, b.id")
         return [(a, b) for a, b in rows.result_set]

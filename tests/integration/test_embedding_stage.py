@@ -109,7 +109,7 @@ async def test_a_memory_is_searchable_by_vector_before_entities_and_links(falkor
             return memory_id in await search(stack, vector)
 
         await until(searchable)
-        memory = await stack.store.get_memory(TENANT, memory_id)
+        memory = await stack.store.reader.get_memory(TENANT, memory_id)
         assert memory.enriched_at is None and memory.embedding is not None  # the second stage is still held
         assert memory.version == 2
         status = await enrichment_status(stack)
@@ -161,17 +161,19 @@ class ChangingEmbedder:
         self.name = "placeholder"
 
     async def embed(self, texts):
-        current = await self._graph.get_memory(TENANT, self._memory_id)
+        current = await self._graph.reader.get_memory(TENANT, self._memory_id)
         changed = replace(
             current, content="Changed meanwhile to Terraform", embedding=None, version=current.version + 1
         )
         event = MemoryEvent.for_memory(EventKind.UPDATED, changed, datetime.now(UTC), content_changed=True)
-        assert await self._graph.update_memory(changed, current.version, event, now_us=1)
+        assert await self._graph.writer.update_memory(changed, current.version, event, now_us=1)
         return await PlaceholderEmbedder(384).embed(texts)
 
 
 def stage_on(graph, embedder) -> EmbeddingStage:
-    return EmbeddingStage(graph=graph, embedder=embedder, relay=AcceptingRelay(), batch_size=4, conflict_retries=3)
+    return EmbeddingStage(
+        store=graph.enrichment, embedder=embedder, relay=AcceptingRelay(), batch_size=4, conflict_retries=3
+    )
 
 
 async def test_a_content_change_while_embedding_never_gets_the_old_vector(graph):
@@ -180,33 +182,33 @@ async def test_a_content_change_while_embedding_never_gets_the_old_vector(graph)
 
     assert await stage.embed_ids(TENANT, [memory_id]) == []
 
-    current = await graph.get_memory(TENANT, memory_id)
+    current = await graph.reader.get_memory(TENANT, memory_id)
     assert current.content == "Changed meanwhile to Terraform" and current.embedding is None
     assert stage.stats.conflicts == 1 and stage.stats.embedded == 0
     # The update's own event re-embeds the new content.
     assert await stage_on(graph, PlaceholderEmbedder(384)).embed_ids(TENANT, [memory_id]) == [memory_id]
     [expected] = await PlaceholderEmbedder(384).embed(["Changed meanwhile to Terraform"])
-    assert (await graph.get_memory(TENANT, memory_id)).embedding == pytest.approx(expected)
+    assert (await graph.reader.get_memory(TENANT, memory_id)).embedding == pytest.approx(expected)
 
 
 async def test_the_embedding_write_compares_version_and_content(graph):
     ids = await store_memories(graph, 3)
-    read = await graph.get_memories(TENANT, ids)
+    read = await graph.reader.get_memories(TENANT, ids)
     now = datetime.now(UTC)
     # One is re-worded, one gets a new importance, between the read and the write.
     for memory_id, change in ((ids[0], {"content": "re-worded"}), (ids[1], {"importance": 0.9})):
         current = read[memory_id]
         changed = replace(current, **change, version=current.version + 1)
         event = MemoryEvent.for_memory(EventKind.UPDATED, changed, now, content_changed="content" in change)
-        assert await graph.update_memory(changed, current.version, event, now_us=1)
+        assert await graph.writer.update_memory(changed, current.version, event, now_us=1)
     vector = [1.0] + [0.0] * 383
     items = [(read[i], vector, "placeholder") for i in ids]
     events = [MemoryEvent.for_memory(EventKind.EMBEDDED, read[i], now) for i in ids]
-    assert await graph.record_embeddings(TENANT, items, events, now_us=to_micros(now)) == [ids[2]]
-    after = await graph.get_memories(TENANT, ids)
+    assert await graph.enrichment.record_embeddings(TENANT, items, events, now_us=to_micros(now)) == [ids[2]]
+    after = await graph.reader.get_memories(TENANT, ids)
     assert after[ids[0]].embedding is None and after[ids[1]].embedding is None
     assert after[ids[2]].embedding == vector and after[ids[2]].version == read[ids[2]].version + 1
-    assert await graph.embedding_models(TENANT, ids) == {ids[2]: "placeholder"}
+    assert await graph.enrichment.embedding_models(TENANT, ids) == {ids[2]: "placeholder"}
     # The stage re-reads a memory whose content is unchanged and writes its vector after all.
     stage = stage_on(graph, PlaceholderEmbedder(384))
     assert await stage.embed_ids(TENANT, ids[:2]) == ids[:2]
@@ -214,8 +216,8 @@ async def test_the_embedding_write_compares_version_and_content(graph):
     # A memory that has its vector gets its event without a write.
     assert await stage.embed_ids(TENANT, [ids[2]]) == [ids[2]]
     assert stage.stats.passed == 1
-    assert (await graph.get_memory(TENANT, ids[2])).version == read[ids[2]].version + 1
-    assert await graph.count_unembedded(TENANT) == 0
+    assert (await graph.reader.get_memory(TENANT, ids[2])).version == read[ids[2]].version + 1
+    assert await graph.enrichment.count_unembedded(TENANT) == 0
 
 
 async def test_the_reconciler_embeds_and_enriches_what_no_event_reached(falkordb_server, nats_server, tmp_path):
@@ -239,8 +241,8 @@ async def test_the_reconciler_embeds_and_enriches_what_no_event_reached(falkordb
             for i in range(2)
         ]
         events = [MemoryEvent.for_memory(EventKind.CREATED, m, at) for m in memories]
-        await stack.store.create_memories(memories, events, now_us=to_micros(at))
-        await stack.store.delete_outbox([e.event_id for e in events])  # no event will ever be published
+        await stack.store.writer.create_memories(memories, events, now_us=to_micros(at))
+        await stack.store.outbox.delete_outbox([e.event_id for e in events])  # no event will ever be published
         await start_enrich(stack)
         found = await stack.wait_enriched(["left0", "left1"], within=20)
         assert all("entity:tools:ansible" in m.tags and m.embedding is not None for m in found.values())

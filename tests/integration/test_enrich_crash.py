@@ -56,12 +56,12 @@ def enrich_process(settings, log: Path, **extra: str) -> subprocess.Popen:
 
 
 async def enriched_count(stack, ids) -> int:
-    found = await stack.store.get_memories("acme", ids)
+    found = await stack.store.reader.get_memories("acme", ids)
     return sum(1 for m in found.values() if m.enriched_at is not None)
 
 
 async def embedded_count(stack, ids) -> int:
-    result = await stack.store._query("MATCH (m:Memory) WHERE m.embedding IS NOT NULL RETURN count(m)")
+    result = await stack.store.connection.query("MATCH (m:Memory) WHERE m.embedding IS NOT NULL RETURN count(m)")
     return int(result.result_set[0][0])
 
 
@@ -95,7 +95,7 @@ async def test_killing_enrich_mid_batch_loses_and_doubles_nothing(falkordb_serve
             assert all(n == 1 for n in counts.values()), memory.tags
             assert {"entity:tools:docker", "entity:tools:terraform"} <= set(memory.tags)
             assert memory.embedding is not None
-        assert await stack.store.count_unembedded("acme") == 0
+        assert await stack.store.enrichment.count_unembedded("acme") == 0
         pairs = await stack.edges("PRECEDED_BY")
         assert len(pairs) == len(set(pairs)), "an edge was written twice"
     finally:

@@ -61,7 +61,7 @@ async def test_a_new_memory_is_embedded_summarised_tagged_and_assessed(stack):
     assert memory.factuality["label"] in ("FACT", "UNVERIFIED", "FICTION")
     enrichment = memory.metadata["enrichment"]
     assert enrichment["forced"] is False and enrichment["embedding_model"] == "placeholder"
-    # The client's metadata is kept, and holds nothing enrichment derived but the keys spec 000 reserves.
+    # The client's metadata is kept, and holds nothing enrichment derived but the keys reserved for it.
     assert memory.metadata.keys() == {"source", "entities", "enrichment"} and memory.metadata["source"] == "slack"
     assert memory.version == 3  # the embedding stage, then enrichment
 
@@ -118,16 +118,16 @@ async def test_enrichment_never_overwrites_a_concurrent_update(stack):
     # A PATCH lands after enrichment read version 2: enrichment's stale write must not apply.
     patched = replace(enriched, importance=0.99, version=enriched.version + 1)
     event = MemoryEvent.for_memory(EventKind.UPDATED, patched, datetime.now(UTC))
-    assert await stack.store.update_memory(patched, enriched.version, event, now_us=1)
+    assert await stack.store.writer.update_memory(patched, enriched.version, event, now_us=1)
     stale = replace(enriched, summary="stale", version=enriched.version + 1)
-    written = await stack.store.apply_enrichment(
+    written = await stack.store.enrichment.apply_enrichment(
         "acme",
         [(stale, enriched.version)],
         [MemoryEvent.for_memory(EventKind.ENRICHED, stale, datetime.now(UTC))],
         now_us=1,
     )
     assert written == []
-    current = await stack.store.get_memory("acme", memory_id)
+    current = await stack.store.reader.get_memory("acme", memory_id)
     assert current.importance == 0.99 and current.summary != "stale"
 
 
@@ -144,7 +144,7 @@ async def test_a_content_change_re_embeds_and_re_enriches(stack):
     request.update_mask.paths.append("content")
     await stub.UpdateMemory(request, metadata=tenant_metadata("acme"))
     for _ in range(100):
-        current = await stack.store.get_memory("acme", memory_id)
+        current = await stack.store.reader.get_memory("acme", memory_id)
         if current.enriched_at and current.enriched_at > first.enriched_at:
             break
         await asyncio.sleep(0.1)
@@ -212,7 +212,7 @@ async def test_a_failing_embedder_dead_letters_after_the_last_attempt(falkordb_s
         assert [e.memory_id for e in dead] == [memory_id]
         attempts = [b for b in embedder.batches if b == ["This one cannot be embedded"]]
         assert len(attempts) == settings.enrichment_max_attempts
-        assert (await stack.store.get_memory("acme", memory_id)).enriched_at is None
+        assert (await stack.store.reader.get_memory("acme", memory_id)).enriched_at is None
     finally:
         await stack.close()
 
@@ -265,6 +265,6 @@ async def test_a_client_supplied_embedding_is_searchable_without_enrichment(falk
                     break
                 await asyncio.sleep(0.05)
         assert reply.results[0].memory.id == memory_id
-        assert (await stack.store.get_memory("acme", memory_id)).enriched_at is None
+        assert (await stack.store.reader.get_memory("acme", memory_id)).enriched_at is None
     finally:
         await stack.close()

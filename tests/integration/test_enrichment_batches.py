@@ -108,13 +108,13 @@ async def store_memories(graph, count: int) -> list[str]:
             )
         )
     events = [MemoryEvent.for_memory(EventKind.CREATED, m, m.recorded_at) for m in memories]
-    await graph.create_memories(memories, events, now_us=to_micros(datetime.now(UTC)))
+    await graph.writer.create_memories(memories, events, now_us=to_micros(datetime.now(UTC)))
     return [m.id for m in memories]
 
 
-def pipeline_on(graph, embedder, batch_size: int) -> EnrichmentPipeline:
+def pipeline_on(store, embedder, batch_size: int) -> EnrichmentPipeline:
     return EnrichmentPipeline(
-        graph=graph,
+        store=store,
         embedder=embedder,
         extractor=SpacyEntityExtractor.blank_english(),
         neighbours=NoNeighbours(),
@@ -124,7 +124,7 @@ def pipeline_on(graph, embedder, batch_size: int) -> EnrichmentPipeline:
 
 
 async def similar_edges(graph) -> set[tuple[str, str]]:
-    result = await graph._query("MATCH (a:Memory)-[:SIMILAR_TO]->(b:Memory) RETURN a.id, b.id")
+    result = await graph.connection.query("MATCH (a:Memory)-[:SIMILAR_TO]->(b:Memory) RETURN a.id, b.id")
     return {(a, b) for a, b in result.result_set}
 
 
@@ -132,7 +132,7 @@ async def test_a_large_call_goes_a_batch_at_a_time_embedding_the_next_while_the_
     ids = await store_memories(graph, 10)
     log: list[str] = []
     embedder = RecordingEmbedder(log)
-    pipeline = pipeline_on(NotedGraph(graph, log), embedder, batch_size=4)
+    pipeline = pipeline_on(NotedGraph(graph.enrichment, log), embedder, batch_size=4)
 
     written = await pipeline.enrich_ids(TENANT, list(reversed(ids)))
 
@@ -141,7 +141,7 @@ async def test_a_large_call_goes_a_batch_at_a_time_embedding_the_next_while_the_
     # The second batch was embedded before the first one's fields were written.
     assert log.index("embed 2") < log.index("applied 1")
     assert log.index("embed 3") < log.index("applied 2")
-    memories = await graph.get_memories(TENANT, ids)
+    memories = await graph.reader.get_memories(TENANT, ids)
     assert all(m.enriched_at is not None and m.embedding is not None for m in memories.values())
     # Nothing was in the index: links across batches come from comparing the memories of the call.
     edges = await similar_edges(graph)
@@ -153,8 +153,10 @@ async def test_in_batch_neighbours_do_not_depend_on_the_batch_size(graph):
     ids = await store_memories(graph, 9)
     edges = []
     for size in (100, 100, 2):  # the first run stores the vectors the other two compare
-        await graph._query("MATCH ()-[e:SIMILAR_TO]->() DELETE e")
-        await pipeline_on(graph, PlaceholderEmbedder(384), batch_size=size).enrich_ids(TENANT, ids, forced=True)
+        await graph.connection.query("MATCH ()-[e:SIMILAR_TO]->() DELETE e")
+        await pipeline_on(graph.enrichment, PlaceholderEmbedder(384), batch_size=size).enrich_ids(
+            TENANT, ids, forced=True
+        )
         edges.append(await similar_edges(graph))
     assert edges[1] and edges[2] == edges[1]
 
@@ -162,11 +164,11 @@ async def test_in_batch_neighbours_do_not_depend_on_the_batch_size(graph):
 async def test_a_failing_batch_fails_the_call_after_the_batches_before_it_are_written(graph):
     ids = await store_memories(graph, 6)
     log: list[str] = []
-    pipeline = pipeline_on(NotedGraph(graph, log, fail_linking_call=2), RecordingEmbedder(log), batch_size=3)
+    pipeline = pipeline_on(NotedGraph(graph.enrichment, log, fail_linking_call=2), RecordingEmbedder(log), batch_size=3)
 
     with pytest.raises(ConnectionError):
         await pipeline.enrich_ids(TENANT, ids)
     await asyncio.sleep(0)
 
-    memories = await graph.get_memories(TENANT, ids)
+    memories = await graph.reader.get_memories(TENANT, ids)
     assert sorted(m.id for m in memories.values() if m.enriched_at is not None) == ids[:3]

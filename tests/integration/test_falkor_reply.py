@@ -1,4 +1,4 @@
-"""The store's reply reader (falkor_reply.py) against falkordb-py's own parser,
+"""The store's reply reader (services/core/adapters/falkor/reply.py) against falkordb-py's own parser,
 on real FalkorDB replies: the same rows for every kind of value, the
 library's parser for what the reader leaves to it, errors raised alike."""
 
@@ -8,7 +8,7 @@ import pytest
 import redis.exceptions as redis_errors
 from falkordb.asyncio import FalkorDB
 
-from services.core.adapters.falkor_reply import Reply, params_header, read_reply
+from services.core.adapters.falkor.reply import Reply, params_header, read_reply
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""FalkorGraphStore against a real FalkorDB server."""
+"""FalkorGraph against a real FalkorDB server."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from devstack.servers import free_port, start_falkordb
-from services.core.adapters.falkor import FalkorGraphStore
+from services.core.adapters.falkor import FalkorGraph
 from services.core.domain.errors import Unavailable
 from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
-from services.core.domain.recall import DF_REACH, Scope
+from services.core.domain.recall_request import Scope
+from services.core.domain.recall_text import DF_REACH
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +42,7 @@ def memory(memory_id: str, tenant: str = "default", **fields) -> Memory:
 async def put(store, memories: list[Memory]) -> None:
     """Create memories with their CREATED events, as ingest does."""
     events = [MemoryEvent.for_memory(EventKind.CREATED, m, T0) for m in memories]
-    await store.create_memories(memories, events, now_us=1)
+    await store.writer.create_memories(memories, events, now_us=1)
 
 
 async def test_create_and_get_round_trips_every_field(store):
@@ -56,18 +57,18 @@ async def test_create_and_get_round_trips_every_field(store):
         version=3,
     )
     await put(store, [full, memory("m2")])
-    assert await store.get_memory("default", "m1") == full
-    assert (await store.get_memory("default", "m2")).t_invalid is None
+    assert await store.reader.get_memory("default", "m1") == full
+    assert (await store.reader.get_memory("default", "m2")).t_invalid is None
 
 
 async def test_every_read_is_scoped_to_the_tenant(store):
     await put(store, [memory("a1", tenant="a"), memory("b1", tenant="b")])
-    assert await store.get_memory("a", "b1") is None
-    assert (await store.get_memory("b", "b1")).tenant == "b"
-    assert await store.count_memories("a") == 1
-    assert await store.count_memories() == 2
-    await store.touch_memory("a", "b1", 0)  # another tenant's id: nothing changes
-    assert (await store.get_memory("b", "b1")).last_accessed == T0
+    assert await store.reader.get_memory("a", "b1") is None
+    assert (await store.reader.get_memory("b", "b1")).tenant == "b"
+    assert await store.reader.count_memories("a") == 1
+    assert await store.reader.count_memories() == 2
+    await store.reader.touch_memories("a", ["b1"], 0)  # another tenant's id: nothing changes
+    assert (await store.reader.get_memory("b", "b1")).last_accessed == T0
 
 
 async def test_the_enrichment_backlog_counts_are_the_tenants_own(store):
@@ -80,9 +81,9 @@ async def test_the_enrichment_backlog_counts_are_the_tenants_own(store):
             memory("b2", tenant="b"),
         ],
     )
-    assert (await store.count_unenriched("a"), await store.count_unenriched("b")) == (1, 2)
-    assert (await store.count_unembedded("a"), await store.count_unembedded("b")) == (1, 2)
-    assert await store.count_unenriched("c") == 0
+    assert (await store.enrichment.count_unenriched("a"), await store.enrichment.count_unenriched("b")) == (1, 2)
+    assert (await store.enrichment.count_unembedded("a"), await store.enrichment.count_unembedded("b")) == (1, 2)
+    assert await store.enrichment.count_unenriched("c") == 0
 
 
 async def test_a_scan_pages_through_one_tenant_or_every_tenant(store):
@@ -91,7 +92,7 @@ async def test_a_scan_pages_through_one_tenant_or_every_tenant(store):
     async def scan(tenant):
         seen, cursor = [], -1
         while True:
-            cursor, page = await store.scan_memories(cursor, 2, tenant)
+            cursor, page = await store.index_source.scan_memories(cursor, 2, tenant)
             if not page:
                 return seen
             seen += [m.id for m in page]
@@ -104,44 +105,44 @@ async def test_a_scan_pages_through_one_tenant_or_every_tenant(store):
 async def test_touch_moves_last_accessed_only(store):
     await put(store, [memory("m1")])
     later = T0 + timedelta(hours=1)
-    await store.touch_memory("default", "m1", int(later.timestamp() * 1_000_000))
-    touched = await store.get_memory("default", "m1")
+    await store.reader.touch_memories("default", ["m1"], int(later.timestamp() * 1_000_000))
+    touched = await store.reader.get_memory("default", "m1")
     assert touched.last_accessed == later and touched.version == 1
 
 
 async def test_schema_creation_is_idempotent(store):
-    await store.ensure_schema()
-    indexes = await store._query("CALL db.indexes() YIELD label, properties RETURN label, properties")
+    await store.lifecycle.ensure_schema()
+    indexes = await store.connection.query("CALL db.indexes() YIELD label, properties RETURN label, properties")
     indexed = {p for label, props in indexes.result_set if label == "Memory" for p in props}
     assert {"id", "tenant"} <= indexed
 
 
 async def test_status_reports_count_and_unavailability(store, settings):
     await put(store, [memory("m1")])
-    status = await store.status()
+    status = await store.lifecycle.status()
     assert status.ok and status.figures["memories"] == 1.0
-    dead = FalkorGraphStore(host="127.0.0.1", port=free_port(), graph="g", request_retry_seconds=0.3)
-    assert (await dead.status()).status == "unavailable"
+    dead = FalkorGraph(host="127.0.0.1", port=free_port(), graph="g", request_retry_seconds=0.3)
+    assert (await dead.lifecycle.status()).status == "unavailable"
     with pytest.raises(Unavailable):
-        await dead.get_memory("default", "x")
+        await dead.reader.get_memory("default", "x")
 
 
 async def test_data_survives_a_restart_and_the_store_waits_for_it(tmp_path):
     data = tmp_path / "falkordb"
     server = start_falkordb(free_port(), data)
-    store = FalkorGraphStore(host="127.0.0.1", port=server.port, graph="persist", wait_seconds=20)
+    store = FalkorGraph(host="127.0.0.1", port=server.port, graph="persist", wait_seconds=20)
     try:
-        await store.ensure_schema()
+        await store.lifecycle.ensure_schema()
         await put(store, [memory("kept")])
         server.stop()
         with pytest.raises(Unavailable):
-            await FalkorGraphStore(
+            await FalkorGraph(
                 host="127.0.0.1", port=server.port, graph="persist", request_retry_seconds=0.3
-            ).get_memory("default", "kept")
+            ).reader.get_memory("default", "kept")
         server = start_falkordb(server.port, data)
-        assert (await store.get_memory("default", "kept")).content == "content of kept"
+        assert (await store.reader.get_memory("default", "kept")).content == "content of kept"
     finally:
-        await store.close()
+        await store.lifecycle.close()
         server.stop()
 
 
@@ -159,19 +160,19 @@ async def test_data_survives_a_restart_and_the_store_waits_for_it(tmp_path):
 async def test_any_text_round_trips_exactly(store, text):
     m = memory("tricky", content=text, tags=[text, "t"], metadata={"k": text, "tiny": 1e-7, "big": 2**53})
     await put(store, [m])
-    got = await store.get_memory("default", "tricky")
+    got = await store.reader.get_memory("default", "tricky")
     assert (got.content, got.tags, got.metadata) == (text, [text, "t"], m.metadata)
 
 
 async def test_capped_document_frequencies_stop_counting_at_the_cap(store):
     await put(store, [memory(f"df-{i}", content=f"common word{i % 3} rare{i}") for i in range(12)])
-    capped = await store.document_frequencies("default", "content", ["common", "word0", "rare5", "absent"], cap=5)
+    capped = await store.text.document_frequencies("default", "content", ["common", "word0", "rare5", "absent"], cap=5)
     assert capped == {"common": 5, "word0": 4, "rare5": 1, "absent": 0}
     # A count that stopped at the cap does not answer a request for more; one below it does.
-    exact = await store.document_frequencies("default", "content", ["common", "word0", "rare5", "absent"])
+    exact = await store.text.document_frequencies("default", "content", ["common", "word0", "rare5", "absent"])
     assert exact == {"common": 12, "word0": 4, "rare5": 1, "absent": 0}
-    await store._query("MATCH (n:Memory) WHERE n.id STARTS WITH 'df-' DETACH DELETE n")
-    assert await store.document_frequencies("default", "content", ["common", "word0"], cap=5) == {
+    await store.connection.query("MATCH (n:Memory) WHERE n.id STARTS WITH 'df-' DETACH DELETE n")
+    assert await store.text.document_frequencies("default", "content", ["common", "word0"], cap=5) == {
         "common": 12,
         "word0": 4,
     }
@@ -180,29 +181,29 @@ async def test_capped_document_frequencies_stop_counting_at_the_cap(store):
 async def test_the_arms_words_are_counted_in_one_query_and_cached_for_each_field(store):
     await put(store, [memory(f"af-{i}", content=f"common word{i % 3}", tags=["common"]) for i in range(6)])
     queries = []
-    real_query = store._query
+    real_query = store.connection.query
 
     async def counting(cypher, params=None, **options):
         queries.append(params or {})
         return await real_query(cypher, params, **options)
 
-    store._query = counting
-    await store.arm_frequencies("default", ["keyword", "tag", "metadata"], ["common", "word0", "absent"], cap=4)
+    store.connection.query = counting
+    await store.text.arm_frequencies("default", ["keyword", "tag", "metadata"], ["common", "word0", "absent"], cap=4)
     assert len(queries) == 1
     # Each field's counts are now cached: the per-field reads make no query.
-    assert await store.document_frequencies("default", "content", ["common", "word0", "absent"], cap=4) == {
+    assert await store.text.document_frequencies("default", "content", ["common", "word0", "absent"], cap=4) == {
         "common": 4,
         "word0": 2,
         "absent": 0,
     }
-    assert await store.document_frequencies("default", "search_tags", ["common", "word0"], cap=4) == {
+    assert await store.text.document_frequencies("default", "search_tags", ["common", "word0"], cap=4) == {
         "common": 4,
         "word0": 0,
     }
-    assert await store.document_frequencies("default", "search_meta", ["common"], cap=4) == {"common": 0}
+    assert await store.text.document_frequencies("default", "search_meta", ["common"], cap=4) == {"common": 0}
     assert len(queries) == 1
     # A count that stopped at the cap is counted again for a higher one; exact ones are not.
-    assert await store.document_frequencies("default", "content", ["common", "word0"], cap=10) == {
+    assert await store.text.document_frequencies("default", "content", ["common", "word0"], cap=10) == {
         "common": 6,
         "word0": 2,
     }
@@ -223,7 +224,7 @@ async def test_the_keyword_arm_leaves_out_common_words_and_bounds_the_rarest_wor
     late = Scope(tenant="default", at=scope.at, tags=("late",))
 
     async def found(words: list[str], within: Scope = scope, **options) -> set[str]:
-        return {h.id for h in await store.search_text(within, "keyword", words, 50, max_df=4, **options)}
+        return {h.id for h in await store.text.search_text(within, "keyword", words, 50, max_df=4, **options)}
 
     assert await found(["often", "once"]) == {"kw-once"}  # the common word is left out
     # Every word common: the rarest ("sometimes", 6 <= DF_REACH x 4) alone, read in full...
@@ -235,15 +236,15 @@ async def test_the_keyword_arm_leaves_out_common_words_and_bounds_the_rarest_wor
     assert await found(["often", "sometimes"], late, scan=3) == set()
     # Words under max_df are searched rarest first while their matches add up
     # to scan: "once" (1) and "sometimes" (6) within 7, "sometimes" left out within 6.
-    within = {h.id for h in await store.search_text(scope, "keyword", ["sometimes", "once"], 50, max_df=6, scan=7)}
+    within = {h.id for h in await store.text.search_text(scope, "keyword", ["sometimes", "once"], 50, max_df=6, scan=7)}
     assert within == {"kw-once"} | {f"kw-{i}" for i in range(0, 12, 2)}
-    assert {h.id for h in await store.search_text(scope, "keyword", ["sometimes", "once"], 50, max_df=6, scan=6)} == {
-        "kw-once"
-    }
+    assert {
+        h.id for h in await store.text.search_text(scope, "keyword", ["sometimes", "once"], 50, max_df=6, scan=6)
+    } == {"kw-once"}
     # A word past DF_REACH x max_df finds nothing; without max_df every word counts.
     assert DF_REACH * 1 < 13
-    assert await store.search_text(scope, "keyword", ["often"], 50, max_df=1) == []
-    assert len(await store.search_text(scope, "keyword", ["often"], 50)) == 13
+    assert await store.text.search_text(scope, "keyword", ["often"], 50, max_df=1) == []
+    assert len(await store.text.search_text(scope, "keyword", ["often"], 50)) == 13
 
 
 async def test_read_candidates_finds_supersession_edges_and_backfills_superseded_at(store):
@@ -251,40 +252,40 @@ async def test_read_candidates_finds_supersession_edges_and_backfills_superseded
     await put(store, [old, head, plain])
     edge = Relation("rc-old", "rc-head", "INVALIDATED_BY", 1.0, T0 + timedelta(days=1))
     event = MemoryEvent.for_memory(EventKind.ASSOCIATED, old, T0)
-    assert await store.create_relations("default", [edge], [event], now_us=2) == [0]
-    found = await store.read_candidates("default", ["rc-old", "rc-head", "rc-plain"])
+    assert await store.writer.create_relations("default", [edge], [event], now_us=2) == [0]
+    found = await store.reader.read_candidates("default", ["rc-old", "rc-head", "rc-plain"])
     assert found["rc-old"][0].superseded_at is not None
     assert [(s.target_id, s.type) for s in found["rc-old"][1]] == [("rc-head", "INVALIDATED_BY")]
     assert found["rc-head"][1] == [] and found["rc-plain"][1] == []
     # Data written before superseded_at was kept: the edge is there, the time is not.
-    await store._query("MATCH (n:Memory {id: 'rc-old'}) REMOVE n.superseded_at")
-    assert (await store.read_candidates("default", ["rc-old"]))["rc-old"][1] == []
-    await store.ensure_schema()
-    (successor,) = (await store.read_candidates("default", ["rc-old"]))["rc-old"][1]
+    await store.connection.query("MATCH (n:Memory {id: 'rc-old'}) REMOVE n.superseded_at")
+    assert (await store.reader.read_candidates("default", ["rc-old"]))["rc-old"][1] == []
+    await store.lifecycle.ensure_schema()
+    (successor,) = (await store.reader.read_candidates("default", ["rc-old"]))["rc-old"][1]
     assert successor.target_id == "rc-head" and successor.created_at == T0 + timedelta(days=1)
 
 
 async def test_document_frequencies_count_the_tenants_own_memories(store):
     await put(store, [memory(f"big-{i}", tenant="big", content=f"alpha word{i}") for i in range(30)])
     await put(store, [memory(f"small-{i}", tenant="small", content="alpha beta") for i in range(2)])
-    assert await store.document_frequencies("small", "content", ["alpha", "beta", "word1"]) == {
+    assert await store.text.document_frequencies("small", "content", ["alpha", "beta", "word1"]) == {
         "alpha": 2,
         "beta": 2,
         "word1": 0,
     }
     # Capped, the other tenant's matches do not use up the cap.
-    assert await store.document_frequencies("small", "content", ["alpha"], cap=5, recount=True) == {"alpha": 2}
-    assert await store.document_frequencies("big", "content", ["alpha"], cap=5) == {"alpha": 5}
-    await store.arm_frequencies("small", ["keyword"], ["alpha"], cap=1000)
-    assert store._df_cache[("small", "content", "alpha")][0] == 2
-    assert await store.sample_texts("small", "content", 100) == ["alpha beta", "alpha beta"]
+    assert await store.text.document_frequencies("small", "content", ["alpha"], cap=5, recount=True) == {"alpha": 2}
+    assert await store.text.document_frequencies("big", "content", ["alpha"], cap=5) == {"alpha": 5}
+    await store.text.arm_frequencies("small", ["keyword"], ["alpha"], cap=1000)
+    assert store.text._df_cache[("small", "content", "alpha")][0] == 2
+    assert await store.text.sample_texts("small", "content", 100) == ["alpha beta", "alpha beta"]
 
 
 async def test_list_memories_lists_archived_ones_only_when_asked(store):
     await put(store, [memory("kept"), memory("gone", archived=True)])
     scope = Scope(tenant="default", at=T0 + timedelta(days=1), history=True)
-    assert [m.id for m in await store.list_memories(scope, "importance", 10)] == ["kept"]
-    listed = await store.list_memories(scope, "importance", 10, with_archived=True)
+    assert [m.id for m in await store.reader.list_memories(scope, "importance", 10)] == ["kept"]
+    listed = await store.reader.list_memories(scope, "importance", 10, with_archived=True)
     assert sorted(m.id for m in listed) == ["gone", "kept"]
 
 
@@ -293,22 +294,22 @@ async def test_touch_memories_moves_last_accessed_of_many_in_one_query_never_bac
     later = T0 + timedelta(hours=2)
     later_us = int(later.timestamp() * 1_000_000)
     queries = []
-    real_query = store._query
+    real_query = store.connection.query
 
     async def counting(cypher, params=None, **options):
         queries.append(cypher)
         return await real_query(cypher, params, **options)
 
-    store._query = counting
-    await store.touch_memories("default", ["t1", "t2", "o1"], later_us)
+    store.connection.query = counting
+    await store.reader.touch_memories("default", ["t1", "t2", "o1"], later_us)
     assert len(queries) == 1
-    store._query = real_query
-    got = await store.get_memories("default", ["t1", "t2", "t3"])
+    store.connection.query = real_query
+    got = await store.reader.get_memories("default", ["t1", "t2", "t3"])
     assert [got[i].last_accessed for i in ("t1", "t2", "t3")] == [later, later, T0]
     assert {m.version for m in got.values()} == {1} and {m.updated_at for m in got.values()} == {T0}
-    assert (await store.get_memory("other", "o1")).last_accessed == T0  # another tenant's id
-    await store.touch_memories("default", ["t1"], int(T0.timestamp() * 1_000_000))  # older: ignored
-    assert (await store.get_memory("default", "t1")).last_accessed == later
+    assert (await store.reader.get_memory("other", "o1")).last_accessed == T0  # another tenant's id
+    await store.reader.touch_memories("default", ["t1"], int(T0.timestamp() * 1_000_000))  # older: ignored
+    assert (await store.reader.get_memory("default", "t1")).last_accessed == later
 
 
 async def test_entity_expansion_reads_the_rarest_entities_within_its_bounds(store):
@@ -317,21 +318,21 @@ async def test_entity_expansion_reads_the_rarest_entities_within_its_bounds(stor
     mentions = [("seed", "Context", ["entity:a", "entity:b", "entity:common"])]
     mentions += [(f"n{i}", "Context", ["entity:common"]) for i in range(12)]  # 13 mentions: a stopword at 10
     mentions += [("n0", "Context", ["entity:a", "entity:b"]), ("n1", "Context", ["entity:a"])]
-    await store.link_entities_and_patterns("default", mentions, min_members=100, max_members=100, now_us=1)
-    await store.link_entities_and_patterns(
+    await store.enrichment.link_entities_and_patterns("default", mentions, min_members=100, max_members=100, now_us=1)
+    await store.enrichment.link_entities_and_patterns(
         "other", [("x1", "Context", ["entity:a"])], min_members=9, max_members=9, now_us=1
     )
 
-    found = await store.entity_neighbours("default", ["seed"], 20, max_mentions=10)
+    found = await store.reader.entity_neighbours("default", ["seed"], 20, max_mentions=10)
     assert found == [("n0", 2), ("n1", 1)]  # common (13 mentions) is skipped
-    assert len(await store.entity_neighbours("default", ["seed"], 20, max_mentions=20)) == 12
+    assert len(await store.reader.entity_neighbours("default", ["seed"], 20, max_mentions=20)) == 12
     # One entity per seed, the rarest: b (2 mentions) before a (3).
-    assert await store.entity_neighbours("default", ["seed"], 20, per_seed=1, max_mentions=10) == [("n0", 1)]
+    assert await store.reader.entity_neighbours("default", ["seed"], 20, per_seed=1, max_mentions=10) == [("n0", 1)]
     # At most max_reads mentions read in all.
-    assert len(await store.entity_neighbours("default", ["seed"], 20, max_mentions=20, max_reads=4)) <= 4
+    assert len(await store.reader.entity_neighbours("default", ["seed"], 20, max_mentions=20, max_reads=4)) <= 4
 
 
 async def test_schema_indexes_entity_and_pattern_lookups(store):
-    result = await store._query("CALL db.indexes() YIELD label, properties RETURN label, properties")
+    result = await store.connection.query("CALL db.indexes() YIELD label, properties RETURN label, properties")
     indexed = {(label, prop) for label, props in result.result_set for prop in props}
     assert {("Entity", "tag"), ("Entity", "tenant"), ("Pattern", "key"), ("Pattern", "tenant")} <= indexed

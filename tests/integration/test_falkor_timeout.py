@@ -14,7 +14,7 @@ import redis
 from structlog.testing import capture_logs
 
 from devstack.servers import free_port, start_falkordb
-from services.core.adapters.falkor import FalkorGraphStore
+from services.core.adapters.falkor import FalkorGraph
 from services.core.domain.errors import DeadlineExceeded
 
 pytestmark = pytest.mark.integration
@@ -23,8 +23,8 @@ SLOW_READ = "UNWIND range(1, 10000000) AS x WITH x WHERE x % 7 = 0 RETURN count(
 SLOW_WRITE = "UNWIND range(1, 5000000) AS x CREATE (:Slow {v: x})"
 
 
-def store_on(port: int, timeout_ms: int) -> FalkorGraphStore:
-    return FalkorGraphStore(
+def store_on(port: int, timeout_ms: int) -> FalkorGraph:
+    return FalkorGraph(
         host="127.0.0.1", port=port, graph=f"timeout_{uuid.uuid4().hex[:8]}", query_timeout_ms=timeout_ms
     )
 
@@ -40,18 +40,18 @@ def server(tmp_path):
 async def test_a_query_past_the_timeout_is_deadline_exceeded_and_not_retried(falkordb_server, monkeypatch):
     store = store_on(falkordb_server.port, 50)
     try:
-        await store.ensure_schema()
+        await store.lifecycle.ensure_schema()
         attempts = []
-        attempt = store._attempt
+        attempt = store.connection._attempt
 
         async def counted(cypher, params):
             attempts.append(cypher)
             return await attempt(cypher, params)
 
-        monkeypatch.setattr(store, "_attempt", counted)
+        monkeypatch.setattr(store.connection, "_attempt", counted)
         started = time.monotonic()
         with pytest.raises(DeadlineExceeded) as caught:
-            await store._query(SLOW_READ)
+            await store.connection.query(SLOW_READ)
         assert time.monotonic() - started < 5  # FalkorDB stopped it, nothing waited on it
         assert attempts == [SLOW_READ]
         assert caught.value.reason == "FALKORDB_QUERY_TIMEOUT"
@@ -59,36 +59,36 @@ async def test_a_query_past_the_timeout_is_deadline_exceeded_and_not_retried(fal
         assert caught.value.details == {"timeout_ms": "50"}
         # A write past the timeout is rolled back whole.
         with pytest.raises(DeadlineExceeded):
-            await store._query(SLOW_WRITE)
-        assert (await store._query("MATCH (n:Slow) RETURN count(n)")).result_set == [[0]]
+            await store.connection.query(SLOW_WRITE)
+        assert (await store.connection.query("MATCH (n:Slow) RETURN count(n)")).result_set == [[0]]
         # Quick queries still answer on the same store.
-        assert (await store._query("RETURN 1")).result_set == [[1]]
+        assert (await store.connection.query("RETURN 1")).result_set == [[1]]
     finally:
-        await store.close()
+        await store.lifecycle.close()
 
 
 async def test_start_up_reads_the_test_servers_timeouts(falkordb_server, settings):
     store = store_on(falkordb_server.port, settings.falkordb_query_timeout_ms)
     try:
         with capture_logs() as logs:
-            await store.ensure_schema()
-        assert store.server_timeouts == (settings.falkordb_query_timeout_ms,) * 2
+            await store.lifecycle.ensure_schema()
+        assert store.connection.server_timeouts == (settings.falkordb_query_timeout_ms,) * 2
         assert not [e for e in logs if e["log_level"] == "warning"]
     finally:
-        await store.close()
+        await store.lifecycle.close()
 
 
 async def test_a_server_without_timeouts_is_warned_about_and_a_lower_max_is_kept(server):
     store = store_on(server.port, 8000)
     try:
         with capture_logs() as logs:
-            await store.ensure_schema()
-        assert store.server_timeouts == (0, 0)
+            await store.lifecycle.ensure_schema()
+        assert store.connection.server_timeouts == (0, 0)
         assert any("no query timeout" in e["event"] for e in logs if e["log_level"] == "warning")
         # Our own queries are bounded all the same.
-        assert (await store._query("RETURN 1")).result_set == [[1]]
+        assert (await store.connection.query("RETURN 1")).result_set == [[1]]
     finally:
-        await store.close()
+        await store.lifecycle.close()
 
     admin = redis.Redis(port=server.port)
     admin.execute_command("GRAPH.CONFIG", "SET", "TIMEOUT_MAX", 100)
@@ -97,15 +97,15 @@ async def test_a_server_without_timeouts_is_warned_about_and_a_lower_max_is_kept
     store = store_on(server.port, 8000)
     try:
         with capture_logs() as logs:
-            await store.ensure_schema()
-        assert store.server_timeouts == (100, 100)
+            await store.lifecycle.ensure_schema()
+        assert store.connection.server_timeouts == (100, 100)
         assert any("above the server's TIMEOUT_MAX" in e["event"] for e in logs)
         # 8000 ms would be refused by the server; the store sends 100 and is answered.
-        assert (await store._query("RETURN 1")).result_set == [[1]]
+        assert (await store.connection.query("RETURN 1")).result_set == [[1]]
         with pytest.raises(DeadlineExceeded):
-            await store._query(SLOW_READ)
+            await store.connection.query(SLOW_READ)
     finally:
-        await store.close()
+        await store.lifecycle.close()
 
 
 async def test_the_devstack_loads_falkordb_with_the_timeouts(tmp_path):

@@ -1,4 +1,4 @@
-"""FalkorGraphStore's graph views, analysis figures and export pages against a
+"""FalkorGraph's graph views, analysis figures and export pages against a
 real FalkorDB server; another tenant's nodes and edges are always present
 and never show."""
 
@@ -38,12 +38,12 @@ def memory(memory_id: str, tenant: str = "acme", **fields) -> Memory:
 
 async def put(store, *memories: Memory) -> None:
     events = [MemoryEvent.for_memory(EventKind.CREATED, m, T0) for m in memories]
-    await store.create_memories(list(memories), events, now_us=1)
+    await store.writer.create_memories(list(memories), events, now_us=1)
 
 
 async def link(store, tenant: str, source: str, target: str, kind: str = "RELATES_TO", strength: float = 0.5) -> None:
     relation = Relation(source, target, kind, strength, T0, {"reason": "test"} if kind == "PREFERS_OVER" else {})
-    await store.create_relations(tenant, [relation], [MemoryEvent.associated(tenant, relation)], now_us=1)
+    await store.writer.create_relations(tenant, [relation], [MemoryEvent.associated(tenant, relation)], now_us=1)
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ async def graph(store):
     await link(store, "acme", "e", "a", "SIMILAR_TO", strength=0.4)
     await link(store, "acme", "b", "f", "INVALIDATED_BY", strength=1.0)
     await link(store, "other", "x", "y", strength=1.0)
-    await store.link_entities_and_patterns(
+    await store.enrichment.link_entities_and_patterns(
         "acme",
         [("a", "Decision", ["entity:tools:postgres"]), ("f", "Decision", ["entity:tools:postgres"])],
         min_members=2,
@@ -78,39 +78,39 @@ async def graph(store):
 
 
 async def test_stats_count_the_tenants_memories_and_memory_edges(graph):
-    stats = await graph.graph_stats("acme")
+    stats = await graph.views.graph_stats("acme")
     assert stats.memories == 6 and stats.relations == 5
     assert stats.memories_by_type == {"Decision": 2, "Preference": 2, "Context": 1, "Insight": 1}
     assert stats.relations_by_type == {"RELATES_TO": 2, "PREFERS_OVER": 1, "SIMILAR_TO": 1, "INVALIDATED_BY": 1}
-    other = await graph.graph_stats("other")
+    other = await graph.views.graph_stats("other")
     assert (other.memories, other.relations, other.memories_by_type) == (2, 1, {"Habit": 2})
-    assert (await graph.graph_stats("nobody")).memories == 0
+    assert (await graph.views.graph_stats("nobody")).memories == 0
 
 
 async def test_frontier_is_one_hop_strongest_first_and_scoped(graph):
-    found = await graph.frontier("acme", ["a"], ["a"], 10)
+    found = await graph.views.frontier("acme", ["a"], ["a"], 10)
     assert [(m.id, s) for m, s in found] == [("b", 0.9), ("e", 0.4)]
     assert found[0][0].embedding is None and found[0][0].tenant == "acme"
-    two = await graph.frontier("acme", ["b", "e"], ["a", "b", "e"], 10)
+    two = await graph.views.frontier("acme", ["b", "e"], ["a", "b", "e"], 10)
     assert [m.id for m, _ in two] == ["f", "c"]  # 1.0, then 0.5
-    assert [m.id for m, _ in await graph.frontier("acme", ["b", "e"], ["a", "b", "e"], 1)] == ["f"]
-    assert await graph.frontier("other", ["a"], [], 10) == []
-    assert await graph.frontier("acme", ["x"], [], 10) == []
+    assert [m.id for m, _ in await graph.views.frontier("acme", ["b", "e"], ["a", "b", "e"], 1)] == ["f"]
+    assert await graph.views.frontier("other", ["a"], [], 10) == []
+    assert await graph.views.frontier("acme", ["x"], [], 10) == []
 
 
 async def test_edges_among_keeps_only_edges_between_the_ids(graph):
-    edges = await graph.edges_among("acme", ["a", "b", "c", "x", "y"], 10)
+    edges = await graph.views.edges_among("acme", ["a", "b", "c", "x", "y"], 10)
     assert [(e.source_id, e.type, e.target_id, e.strength) for e in edges] == [
         ("a", "RELATES_TO", "b", 0.9),
         ("b", "PREFERS_OVER", "c", 0.5),
     ]
     assert edges[1].properties == {"reason": "test"} and edges[1].created_at == T0
-    assert len(await graph.edges_among("acme", ["a", "b", "c"], 1)) == 1
-    assert await graph.edges_among("other", ["a", "b"], 10) == []
+    assert len(await graph.views.edges_among("acme", ["a", "b", "c"], 1)) == 1
+    assert await graph.views.edges_among("other", ["a", "b"], 10) == []
 
 
 async def test_analysis_figures_cover_every_memory_of_the_tenant(graph):
-    figures = await graph.analysis_figures("acme", now_us=to_micros(T0 + timedelta(days=1)), top=10)
+    figures = await graph.views.analysis_figures("acme", now_us=to_micros(T0 + timedelta(days=1)), top=10)
     assert figures.total == 6
     assert figures.average_importance == pytest.approx((0.9 + 0.8 + 0.7 + 0.2 + 0.6 + 0.5) / 6)
     assert (figures.first, figures.last) == (T0, T0 + timedelta(days=40, hours=3))
@@ -128,14 +128,14 @@ async def test_analysis_figures_cover_every_memory_of_the_tenant(graph):
     assert figures.entity_tags == [("entity:tools:postgres", 2), ("entity:people:ada", 1)]
     assert figures.patterns == [("Decision", "entity:tools:postgres", 2)]
     assert figures.preferences == [("b", "content of b", "c", "content of c", None, 0.5)]
-    empty = await graph.analysis_figures("nobody", now_us=0, top=10)
+    empty = await graph.views.analysis_figures("nobody", now_us=0, top=10)
     assert empty.total == 0 and empty.average_importance is None and empty.first is None
 
 
 async def test_export_pages_memories_with_their_edges(graph):
-    memories, edges = await graph.export_page("acme", "", 2)
+    memories, edges = await graph.export.export_page("acme", "", 2)
     assert [m.id for m in memories] == ["a", "b"]
-    assert memories[0] == await graph.get_memory("acme", "a")
+    assert memories[0] == await graph.reader.get_memory("acme", "a")
     assert [(e.source_id, e.type, e.target_label, e.target_key) for e in edges] == [
         ("a", "EXEMPLIFIES", "Pattern", "Decision|entity:tools:postgres"),
         ("a", "MENTIONS", "Entity", "entity:tools:postgres"),
@@ -145,22 +145,22 @@ async def test_export_pages_memories_with_their_edges(graph):
     ]
     prefers = edges[-1]
     assert (prefers.strength, prefers.created_at, prefers.properties) == (0.5, T0, {"reason": "test"})
-    rest, _ = await graph.export_page("acme", "b", 100)
+    rest, _ = await graph.export.export_page("acme", "b", 100)
     assert [m.id for m in rest] == ["c", "d", "e", "f"]
-    assert await graph.export_page("acme", "f", 100) == ([], [])
-    assert [m.id for m in (await graph.export_page("other", "", 100))[0]] == ["x", "y"]
-    assert await graph.memory_ids("acme", "c", 2) == ["d", "e"]
-    assert await graph.memory_ids("other", "", 10) == ["x", "y"]
+    assert await graph.export.export_page("acme", "f", 100) == ([], [])
+    assert [m.id for m in (await graph.export.export_page("other", "", 100))[0]] == ["x", "y"]
+    assert await graph.export.memory_ids("acme", "c", 2) == ["d", "e"]
+    assert await graph.export.memory_ids("other", "", 10) == ["x", "y"]
 
 
 async def test_export_nodes_lists_entities_and_patterns_of_the_tenant(graph):
-    entities = await graph.export_nodes("acme", "Entity")
+    entities = await graph.export.export_nodes("acme", "Entity")
     assert [e["tag"] for e in entities] == ["entity:tools:postgres"]
-    patterns = await graph.export_nodes("acme", "Pattern")
+    patterns = await graph.export.export_nodes("acme", "Pattern")
     assert patterns[0]["key"] == "Decision|entity:tools:postgres" and patterns[0]["members"] == 2
-    assert await graph.export_nodes("other", "Entity") == []
+    assert await graph.export.export_nodes("other", "Entity") == []
     with pytest.raises(ValueError):
-        await graph.export_nodes("acme", "Outbox")
+        await graph.export.export_nodes("acme", "Outbox")
 
 
 async def test_analysis_counts_as_superseded_only_memories_a_current_one_replaces(graph):
@@ -181,10 +181,10 @@ async def test_analysis_counts_as_superseded_only_memories_a_current_one_replace
     )
     for source, target in (("p", "q"), ("r", "s"), ("s", "t"), ("u", "v"), ("v", "u"), ("w", "x")):
         await link(graph, "beta", source, target, "INVALIDATED_BY", strength=1.0)
-    figures = await graph.analysis_figures("beta", now_us=to_micros(T0 + timedelta(days=1)), top=10)
+    figures = await graph.views.analysis_figures("beta", now_us=to_micros(T0 + timedelta(days=1)), top=10)
     # r and s are superseded (t is current); q expired; v archived (u, its successor, is current, but archived
     # comes after superseded: v is superseded by u); x not yet valid; p, t, u, w current.
     assert figures.states == {"current": 4, "archived": 0, "expired": 1, "not_yet_valid": 1, "superseded": 3}
     # A chain longer than the bound finds no head.
-    short = await graph.analysis_figures("beta", now_us=to_micros(T0 + timedelta(days=1)), top=10, max_hops=1)
+    short = await graph.views.analysis_figures("beta", now_us=to_micros(T0 + timedelta(days=1)), top=10, max_hops=1)
     assert short.states["superseded"] == 2  # s (-> t) and v (-> u); r's head is two hops away

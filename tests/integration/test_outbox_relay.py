@@ -42,18 +42,18 @@ async def test_writes_during_an_outage_are_published_once_nats_returns(falkordb_
             )
             assert reply.enrichment == "pending"
             ids.append(reply.memory.id)
-        assert len(await store.pending_outbox(2**62, 100)) == 5
+        assert len(await store.outbox.pending_outbox(2**62, 100)) == 5
 
         nats_server = start_nats(nats_port, nats_dir)
         deadline = time.monotonic() + 20
-        while await store.pending_outbox(2**62, 100):
+        while await store.outbox.pending_outbox(2**62, 100):
             assert time.monotonic() < deadline, "the relay did not drain the outbox"
             await asyncio.sleep(0.2)
         await asyncio.sleep(0.5)  # let any duplicate publication land before counting
         events = await read_all(settings, f"{settings.nats_subject_prefix}.acme.created")
         assert sorted(e.memory_id for e in events) == sorted(ids)
     finally:
-        await store.close()
+        await store.lifecycle.close()
         await channel.close()
         await service.stop()
         nats_server.stop()

@@ -25,7 +25,7 @@ def memory(i: int, at: datetime, tenant: str = TENANT) -> Memory:
 
 
 async def edges(store) -> set[tuple[str, str]]:
-    result = await store._query("MATCH (a:Memory)-[:PRECEDED_BY]->(b:Memory) RETURN a.id, b.id")
+    result = await store.connection.query("MATCH (a:Memory)-[:PRECEDED_BY]->(b:Memory) RETURN a.id, b.id")
     return {(a, b) for a, b in result.result_set}
 
 
@@ -45,15 +45,17 @@ async def test_one_read_per_batch_links_like_a_look_up_per_memory(settings, seed
     ]
     try:
         for store in stores:
-            await store.ensure_schema()
+            await store.lifecycle.ensure_schema()
             events = [MemoryEvent.for_memory(EventKind.CREATED, m, m.recorded_at) for m in memories]
-            await store.create_memories(memories, events, now_us=now)
+            await store.writer.create_memories(memories, events, now_us=now)
         window_us = int(WINDOW / timedelta(microseconds=1))
         for batch in batches:
             items = [(m.id, to_micros(m.timestamp)) for m in batch]
             counts = [
-                await stores[0].link_preceding(TENANT, items, window_us=window_us, limit=3, now_us=now),
-                await stores[1]._link_preceding_each(TENANT, items, window_us=window_us, limit=3, now_us=now),
+                await stores[0].enrichment.link_preceding(TENANT, items, window_us=window_us, limit=3, now_us=now),
+                await stores[1].enrichment._link_preceding_each(
+                    TENANT, items, window_us=window_us, limit=3, now_us=now
+                ),
             ]
             assert counts[0] == counts[1]
         found = [await edges(store) for store in stores]
@@ -61,5 +63,5 @@ async def test_one_read_per_batch_links_like_a_look_up_per_memory(settings, seed
         assert all(a.startswith(TENANT) and b.startswith(TENANT) for a, b in found[0])
     finally:
         for store in stores:
-            await store._query("MATCH (n) DETACH DELETE n")
-            await store.close()
+            await store.connection.query("MATCH (n) DETACH DELETE n")
+            await store.lifecycle.close()

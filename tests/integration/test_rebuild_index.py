@@ -12,8 +12,8 @@ import pytest
 
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.projection import VectorQuery, vector_payload
-from services.recall.handlers import ReadLimits, RecallHandlers
 from tests.factories import memory_at
+from tests.integration import recall_parts
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +29,7 @@ def uid(name: str) -> str:
 async def test_a_tenants_rebuild_touches_only_its_points(graph, settings, index, monkeypatch):
     memories = [memory_at(uid(f"{t}{n}"), T0, tenant=t, embedding=AXES[t]) for t in ("a", "b") for n in range(3)]
     memories.append(memory_at(uid("a-unembedded"), T0, tenant="a"))
-    await graph.create_memories(
+    await graph.writer.create_memories(
         memories, [MemoryEvent.for_memory(EventKind.CREATED, m, T0) for m in memories], now_us=1
     )
     await index.upsert([(m.id, m.embedding, vector_payload(m)) for m in memories if m.tenant == "b"])
@@ -40,13 +40,7 @@ async def test_a_tenants_rebuild_touches_only_its_points(graph, settings, index,
         optimised.append(True)
 
     monkeypatch.setattr(index, "optimize", optimise)
-    handlers = RecallHandlers(
-        graph=graph,
-        vectors=index,
-        events=None,
-        policy=settings.recall_policy,
-        limits=ReadLimits(by_tag_default=20, by_tag_max=200, startup_default=10, related_default=5),
-    )
+    handlers = recall_parts.index_admin(graph, index)
 
     progress = [p async for p in handlers.rebuild_index(2, "a")]
     last = progress[-1]

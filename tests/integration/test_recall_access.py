@@ -12,8 +12,8 @@ import pytest
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.times import to_micros
 from services.recall.access import AccessRecorder
-from services.recall.handlers import ReadLimits, RecallHandlers
 from tests.factories import memory_at
+from tests.integration import recall_parts
 
 pytestmark = pytest.mark.integration
 
@@ -30,41 +30,34 @@ async def test_recall_bumps_last_accessed_after_the_answer_and_nothing_else(grap
     memories = [
         memory_at(uid(i), T0, content=c, tags=["startup"], tag_prefixes=["startup"]) for i, c in enumerate(contents)
     ]
-    await graph.create_memories(
+    await graph.writer.create_memories(
         memories, [MemoryEvent.for_memory(EventKind.CREATED, m, T0) for m in memories], now_us=1
     )
-    outbox = await graph.count_outbox()
+    outbox = await graph.outbox.count_outbox()
     recorder = AccessRecorder(
-        graph.touch_memories, flush_seconds=0.2, batch_size=100, clock_us=lambda: to_micros(LATER)
+        graph.reader.touch_memories, flush_seconds=0.2, batch_size=100, clock_us=lambda: to_micros(LATER)
     )
-    handlers = RecallHandlers(
-        graph=graph,
-        vectors=index,
-        events=None,
-        policy=settings.recall_policy,
-        limits=ReadLimits(by_tag_default=20, by_tag_max=200, startup_default=10, related_default=5),
-        clock=lambda: LATER,
-        access=recorder,
-    )
+    handlers = recall_parts.ranked(graph, index, settings.recall_policy, clock=lambda: LATER, access=recorder)
+    listings = recall_parts.listings(graph, settings.recall_policy, clock=lambda: LATER, access=recorder)
     recorder.start()
     try:
         outcome = await handlers.search(handlers.request("default", queries=["lighthouse"], limit=5))
         returned = {c.id for c in outcome.results}
         assert returned == {uid(0), uid(1)}
         # The answer did not wait for the write.
-        assert {m.last_accessed for m in (await graph.get_memories("default", list(returned))).values()} == {T0}
+        assert {m.last_accessed for m in (await graph.reader.get_memories("default", list(returned))).values()} == {T0}
         for _ in range(100):
             if recorder.flushes:
                 break
             await asyncio.sleep(0.02)
-        after = await graph.get_memories("default", [uid(0), uid(1), uid(2)])
+        after = await graph.reader.get_memories("default", [uid(0), uid(1), uid(2)])
         assert [after[uid(i)].last_accessed for i in range(3)] == [LATER, LATER, T0]
         assert {(m.updated_at, m.version) for m in after.values()} == {(T0, 1)}
-        assert await graph.count_outbox() == outbox  # no event: nothing re-projected or re-enriched
+        assert await graph.outbox.count_outbox() == outbox  # no event: nothing re-projected or re-enriched
 
         # Startup recall's answer counts as an access too; stop writes what waits.
-        found = await handlers.startup("default", ["startup"], limit=10)
+        found = await listings.startup("default", ["startup"], limit=10)
         assert uid(2) in {c.id for c in found.results}
     finally:
         await recorder.stop()
-    assert (await graph.get_memory("default", uid(2))).last_accessed == LATER
+    assert (await graph.reader.get_memory("default", uid(2))).last_accessed == LATER

@@ -1,7 +1,7 @@
 """Ranked recall over the real graph and the in-process vector index (no
 embedder: the vector arm answers `embedding=` only, so each arm is tested
 alone): the time window bounds every arm, and only a current successor
-supersedes a memory (spec 000; spec 002 section 2)."""
+supersedes a memory (docs/recall.md)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 
 from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
 from services.core.domain.projection import vector_payload
-from services.recall.graph_views import GraphLimits, GraphViews
-from services.recall.handlers import ReadLimits, RecallHandlers
+from services.recall.ranked import RankedRecall
 from tests.factories import memory_at
+from tests.integration import recall_parts
 
 pytestmark = pytest.mark.integration
 
@@ -36,21 +36,14 @@ def at_year(name: str, year: int, **fields) -> Memory:
 
 
 async def put(graph, index, memories: list[Memory]) -> None:
-    await graph.create_memories(
+    await graph.writer.create_memories(
         memories, [MemoryEvent.for_memory(EventKind.CREATED, m, NOW) for m in memories], now_us=1
     )
     await index.upsert([(m.id, m.embedding, vector_payload(m)) for m in memories])
 
 
-def handlers_on(graph, index, settings) -> RecallHandlers:
-    return RecallHandlers(
-        graph=graph,
-        vectors=index,
-        events=None,
-        policy=settings.recall_policy,
-        limits=ReadLimits(by_tag_default=20, by_tag_max=200, startup_default=10, related_default=5),
-        clock=lambda: NOW,
-    )
+def handlers_on(graph, index, settings) -> RankedRecall:
+    return recall_parts.ranked(graph, index, settings.recall_policy, clock=lambda: NOW)
 
 
 @pytest.fixture
@@ -70,8 +63,10 @@ async def years(graph, index, settings):
     seed = at_year("seed", 2021, content="The zeppelin hangar plan")
     await put(graph, index, [*memories, seed])
     relations = [Relation(seed.id, uid(f"related{y}"), "RELATES_TO", 0.9, NOW, {}) for y in YEARS]
-    await graph.create_relations("acme", relations, [MemoryEvent.associated("acme", r) for r in relations], now_us=1)
-    await graph.link_entities_and_patterns(
+    await graph.writer.create_relations(
+        "acme", relations, [MemoryEvent.associated("acme", r) for r in relations], now_us=1
+    )
+    await graph.enrichment.link_entities_and_patterns(
         "acme",
         [(seed.id, "Context", ["entity:place:hangar"])]
         + [(uid(f"entity{y}"), "Context", ["entity:place:hangar"]) for y in YEARS],
@@ -82,7 +77,7 @@ async def years(graph, index, settings):
     return handlers_on(graph, index, settings)
 
 
-async def found(handlers: RecallHandlers, **params) -> set[str]:
+async def found(handlers: RankedRecall, **params) -> set[str]:
     outcome = await handlers.search(handlers.request("acme", limit=50, diversity_factor=0.0, **params))
     return {c.id for c in outcome.results}
 
@@ -139,34 +134,24 @@ async def test_only_a_current_successor_supersedes_through_recall(graph, index, 
     await put(graph, index, list(records.values()))
     edges = [("kept", "gone"), ("old", "closed"), ("closed", "head")]
     relations = [Relation(uid(a), uid(b), "INVALIDATED_BY", 1.0, t0, {}) for a, b in edges]
-    await graph.create_relations("acme", relations, [MemoryEvent.associated("acme", r) for r in relations], now_us=1)
+    await graph.writer.create_relations(
+        "acme", relations, [MemoryEvent.associated("acme", r) for r in relations], now_us=1
+    )
 
     # kept's only successor has expired: kept is current, shown as itself.
     outcome = await handlers.search(handlers.request("acme", queries=["gazebo"], limit=10))
     assert [(c.id, c.state_replaces) for c in outcome.results] == [(uid("kept"), None)]
-    read = await handlers.get_memory("acme", uid("kept"))
+    reads = recall_parts.reads(graph, settings.recall_policy, clock=lambda: NOW)
+    read = await reads.get_memory("acme", uid("kept"))
     assert (read.state.value, read.replaced_by) == ("current", None)
     # old -> closed (expired) -> head: the chain walks through the closed link.
     outcome = await handlers.search(handlers.request("acme", queries=["pergola"], limit=10))
     [result] = outcome.results  # old and closed both stand in as head, merged into one
     assert (result.id, result.state_replaces in (uid("old"), uid("closed"))) == (uid("head"), True)
-    read = await handlers.get_memory("acme", uid("old"))
+    read = await reads.get_memory("acme", uid("old"))
     assert (read.state.value, read.replaced_by) == ("superseded", uid("head"))
     # The graph views flag their nodes by the same pass.
-    views = GraphViews(
-        graph=graph,
-        verdicts=handlers.verdicts,
-        limits=GraphLimits(
-            snapshot_default=20,
-            snapshot_max=100,
-            neighbors_default=20,
-            neighbors_max=100,
-            max_depth=3,
-            max_edges=100,
-            analysis_top=10,
-        ),  # fmt: skip
-        clock=lambda: NOW,
-    )
+    views = recall_parts.graph_views(graph, settings.recall_policy, clock=lambda: NOW)
     snapshot = await views.snapshot("acme", limit=20)
     states = {n.memory.id: (n.state.value, n.replaced_by) for n in snapshot.nodes}
     assert states == {

@@ -11,8 +11,8 @@ import pytest
 
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.wiring import graph_store
-from services.recall.handlers import ReadLimits, RecallHandlers
 from tests.factories import memory_at
+from tests.integration import recall_parts
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +29,7 @@ async def put(graph, tenant: str, contents: list[str]) -> None:
     memories = [memory_at(uid(tenant, i), T0, tenant=tenant, content=c) for i, c in enumerate(contents)]
     events = [MemoryEvent.for_memory(EventKind.CREATED, m, NOW) for m in memories]
     for start in range(0, len(memories), 250):
-        await graph.create_memories(memories[start : start + 250], events[start : start + 250], now_us=1)
+        await graph.writer.create_memories(memories[start : start + 250], events[start : start + 250], now_us=1)
 
 
 async def recall_small(settings, index) -> tuple[int, list[tuple[str, float, dict]], dict]:
@@ -37,22 +37,17 @@ async def recall_small(settings, index) -> tuple[int, list[tuple[str, float, dic
     bound, and its results with their scores."""
     graph = graph_store(settings)
     try:
-        handlers = RecallHandlers(
-            graph=graph,
-            vectors=index,
-            events=None,
-            # A low floor, so the bound follows the corpus size: 2 alone, 10 if counted over 503 memories.
-            policy=settings.model_copy(update={"recall_keyword_min_df": 2}).recall_policy,
-            limits=ReadLimits(by_tag_default=20, by_tag_max=200, startup_default=10, related_default=5),
-            clock=lambda: NOW,
-        )
-        max_df = await handlers._max_df("small")
+        # A low floor, so the bound follows the corpus size: 2 alone, 10 if counted over 503 memories.
+        policy = settings.model_copy(update={"recall_keyword_min_df": 2}).recall_policy
+        arms = recall_parts.text_arms(graph, policy)
+        handlers = recall_parts.ranked(graph, index, policy, clock=lambda: NOW, text=arms)
+        max_df = await arms.max_df("small")
         outcome = await handlers.search(handlers.request("small", queries=["alpha harbour lighthouse"], limit=10))
         results = [(c.id, round(c.final, 12), dict(c.components)) for c in outcome.results]
-        frequencies = await graph.document_frequencies("small", "content", ["alpha", "harbour", "lighthouse"])
+        frequencies = await graph.text.document_frequencies("small", "content", ["alpha", "harbour", "lighthouse"])
         return max_df, results, frequencies
     finally:
-        await graph.close()
+        await graph.lifecycle.close()
 
 
 async def test_another_tenants_corpus_changes_neither_the_bound_nor_the_scores(graph, index, settings):

@@ -91,12 +91,12 @@ async def test_create_writes_the_graph_and_publishes_an_event(stack, settings):
 
     store = graph_store(settings)
     try:
-        stored = await store.get_memory("acme", memory.id)
+        stored = await store.reader.get_memory("acme", memory.id)
         assert stored is not None and stored.content == "Decided to use FalkorDB"
         await asyncio.sleep(0.2)  # the relay clears acknowledged events off the request path
-        assert await store.count_outbox() == 0
+        assert await store.outbox.count_outbox() == 0
     finally:
-        await store.close()
+        await store.lifecycle.close()
     events = await read_all(settings, f"{settings.nats_subject_prefix}.acme.created")
     assert [e.memory_id for e in events] == [memory.id]
     assert events[0].kind == events_pb2.MEMORY_EVENT_KIND_CREATED and events[0].version == 1
@@ -188,12 +188,12 @@ async def test_a_write_is_kept_when_nats_is_down(falkordb_server, tmp_path):
             ingest_service_pb2.CreateMemoryRequest(memory=draft(content="stored while NATS is down")), metadata=TENANT
         )
         assert reply.enrichment == "pending"
-        stored = await store.get_memory("acme", reply.memory.id)
+        stored = await store.reader.get_memory("acme", reply.memory.id)
         assert stored is not None and stored.content == "stored while NATS is down"
-        [entry] = await store.pending_outbox(older_than_us=2**62, limit=10)
+        [entry] = await store.outbox.pending_outbox(older_than_us=2**62, limit=10)
         assert entry.event.memory_id == reply.memory.id and entry.event.kind.value == "created"
     finally:
-        await store.close()
+        await store.lifecycle.close()
         await channel.close()
         await service.stop()
         nats_server.stop()

@@ -46,7 +46,7 @@ async def test_current_state_filter_withholds_expired_future_and_archived(index)
     # Without current_at: the history, but archived points are never candidates.
     history = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10)
     assert {h.id for h in await index.search(history)} == {current.id, expired.id, future.id}
-    # Once its window closes, the same memory is withheld: no stale payload (spec 002, section 6).
+    # Once its window closes, the same memory is withheld: no stale payload.
     later = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10, current_at=NOW + timedelta(days=400))
     expiring = memory(t_invalid=NOW + timedelta(days=30))
     await put(index, [expiring])

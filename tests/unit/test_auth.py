@@ -15,7 +15,7 @@ from starlette.requests import Request
 from gateway.app import create_app
 from gateway.auth import TOKEN_FILE_NAME, Caller, TokenAuth, load_or_create_token, presented_token, role_allows
 from gateway.envelope import ApiError
-from gateway.routes.common import require
+from gateway.routes.roles import require
 from gateway.tokens_file import ROLES, TokenEntry, TokensFile, TokensFileError, parse_tokens, token_digest
 from services.core.settings import Settings
 

@@ -1,4 +1,4 @@
-"""classify_by_patterns: the regex step of spec 000's classifier."""
+"""classify_by_patterns: the regex step of the classifier."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""build_memory and its validators against the POST /memory rules of spec 000."""
+"""build_memory and its validators against the POST /memory rules."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Entity rules of spec 000 (metadata.entities, entity tags) and person
-resolution of spec 004 (Merge Rules, Name Normalization)."""
+"""Entity rules (metadata.entities, entity tags) and person
+resolution (merge rules, name normalisation)."""
 
 from __future__ import annotations
 

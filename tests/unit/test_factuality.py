@@ -1,4 +1,4 @@
-"""Factuality of spec 004: connector trust, the rule-based assessment and
+"""Factuality: connector trust, the rule-based assessment and
 corroboration by other sources."""
 
 from __future__ import annotations

@@ -10,15 +10,9 @@ import struct
 import pytest
 import redis.exceptions as redis_errors
 
-from services.core.adapters.falkor import (
-    _retryable,
-    decode_embedding,
-    encode_embedding,
-    memory_to_row,
-    rarest_within,
-    row_to_memory,
-    timed_out,
-)
+from services.core.adapters.falkor.connection import _retryable, timed_out
+from services.core.adapters.falkor.rows import decode_embedding, encode_embedding, memory_to_row, row_to_memory
+from services.core.domain.text_policy import rarest_within
 
 TIME_FIELDS = ("timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed", "recorded_at", "enriched_at")
 

@@ -8,7 +8,7 @@ import pytest
 
 from gateway.app import create_app
 from gateway.envelope import ApiError
-from gateway.routes.common import decode_json, is_json_media_type
+from gateway.routes.body import decode_json, is_json_media_type
 from services.core.settings import Settings
 
 TOKEN = "unit-token"
@@ -143,3 +143,36 @@ async def test_cors_origins_are_a_setting():
     assert allowed.headers["access-control-allow-origin"] == "https://b.example"
     assert refused.status_code == 400 and "access-control-allow-origin" not in refused.headers
     assert "access-control-allow-origin" not in simple.headers
+
+
+ADMIN = {**AUTH, "X-Admin-Token": "unit-admin"}
+
+
+@pytest.mark.parametrize(
+    "method, path, body, headers, reason, field",
+    [
+        ("GET", "/recall?min_score=high", None, AUTH, "NOT_A_NUMBER", "min_score"),
+        ("GET", "/recall?diversity_factor=inf", None, AUTH, "NOT_A_NUMBER", "diversity_factor"),
+        ("GET", "/recall?state_debug=maybe", None, AUTH, "NOT_A_BOOLEAN", "state_debug"),
+        ("GET", "/recall?embedding=0.1,x", None, AUTH, "INVALID_EMBEDDING", "embedding"),
+        ("POST", "/memory", b"", AUTH, "BODY_NOT_OBJECT", "request body"),
+        ("POST", "/memory", b"[1]", AUTH, "BODY_NOT_OBJECT", "request body"),
+        ("POST", "/memory", b'{"content": 5}', AUTH, "NOT_A_STRING", "content"),
+        ("POST", "/memory", b'{"content": "x", "supersede_reason": 1}', AUTH, "NOT_A_STRING", "supersede_reason"),
+        ("POST", "/memory/batch", b'{"memories": 1}', AUTH, "MEMORIES_REQUIRED", "memories"),
+        ("POST", "/memory/batch", b'{"memories": [1]}', AUTH, "NOT_AN_OBJECT", "index 0"),
+        ("POST", "/associate", b'{"associations": 3}', AUTH, "NOT_A_LIST", "associations"),
+        ("POST", "/associate", b'{"associations": [3]}', AUTH, "NOT_AN_OBJECT", "index 0"),
+        ("POST", "/enrichment/reprocess", b'{"ids": 3}', ADMIN, "NOT_A_LIST", "ids"),
+        ("POST", "/admin/reembed", b'{"ids": {}}', ADMIN, "NOT_A_LIST", "ids"),
+        ("POST", "/admin/reindex", b'{"batch_size": "10"}', ADMIN, "NOT_AN_INTEGER", "batch_size"),
+        ("POST", "/consolidate", b'{"mode": 1}', ADMIN, "NOT_A_STRING", "mode"),
+        ("POST", "/consolidate", b'{"dry_run": "yes"}', ADMIN, "NOT_A_BOOLEAN", "dry_run"),
+    ],
+)
+async def test_a_malformed_value_has_its_own_reason_naming_the_field(method, path, body, headers, reason, field):
+    async with app_client(admin_api_token="unit-admin") as client:
+        reply = await client.request(method, path, content=body, headers=headers)
+    answer = reply.json()
+    assert (reply.status_code, answer["status"], answer["code"], answer["reason"]) == (400, "error", 400, reason)
+    assert field in answer["message"]

@@ -1,4 +1,4 @@
-"""The pure rules of the LLM steps (spec 000): request shape, answer parsing,
+"""The pure rules of the LLM steps: request shape, answer parsing,
 summary cleaning and the circuit breaker."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Ranked recall, pure (services.core.domain.recall): parameters, candidate
-scope, merging, scoring, de-duplication, ordering, diversity (spec 004) and
-the state pass's stand-in."""
+"""Ranked recall, pure (services.core.domain.recall_text, recall_request and
+recall_ranking): parameters, candidate scope, merging, scoring,
+de-duplication, ordering, diversity and the state pass's stand-in."""
 
 from __future__ import annotations
 
@@ -13,31 +13,24 @@ from services.core.domain.context_hints import context_profile, detect_language
 from services.core.domain.decompose import DecomposePolicy, decompose, query_entities
 from services.core.domain.errors import InvalidArgument
 from services.core.domain.model import Memory
-from services.core.domain.recall import (
+from services.core.domain.recall_assembly import append_new, entity_names, per_query_cap
+from services.core.domain.recall_ranking import (
     ARMS,
     COMPONENTS,
     Candidate,
-    RecallPolicy,
-    Scope,
-    bm25,
-    build_request,
-    clean_tags,
-    common_words,
     dedupe,
     diversify,
     fingerprint,
-    in_scope,
     merge,
     order,
     recency,
     score,
     source_of,
     stand_in,
-    stem,
-    tokens,
     weights_for,
 )
-from services.core.domain.recall_assembly import append_new, entity_names, per_query_cap
+from services.core.domain.recall_request import RecallPolicy, Scope, build_request, clean_tags, in_scope
+from services.core.domain.recall_text import bm25, common_words, stem, tokens
 from services.core.domain.score_floor import adaptive_floor
 from services.core.domain.tags import tag_prefixes
 from services.core.domain.timewindow import Window
@@ -690,7 +683,7 @@ def test_order_does_not_change_its_input():
     assert items == [a, b]
 
 
-# diversify (spec 004) ------------------------------------------------------------------------------------
+# diversify -----------------------------------------------------------------------------------------------
 
 
 def sourced(memory_id: str, final: float, source: str | None) -> Candidate:

@@ -23,6 +23,8 @@ def test_the_graph_store_trusts_a_count_as_long_as_the_setting_says():
     from services.core.wiring import graph_store
 
     assert (
-        graph_store(Settings(_env_file=None, recall_df_cache_seconds=42, recall_df_warm_seconds=30))._df_cache_seconds
+        graph_store(
+            Settings(_env_file=None, recall_df_cache_seconds=42, recall_df_warm_seconds=30)
+        ).text._df_cache_seconds
         == 42
     )

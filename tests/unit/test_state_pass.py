@@ -1,5 +1,5 @@
-"""The current-state pass, pure (services.core.domain.state; spec 000 and
-spec 002 sections 2 and 6): the state_mode parameter, a memory's own window
+"""The current-state pass, pure (services.core.domain.state; docs/recall.md):
+the state_mode parameter, a memory's own window
 state, the bounded, cycle-safe walk to the head of a supersession chain, and
 the verdict."""
 

@@ -1,4 +1,4 @@
-"""tag_prefixes and normalize_tags (spec 000, Tag Validation)."""
+"""tag_prefixes and normalize_tags."""
 
 from __future__ import annotations
 

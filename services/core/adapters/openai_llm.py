@@ -93,7 +93,7 @@ class OpenAILanguageModel:
 
     async def assess_factuality(self, content: str, source: str | None) -> Factuality | None:
         """FACT / UNVERIFIED / FICTION from the model, or None when it is skipped,
-        fails or answers unusably (the rules of spec 004 then decide)."""
+        fails or answers unusably (the rule-based assessment then decides)."""
         request = factuality_request(self._classification_model, content, source, self._input_chars)
         return parse_factuality(await self._complete("factuality", request))
 

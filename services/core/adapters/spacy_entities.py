@@ -1,4 +1,4 @@
-"""SpacyEntityExtractor: the entities of spec 000 (`metadata.entities`) from
+"""SpacyEntityExtractor: the entities (`metadata.entities`) from
 spaCy's English model, with an entity ruler for technology names the model
 does not know, and the model-free rules of the domain merged in.
 

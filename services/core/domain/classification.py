@@ -1,4 +1,4 @@
-"""Regex classification of memory content (spec 000), the free first step
+"""Regex classification of memory content, the free first step
 before the LLM fallback."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """From what a client sent to a stored Memory: validation and defaults of
-spec 000 for POST /memory. Pure: the clock, the id and the classifier's
+the memory model for POST /memory. Pure: the clock, the id and the classifier's
 answer are passed in."""
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def build_memory(
     limits: Limits,
     classify: Callable[[str], Classification],
 ) -> Memory:
-    """Validate a draft and apply the defaults of spec 000, within the
+    """Validate a draft and apply the memory model's defaults, within the
     write-side limits (tags, metadata size).
 
     `classify` is called only when no type was sent. A confidence sent

@@ -1,10 +1,10 @@
-"""What enrichment adds to a memory (spec 000, Enrichment Properties), pure.
+"""What enrichment adds to a memory, pure.
 
 Enrichment owns: the embedding (when missing; the embedding stage writes it
 first), summary, enriched_at, factuality, metadata.entities,
 metadata.enrichment, and the entity:<category>:<slug> tags it appends. It
 writes them with a version check, so a concurrent PATCH is never overwritten.
-In metadata it writes only the two keys spec 000 reserves for it (entities,
+In metadata it writes only the two keys reserved for it (entities,
 enrichment); what else it derives (factuality) is a field of its own, so the
 client's metadata reads back as sent.
 """

@@ -1,5 +1,5 @@
-"""Entities of a memory (spec 000 `metadata.entities`), their tags, the rules
-that find them without a model, and person resolution (spec 004 merge rules).
+"""Entities of a memory (`metadata.entities`), their tags, the rules
+that find them without a model, and person resolution (merge rules).
 
 The stored shape is a plain dict, `{category: [names]}`, with every category
 of ENTITY_CATEGORIES present; names are de-duplicated case-insensitively, the
@@ -128,7 +128,7 @@ def entity_tags(entities: Mapping[str, Iterable[str]]) -> list[str]:
 
 
 def merge_tags(existing: list[str] | str | None, new: Iterable[str]) -> list[str]:
-    """The enrichment rewrite of spec 000: the stored tags normalised (split on
+    """The enrichment rewrite: the stored tags normalised (split on
     commas, trimmed, blanks and repeats dropped), then each new tag (usually
     from entity_tags) not already present, compared case-insensitively."""
     tags = normalize_tags(existing or [])
@@ -323,7 +323,7 @@ def extract_with_rules(text: str, matcher: TermMatcher = DEFAULT_MATCHER) -> Ent
 
 
 def person_key(name: str | None) -> str | None:
-    """The merge key of a display name (spec 004, Name Normalization): accents
+    """The merge key of a display name: accents
     stripped, zero-width characters removed, lowercased, whitespace collapsed.
     None for a name of fewer than two words, which never merges."""
     if not name:
@@ -347,7 +347,7 @@ def _contact_emails(contact: Mapping[str, Any]) -> set[str]:
 def resolve_person(
     existing: Sequence[Mapping[str, Any]], *, name: str | None = None, email: str | None = None
 ) -> Mapping[str, Any] | None:
-    """The existing contact a new mention merges into, or None (spec 004).
+    """The existing contact a new mention merges into, or None.
 
     An equal email (any of `email` / `emails`) merges first; otherwise a name
     of two or more words merges when its key equals the contact's `key` (or,
@@ -369,7 +369,7 @@ def resolve_person(
 def shared_entity_tags(entities: Mapping[str, Iterable[str]]) -> list[str]:
     """The entity tags that may stand for one shared Entity node per tenant.
 
-    People resolve by spec 004's rules: a full name (two words or more) is
+    People resolve by the merge rules: a full name (two words or more) is
     one person whatever its accents or case; a single first name never
     auto-merges, so it gets no shared node (it stays a tag on its memory)."""
     shared = {key: list(names) for key, names in entities.items() if key != "people"}

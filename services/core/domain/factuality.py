@@ -1,6 +1,6 @@
-"""Factuality of a memory (spec 004, Factuality System): a label, a confidence
+"""Factuality of a memory: a label, a confidence
 and the reason, assessed by rules (no model), and promoted by corroboration
-from other sources (spec 004, Factuality Corroboration)."""
+from other sources."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ UNVERIFIED = "UNVERIFIED"
 FICTION = "FICTION"
 LABELS: tuple[str, ...] = (FACT, UNVERIFIED, FICTION)
 
-#: Base trust per connector (spec 004, Trust Scores by Connector).
+#: Base trust per connector.
 SOURCE_TRUST: dict[str, float] = {
     "gmail": 0.95,
     "slack": 0.90,
@@ -180,7 +180,7 @@ def assess(text: str, source_trust: float) -> Factuality:
 
 
 def corroborate(current: Factuality, supporting_sources: Iterable[str], own_source: str) -> Factuality:
-    """Promotion by the sources of the memories that support this one (spec 004).
+    """Promotion by the sources of the memories that support this one.
 
     Distinct sources other than `own_source` (case-insensitive) count: two or
     more make it FACT at 0.90, one makes it FACT at 0.80; supports from the

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """The numbers behind the validation rules of spec 000."""
+    """The numbers behind the memory model's validation rules."""
 
     content_soft_limit: int = 500
     content_hard_limit: int = 2000

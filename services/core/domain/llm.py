@@ -1,4 +1,4 @@
-"""The rules of the LLM steps of the write path (spec 000): what the model is
+"""The rules of the LLM steps of the write path: what the model is
 asked, how its answer becomes a Classification or a summary, and the circuit
 breaker that skips the model after a quota error. Pure: the adapter does I/O."""
 
@@ -12,7 +12,7 @@ from typing import Any
 from services.core.domain.classification import FALLBACK, Classification
 from services.core.domain.model import MEMORY_TYPES
 
-#: The classification system prompt, verbatim from spec 000.
+#: The classification system prompt, verbatim from the reference (AutoMem).
 CLASSIFICATION_SYSTEM_PROMPT = """\
 You are a memory classification system. Classify each memory into exactly ONE of these types:
 - Decision: Choices made, selected options, what was decided
@@ -52,7 +52,7 @@ TYPE_ALIASES: dict[str, str] = {
     "legal_analysis": "Insight",
 }
 
-#: Request parameters fixed by spec 000 (not deployment settings).
+#: Request parameters fixed by the reference (not deployment settings).
 CLASSIFICATION_MAX_TOKENS = 50
 LEGACY_TEMPERATURE = 0.3
 #: Model families that reject max_tokens (and a non-default temperature).
@@ -114,7 +114,7 @@ def _confidence(value: object) -> float:
 
 
 def parse_classification(text: str | None) -> Classification:
-    """The Classification in the model's answer, by spec 000's rules: aliases
+    """The Classification in the model's answer, by the memory model's rules: aliases
     normalised, an unmappable type is Context 0.5, a missing confidence 0.7,
     and an empty or unusable answer the fallback (Memory 0.3)."""
     if not text or not text.strip():
@@ -195,7 +195,7 @@ class CircuitBreaker:
         return not self.allow()
 
 
-#: The factuality assessment prompt (spec 004, Factuality System).
+#: The factuality assessment prompt.
 FACTUALITY_SYSTEM_PROMPT = """You assess the factuality of a memory an AI agent stored. Label it:
 - FACT: specific, verifiable, from a reliable source, stated without hedging
 - UNVERIFIED: the default; plausible but single-source or vague

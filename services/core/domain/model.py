@@ -1,4 +1,4 @@
-"""The memory record and its vocabulary (spec 000). Pure data, no I/O."""
+"""The memory record and its vocabulary. Pure data, no I/O."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-#: The seven semantic types of the classifier (spec 000).
+#: The seven semantic types of the classifier.
 MEMORY_TYPES = ("Decision", "Pattern", "Preference", "Style", "Habit", "Insight", "Context")
 #: The classifier's fallback type.
 FALLBACK_TYPE = "Memory"
@@ -94,7 +94,7 @@ class Memory:
     version: int = 1
     #: Enrichment's factuality assessment {label, confidence, rationale}; None
     #: until enriched. Kept beside metadata, never in it: metadata holds what
-    #: the client sent, plus only the keys spec 000 reserves for enrichment.
+    #: the client sent, plus only the keys reserved for enrichment.
     factuality: dict | None = None
 
 

@@ -1,7 +1,7 @@
 """The vector index is a projection of the graph. Its payload is built here,
 by ONE function, from the graph record, so every vector hit carries the
 validity window, archived flag, tenant, tags and trust state (the
-reference's two payload writers disagreed; spec 002 section 5)."""
+reference's two payload writers disagreed)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def vector_payload(memory: Memory) -> dict:
 @dataclass(frozen=True, slots=True)
 class VectorQuery:
     """A nearest-neighbour query, always within one tenant; archived points
-    are never candidates (spec 000: the candidate searches skip them).
+    are never candidates (the candidate searches skip them).
 
     With `current_at` set, not-yet-valid points are withheld, and so are
     expired ones, except those superseded (`superseded_at` set) when

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from services.core.domain.analysis import split_entity_tag
 from services.core.domain.model import Memory
-from services.core.domain.recall import Candidate, fingerprint
+from services.core.domain.recall_ranking import Candidate, fingerprint
 
 
 def per_query_cap(candidates: list[Candidate], per_query_limit: int, query_count: int) -> list[Candidate]:

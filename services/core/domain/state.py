@@ -1,11 +1,11 @@
-"""The current-state pass (spec 000; spec 002 sections 2 and 6), pure.
+"""The current-state pass (docs/recall.md), pure.
 
 A memory stops being current when it is archived, when its validity window
 has closed (t_invalid <= now) or not yet opened (t_valid > now), or when a
 supersession edge (INVALIDATED_BY, EVOLVED_INTO) leads from it to a memory
-that is still current (spec 000: "an active replacement"; spec 002 section
-2). A superseded memory is not dropped: the head of its chain, the last
-memory along it that is current, stands in its place. A successor that has
+that is still current ("an active replacement"). A superseded memory is
+not dropped: the head of its chain, the last memory along it that is
+current, stands in its place. A successor that has
 expired, is archived or is not yet valid supersedes nothing. CONTRADICTS
 suppresses nothing.
 
@@ -31,6 +31,11 @@ class State(StrEnum):
     EXPIRED = "expired"
     NOT_YET_VALID = "not_yet_valid"
     ARCHIVED = "archived"
+
+
+#: Which state a memory is in when several hold, first first: the order of
+#: window_state, after supersession (the analysis summary's Cypher is built from it).
+PRECEDENCE = (State.SUPERSEDED, State.ARCHIVED, State.NOT_YET_VALID, State.EXPIRED)
 
 
 _TRUE = ("true", "1", "yes", "on")
@@ -128,7 +133,7 @@ def find_head(
     current (the supersede flow closes every replaced memory's window) is
     walked through; at a fork the most recent edge that leads to a current
     memory wins. None when no current memory lies within `max_hops`: a
-    memory is superseded only by an active successor (spec 000). Each memory
+    memory is superseded only by an active successor. Each memory
     is visited once per start, so a cycle ends the walk."""
     visited = {start}
 

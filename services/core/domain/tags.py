@@ -1,4 +1,4 @@
-"""Tag rules of spec 000."""
+"""Tag rules of the memory model."""
 
 from __future__ import annotations
 

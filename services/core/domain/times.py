@@ -1,4 +1,4 @@
-"""ISO 8601 parsing and formatting in UTC (spec 000: stored with +00:00)."""
+"""ISO 8601 parsing and formatting in UTC (stored with +00:00)."""
 
 from __future__ import annotations
 

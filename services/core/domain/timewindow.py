@@ -2,7 +2,7 @@
 
 A window is half-open, [start, end), in UTC, and applies to a memory's
 `timestamp`. It narrows the candidates; it never brings back an expired
-memory (spec 000).
+memory.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""PATCH /memory/{id}: a partial update of a stored memory (spec 003), pure."""
+"""PATCH /memory/{id}: a partial update of a stored memory, pure."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from services.core.domain.errors import InvalidArgument, Unauthenticated
 
 #: Metadata key carrying the tenant on every call.
 TENANT_METADATA_KEY = "x-memgrid-tenant"
-#: Metadata key carrying the tenant's memory limit (spec 004 quotas); absent: unlimited.
+#: Metadata key carrying the tenant's memory limit (quotas); absent: unlimited.
 MEMORY_LIMIT_METADATA_KEY = "x-memgrid-memory-limit"
 
 

@@ -1,62 +1,24 @@
-"""What every route needs: the caller, the service stubs, the JSON body."""
+"""Reading a request body: strict JSON, its Content-Type, NUL characters and
+the whole numbers a body may carry."""
 
 from __future__ import annotations
 
 import json
 import math
 import re
-import time
-from collections.abc import Awaitable, Callable
 
 from fastapi import Request
 
-from gateway.auth import Caller
 from gateway.envelope import ApiError
-from gateway.tokens_file import ROLES
 from gateway.translate import require_object
-from services.core.grpc.tenant import caller_metadata
-
-
-def _role_dependency(role: str) -> Callable[[Request], Awaitable[Caller]]:
-    # async, though it never awaits: FastAPI runs a plain def dependency in a
-    # worker thread, a hand-off that cost more than the check itself.
-    async def dependency(request: Request) -> Caller:
-        return request.app.state.auth.authorize(request, role)
-
-    dependency.__name__ = f"require_{role}"
-    dependency.role = role  # read by the test that checks every route has one
-    return dependency
-
-
-_REQUIRE = {role: _role_dependency(role) for role in ROLES}
-
-
-def require(role: str) -> Callable[[Request], Awaitable[Caller]]:
-    """A FastAPI dependency giving the caller, refused with 401 (no or an
-    unknown token) or 403 (a role without `role`'s rights). Every route but
-    /health takes one: `who: Caller = Depends(require("write"))`."""
-    if role not in _REQUIRE:
-        raise ValueError(f"unknown role {role!r}; one of {', '.join(ROLES)}")
-    return _REQUIRE[role]
-
-
-def clients(request: Request):
-    return request.app.state.clients
-
-
-def call_options(request: Request, who: Caller) -> dict:
-    """Metadata (the tenant, its memory limit) and deadline for a call on the caller's behalf."""
-    return {
-        "metadata": caller_metadata(who.tenant, who.memory_limit),
-        "timeout": request.app.state.settings.grpc_timeout_seconds,
-    }
-
 
 #: A \\uD800-\\uDFFF escape: the only way a lone surrogate (which no UTF-8
 #: encoder, protobuf's included, accepts) gets into a parsed body.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 #: Protobuf int32, the type of every count the services take.
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+#: The integers a response can print: orjson, which renders them, stops at 64 bits.
+INT_MIN, UINT64_MAX = -(2**63), 2**64 - 1
 
 
 def _malformed(detail: str) -> ApiError:
@@ -72,10 +34,6 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise _malformed(f"the number {text[:40]} is out of range")
     return value
-
-
-#: The integers a response can print: orjson, which renders them, stops at 64 bits.
-INT_MIN, UINT64_MAX = -(2**63), 2**64 - 1
 
 
 def _bounded_int(text: str) -> int:
@@ -160,7 +118,7 @@ async def json_body(request: Request) -> object:
     anything but JSON a 415."""
     raw = await request.body()
     if not raw.strip():
-        raise ApiError(400, "request body must be a JSON object", "INVALID_ARGUMENT")
+        raise ApiError(400, "request body must be a JSON object", "BODY_NOT_OBJECT")
     require_json_content_type(request)
     return decode_json(raw)
 
@@ -182,32 +140,7 @@ def body_count(body: dict, name: str) -> int:
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ApiError(400, f"'{name}' must be a whole number", "INVALID_ARGUMENT")
+        raise ApiError(400, f"'{name}' must be a whole number", "NOT_AN_INTEGER")
     if not 0 <= value <= INT32_MAX:
         raise ApiError(400, f"'{name}' must be between 0 and {INT32_MAX}, got {value}", "OUT_OF_RANGE")
     return value
-
-
-def elapsed_ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 2)
-
-
-def query_list(request: Request, name: str) -> list[str]:
-    """A repeatable query parameter; comma-separated values are split too."""
-    values = [no_nul(value, name) for value in request.query_params.getlist(name)]
-    return [part.strip() for value in values for part in value.split(",") if part.strip()]
-
-
-def query_text(request: Request, name: str) -> str:
-    return no_nul(request.query_params.get(name) or "", name).strip()
-
-
-def query_int(request: Request, name: str) -> int:
-    """A count; anything but an integer is 0, which the services read as
-    their default (AutoMem's clients rely on that leniency). A count past
-    int32 is clamped: the services cap every count far below it."""
-    try:
-        value = int(query_text(request, name) or 0)
-    except ValueError:
-        return 0
-    return min(max(value, INT32_MIN), INT32_MAX)

@@ -1,0 +1,30 @@
+"""What a route needs to call a service: the stubs, the call's metadata and
+deadline, and the time it took."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import Request
+
+from gateway.auth import Caller
+from gateway.clients import ServiceClients
+from services.core.grpc.tenant import caller_metadata
+
+
+def clients(request: Request) -> ServiceClients:
+    """The service stubs the app opened at start-up."""
+    return request.app.state.clients
+
+
+def call_options(request: Request, who: Caller) -> dict:
+    """Metadata (the tenant, its memory limit) and deadline for a call on the caller's behalf."""
+    return {
+        "metadata": caller_metadata(who.tenant, who.memory_limit),
+        "timeout": request.app.state.settings.grpc_timeout_seconds,
+    }
+
+
+def elapsed_ms(started: float) -> float:
+    """Milliseconds since `started` (a time.perf_counter() reading), as answers report them."""
+    return round((time.perf_counter() - started) * 1000, 2)

@@ -1,0 +1,74 @@
+"""Reading query parameters: text, lists, counts, numbers, flags and a
+query embedding; a malformed one is a 400 naming it (counts excepted)."""
+
+from __future__ import annotations
+
+import math
+
+from fastapi import Request
+
+from gateway.envelope import ApiError
+from gateway.routes.body import INT32_MAX, INT32_MIN, no_nul
+
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off", "")
+
+
+def query_list(request: Request, name: str) -> list[str]:
+    """A repeatable query parameter; comma-separated values are split too."""
+    values = [no_nul(value, name) for value in request.query_params.getlist(name)]
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def query_text(request: Request, name: str) -> str:
+    """A parameter's text, stripped ('' when absent)."""
+    return no_nul(request.query_params.get(name) or "", name).strip()
+
+
+def query_int(request: Request, name: str) -> int:
+    """A count; anything but an integer is 0, which the services read as
+    their default (AutoMem's clients rely on that leniency). A count past
+    int32 is clamped: the services cap every count far below it."""
+    try:
+        value = int(query_text(request, name) or 0)
+    except ValueError:
+        return 0
+    return min(max(value, INT32_MIN), INT32_MAX)
+
+
+def query_float(request: Request, name: str) -> float | None:
+    """A finite number, or None when absent."""
+    text = query_text(request, name)
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ApiError(400, f"'{name}' must be a number, not {text!r}", "NOT_A_NUMBER") from None
+    if not math.isfinite(value):
+        raise ApiError(400, f"'{name}' must be a finite number", "NOT_A_NUMBER")
+    return value
+
+
+def query_bool(request: Request, name: str) -> bool:
+    """A flag: true/1/yes/on or false/0/no/off (absent: false)."""
+    text = query_text(request, name).lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ApiError(400, f"'{name}' must be true or false, not {text!r}", "NOT_A_BOOLEAN")
+
+
+def query_embedding(request: Request) -> list[float]:
+    """`embedding` as comma-separated numbers (or a JSON list)."""
+    text = query_text(request, "embedding").strip("[]")
+    if not text:
+        return []
+    try:
+        values = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise ApiError(400, "'embedding' must be a comma-separated list of numbers", "INVALID_EMBEDDING") from None
+    if not all(math.isfinite(v) for v in values):
+        raise ApiError(400, "'embedding' must hold finite numbers", "INVALID_EMBEDDING")
+    return values

@@ -1,0 +1,33 @@
+"""The role a route needs, as a FastAPI dependency that gives the caller."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from fastapi import Request
+
+from gateway.auth import Caller
+from gateway.tokens_file import ROLES
+
+
+def _role_dependency(role: str) -> Callable[[Request], Awaitable[Caller]]:
+    # async, though it never awaits: FastAPI runs a plain def dependency in a
+    # worker thread, a hand-off that cost more than the check itself.
+    async def dependency(request: Request) -> Caller:
+        return request.app.state.auth.authorize(request, role)
+
+    dependency.__name__ = f"require_{role}"
+    dependency.role = role  # read by the test that checks every route has one
+    return dependency
+
+
+_REQUIRE = {role: _role_dependency(role) for role in ROLES}
+
+
+def require(role: str) -> Callable[[Request], Awaitable[Caller]]:
+    """A FastAPI dependency giving the caller, refused with 401 (no or an
+    unknown token) or 403 (a role without `role`'s rights). Every route but
+    /health takes one: `who: Caller = Depends(require("write"))`."""
+    if role not in _REQUIRE:
+        raise ValueError(f"unknown role {role!r}; one of {', '.join(ROLES)}")
+    return _REQUIRE[role]

@@ -1,0 +1,176 @@
+"""FalkorConnection: the one client every graph port of the package shares.
+
+It connects lazily, sends each query with its TIMEOUT, reads replies with
+the fast reader (reply.py), retries while FalkorDB comes up, and turns
+timeouts and an unreachable server into domain errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import redis.exceptions as redis_errors
+import structlog
+from falkordb.asyncio import FalkorDB
+
+from services.core.adapters.falkor.reply import params_header, read_reply
+from services.core.adapters.retry import with_backoff
+from services.core.domain.errors import DeadlineExceeded, Unavailable
+
+log = structlog.get_logger()
+
+#: How FalkorDB refuses a query whose TIMEOUT is above its TIMEOUT_MAX.
+_ABOVE_TIMEOUT_MAX = "The query TIMEOUT parameter value cannot exceed"
+#: How much longer than the query timeout the client waits for a reply before
+#: giving up on the connection (the server stops the query at its timeout).
+_SOCKET_MARGIN_SECONDS = 5.0
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Errors after which the query surely did not run: retried while FalkorDB
+    comes up. A timeout is not among them: FalkorDB stopped the query
+    ("Query timed out"), or the reply was lost after it ran; running it again
+    would cost the same time again, or repeat a write."""
+    if isinstance(exc, redis_errors.TimeoutError):
+        return str(exc).startswith("Timeout connecting")
+    if isinstance(exc, (redis_errors.ConnectionError, redis_errors.BusyLoadingError)):
+        return True
+    return isinstance(exc, redis_errors.ResponseError) and str(exc).startswith("LOADING")
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether a query failed on a time limit: FalkorDB's own, or no reply on the socket in time."""
+    if isinstance(exc, redis_errors.TimeoutError):
+        return not _retryable(exc)
+    return isinstance(exc, redis_errors.ResponseError) and str(exc).startswith("Query timed out")
+
+
+def _config_value(reply) -> int:
+    """The value of a GRAPH.CONFIG GET reply ([name, value])."""
+    value = reply[1] if isinstance(reply, (list, tuple)) and len(reply) == 2 else reply
+    return int(value.decode() if isinstance(value, bytes) else value)
+
+
+class FalkorConnection:
+    """A lazily opened FalkorDB client for one graph, with the retry and timeout rules."""
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        graph: str,
+        password: str | None = None,
+        wait_seconds: float = 120.0,
+        retry_initial_seconds: float = 0.1,
+        retry_max_seconds: float = 2.0,
+        request_retry_seconds: float = 3.0,
+        query_timeout_ms: int = 0,
+    ):
+        self._connect_args: dict[str, Any] = {"host": host, "port": port, "password": password}
+        #: Sent with every query (GRAPH.QUERY ... TIMEOUT); 0 sends none.
+        self._timeout_ms = max(0, int(query_timeout_ms))
+        if self._timeout_ms:
+            self._connect_args["socket_timeout"] = self._timeout_ms / 1000 + _SOCKET_MARGIN_SECONDS
+        #: The server's (TIMEOUT_DEFAULT, TIMEOUT_MAX) as ensure_schema read them; None: not read.
+        self.server_timeouts: tuple[int, int] | None = None
+        self._graph_name = graph
+        self._db: FalkorDB | None = None
+        self._graph = None
+        self.where = f"{host}:{port}/{graph}"
+        self.wait_seconds = wait_seconds
+        self._initial = retry_initial_seconds
+        self._max = retry_max_seconds
+        self._request_retry = request_retry_seconds
+
+    async def query(self, cypher: str, params: dict[str, Any] | None = None, *, deadline: float | None = None):
+        """Run one query (retried while FalkorDB is coming up, for at most
+        `deadline` seconds, by default the request retry budget)."""
+        try:
+            return await with_backoff(
+                "falkordb",
+                lambda: self._attempt(cypher, params),
+                retryable=_retryable,
+                deadline_seconds=self._request_retry if deadline is None else deadline,
+                initial_seconds=self._initial,
+                max_seconds=self._max,
+            )
+        except Exception as exc:
+            if timed_out(exc):
+                raise DeadlineExceeded(
+                    "FALKORDB_QUERY_TIMEOUT",
+                    f"the graph query did not finish within {self._timeout_ms} ms (FALKORDB_QUERY_TIMEOUT_MS): {exc}",
+                    timeout_ms=self._timeout_ms,
+                ) from exc
+            if _retryable(exc):
+                raise Unavailable("FALKORDB_UNAVAILABLE", f"FalkorDB is unavailable: {exc}") from exc
+            raise
+
+    async def _attempt(self, cypher: str, params: dict[str, Any] | None):
+        if self._graph is None:
+            # The client probes the server synchronously when built: keep that off the loop.
+            self._db = await asyncio.to_thread(FalkorDB, **self._connect_args)
+            self._graph = self._db.select_graph(self._graph_name)
+        # The library's query(), with a faster reader for all-scalar replies (reply.py).
+        try:
+            response = await self._send(cypher, params)
+        except redis_errors.ResponseError as exc:
+            # The server's TIMEOUT_MAX is below ours (lowered since start-up, or met
+            # before check_timeouts ran): FalkorDB refused the query without running
+            # it, so it is sent again once with the server's limit.
+            before = self._timeout_ms
+            if not str(exc).startswith(_ABOVE_TIMEOUT_MAX) or await self.check_timeouts() is None:
+                raise
+            if self._timeout_ms == before:
+                raise
+            response = await self._send(cypher, params)
+        return await read_reply(self._graph, response)
+
+    async def _send(self, cypher: str, params: dict[str, Any] | None):
+        timeout = ("TIMEOUT", str(self._timeout_ms)) if self._timeout_ms else ()
+        return await self._graph.execute_command(
+            "GRAPH.QUERY", self._graph_name, params_header(params) + cypher, "--compact", *timeout
+        )
+
+    async def check_timeouts(self) -> tuple[int, int] | None:
+        """Read the server's TIMEOUT_DEFAULT and TIMEOUT_MAX (milliseconds, 0:
+        none) and warn where they leave queries unbounded. Not a refusal:
+        memgrid's own queries carry their TIMEOUT whatever the server says,
+        and a managed server may not let us change its settings; but without
+        TIMEOUT_MAX any other client's query can hold the server's threads
+        (and every memgrid query behind it) for as long as it runs. A
+        TIMEOUT_MAX below FALKORDB_QUERY_TIMEOUT_MS would make FalkorDB
+        refuse every query, so the timeout sent comes down to it. None when
+        the server does not let us read them."""
+        assert self._graph is not None
+        try:
+            default = _config_value(await self._graph.execute_command("GRAPH.CONFIG", "GET", "TIMEOUT_DEFAULT"))
+            maximum = _config_value(await self._graph.execute_command("GRAPH.CONFIG", "GET", "TIMEOUT_MAX"))
+        except (redis_errors.ResponseError, ValueError, TypeError) as exc:
+            log.warning("could not read FalkorDB's query timeouts", where=self.where, error=str(exc))
+            return None
+        self.server_timeouts = (default, maximum)
+        if not default or not maximum:
+            log.warning(
+                "FalkorDB has no query timeout set: a query sent without TIMEOUT runs until it ends",
+                where=self.where,
+                timeout_default_ms=default,
+                timeout_max_ms=maximum,
+                hint="load the module with TIMEOUT_DEFAULT and TIMEOUT_MAX (the devstack does)",
+            )
+        if maximum and self._timeout_ms > maximum:
+            log.warning(
+                "FALKORDB_QUERY_TIMEOUT_MS is above the server's TIMEOUT_MAX; sending TIMEOUT_MAX instead",
+                configured_ms=self._timeout_ms,
+                timeout_max_ms=maximum,
+            )
+            self._timeout_ms = maximum
+        if not self._timeout_ms:
+            log.warning("FALKORDB_QUERY_TIMEOUT_MS is 0: memgrid's queries carry no timeout of their own")
+        return self.server_timeouts
+
+    async def close(self) -> None:
+        if self._db is not None:
+            await self._db.aclose()
+            self._db = self._graph = None

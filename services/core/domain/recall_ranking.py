@@ -1,0 +1,230 @@
+"""Ranked recall's ranking, pure: the candidates the arms find, merged by
+id, shortlisted, scored by the weighted components, de-duplicated by
+content, ordered and diversified over sources; and the stand-in the state
+pass puts in a superseded candidate's place."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from services.core.domain.model import Memory
+from services.core.domain.recall_request import RecallPolicy, RecallRequest
+from services.core.domain.recall_text import all_words, tokens
+
+#: Score components, in the order score_components reports them.
+COMPONENTS = (
+    "vector", "keyword", "metadata", "tag", "exact", "relation", "importance", "confidence", "recency", "trust",
+    "context",
+)  # fmt: skip
+#: The arms that find candidates by the query (match_type is the strongest of these).
+ARMS = ("vector", "keyword", "metadata", "tag")
+#: How expansion brings a candidate (its match_type).
+EXPANSIONS = ("relation", "entity_expansion")
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One memory found by one or more arms, with what each arm scored."""
+
+    id: str
+    arms: dict[str, float] = field(default_factory=dict)
+    memory: Memory | None = None
+    relation: float = 0.0
+    via: str | None = None  # how a non-arm candidate came: priority, relation, entity, recent
+    components: dict[str, float] = field(default_factory=dict)
+    final: float = 0.0
+    state_replaces: str | None = None
+    deduped_from: list[str] = field(default_factory=list)
+    #: The arms' own scores before normalisation (the vector arm's cosine).
+    raw: dict[str, float] = field(default_factory=dict)
+    #: Which of the request's queries (by index) an arm found it by.
+    queries: set[int] = field(default_factory=set)
+    #: Expansion: the edges that brought it (type, strength, the seed's id), or the entity it shares.
+    edges: list[tuple[str, float, str]] = field(default_factory=list)
+    expanded_from_entity: str | None = None
+    #: Found by scope_fallback, outside the caller's tags.
+    outside_tag_scope: bool = False
+
+    def add(self, arm: str, score: float, raw: float | None = None, query: int | None = None) -> None:
+        if query is not None:
+            self.queries.add(query)
+        if raw is not None and raw > self.raw.get(arm, -math.inf):
+            self.raw[arm] = raw
+        if score > self.arms.get(arm, -math.inf):
+            self.arms[arm] = score
+
+    @property
+    def match_type(self) -> str:
+        if self.state_replaces:
+            return "state_replacement"
+        if self.via in ("priority",) or not self.arms:
+            return self.via or "recent"
+        return max(self.arms, key=lambda arm: (self.arms[arm], -ARMS.index(arm)))
+
+    @property
+    def match_score(self) -> float:
+        """The matching arm's own score (a cosine for the vector arm)."""
+        if self.arms:
+            arm = self.match_type if self.match_type in self.arms else max(self.arms, key=self.arms.__getitem__)
+            return self.raw.get(arm, self.arms[arm])
+        return self.relation if self.via in EXPANSIONS else self.final
+
+
+def merge(
+    pool: dict[str, Candidate],
+    arm: str,
+    hits: Iterable[tuple[str, float]],
+    *,
+    normalise: bool = False,
+    query: int | None = None,
+) -> None:
+    """Add an arm's (id, score) hits to the pool; with `normalise`, scores are
+    divided by the arm's best, so the arm's top hit scores 1 (BM25 and the
+    full-text engine have no fixed scale; the vector arm keeps its cosine,
+    which measured better on LoCoMo dev); the raw score is kept too."""
+    hits = list(hits)
+    if not hits:
+        return
+    top = max(score for _, score in hits) if normalise else 1.0
+    for memory_id, score in hits:
+        value = score / top if normalise and top > 0 else score
+        pool.setdefault(memory_id, Candidate(memory_id)).add(arm, max(0.0, min(1.0, value)), raw=score, query=query)
+
+
+def shortlist(pool: Mapping[str, Candidate], weights: Mapping[str, float], size: int) -> list[Candidate]:
+    """The candidates worth reading from the graph: the best `size` by their
+    weighted arm scores (what is known before hydration), plus every
+    candidate that did not come from an arm (priority, listing)."""
+
+    def preliminary(c: Candidate) -> float:
+        return sum(weights.get(arm, 0.0) * value for arm, value in c.arms.items())
+
+    found = [c for c in pool.values() if c.arms]
+    rest = [c for c in pool.values() if not c.arms or c.via == "priority"]
+    best = sorted(found, key=lambda c: (-preliminary(c), c.id))[:size]
+    return list({c.id: c for c in [*best, *rest]}.values())
+
+
+def recency(memory: Memory, at: datetime, rate: float) -> float:
+    """exp(-rate × age in days) of the memory's timestamp; 1.0 for the future."""
+    age_days = max(0.0, (at - memory.timestamp).total_seconds() / 86_400.0)
+    return math.exp(-rate * age_days)
+
+
+def _tag_words(memory: Memory) -> set[str]:
+    return {w for tag in memory.tags for w in all_words(tag)}
+
+
+def _context(memory: Memory, request: RecallRequest, policy: RecallPolicy) -> float:
+    if memory.type.lower() in request.context_types:
+        return 1.0
+    prefixes = set(memory.tag_prefixes)
+    if any(t in prefixes for t in request.context_tags):
+        return 1.0
+    keywords = request.context.keywords
+    if keywords and set(keywords) & set(all_words(memory.content)):
+        return policy.context_keyword_score
+    return 0.0
+
+
+def weights_for(policy: RecallPolicy, request: RecallRequest) -> dict[str, float]:
+    """The intent's weight set; recency_bias, when sent, is the recency weight."""
+    weights = dict(policy.weights[request.intent])
+    if request.recency_bias is not None:
+        weights["recency"] = request.recency_bias
+    return weights
+
+
+def score(candidate: Candidate, request: RecallRequest, policy: RecallPolicy, weights: Mapping[str, float]) -> None:
+    """Fill components and the final score of a hydrated candidate."""
+    memory = candidate.memory
+    assert memory is not None
+    query_words = {w for q in request.queries for w in tokens(q)}
+    content = " ".join(memory.content.lower().split())
+    exact = 0.0
+    if request.queries and any(" ".join(q.lower().split()) in content for q in request.queries):
+        exact = 1.0
+    tag = len(query_words & _tag_words(memory)) / len(query_words) if query_words else 0.0
+    components = {
+        "vector": candidate.arms.get("vector", 0.0),
+        "keyword": candidate.arms.get("keyword", 0.0),
+        "metadata": candidate.arms.get("metadata", 0.0),
+        "tag": max(tag, candidate.arms.get("tag", 0.0)),
+        "exact": exact,
+        "relation": candidate.relation,
+        "importance": memory.importance,
+        "confidence": memory.confidence,
+        "recency": recency(memory, request.scope.at, policy.recency_decay_rate),
+        "trust": policy.trust(memory),
+        "context": _context(memory, request, policy),
+    }
+    candidate.components = {name: round(components[name], 6) for name in COMPONENTS}
+    candidate.final = sum(weights.get(name, 0.0) * value for name, value in components.items())
+
+
+def fingerprint(content: str) -> str:
+    """Content identity for de-duplication: case and whitespace ignored."""
+    return hashlib.sha1(" ".join(content.lower().split()).encode()).hexdigest()
+
+
+def dedupe(candidates: list[Candidate]) -> list[Candidate]:
+    """One result per id and per content fingerprint: the best-scored one
+    stays and lists the ids merged into it (deduped_from)."""
+    kept: dict[str, Candidate] = {}
+    seen_ids: set[str] = set()
+    for candidate in sorted(candidates, key=lambda c: -c.final):
+        if candidate.memory is None or candidate.memory.id in seen_ids:
+            continue
+        seen_ids.add(candidate.memory.id)
+        key = fingerprint(candidate.memory.content)
+        if key in kept:
+            kept[key].deduped_from.append(candidate.memory.id)
+            continue
+        kept[key] = candidate
+    return list(kept.values())
+
+
+def order(candidates: list[Candidate], sort: str) -> list[Candidate]:
+    """Sort by score (ties: importance, newer, id) or by time."""
+    if sort == "score":
+        return sorted(candidates, key=lambda c: (-c.final, -c.memory.importance, -c.memory.timestamp.timestamp(), c.id))
+    attribute = "timestamp" if sort.startswith("time") else "updated_at"
+    newest_first = sort.endswith("desc")
+    return sorted(candidates, key=lambda c: (getattr(c.memory, attribute).timestamp(), c.id), reverse=newest_first)
+
+
+def source_of(candidate: Candidate) -> str:
+    metadata = candidate.memory.metadata if candidate.memory else {}
+    source = metadata.get("source") if isinstance(metadata, dict) else None
+    return source.lower() if isinstance(source, str) and source else "manual"
+
+
+def diversify(ranked: list[Candidate], factor: float, limit: int) -> list[Candidate]:
+    """Greedy interleaved diversity over sources: each slot takes
+    the best candidate of the least-represented source if its score is
+    within `factor` of the best remaining, else the best remaining.
+    0 keeps the ranking as it is."""
+    if factor <= 0 or len(ranked) <= 1:
+        return ranked[:limit]
+    remaining = list(ranked)
+    chosen: list[Candidate] = []
+    counts: dict[str, int] = {}
+    while remaining and len(chosen) < limit:
+        best = remaining[0]
+        fewest = min(counts.get(source_of(c), 0) for c in remaining)
+        pick = next(c for c in remaining if counts.get(source_of(c), 0) == fewest)
+        if best.final - pick.final > factor:
+            pick = best
+        remaining.remove(pick)
+        chosen.append(pick)
+        counts[source_of(pick)] = counts.get(source_of(pick), 0) + 1
+    return chosen
+
+
+def stand_in(candidate: Candidate, head: Memory) -> Candidate:
+    """The head of a chain in a superseded candidate's place and score."""
+    return replace(candidate, id=head.id, memory=head, state_replaces=candidate.id, deduped_from=[])

@@ -1,0 +1,102 @@
+"""The vector index's use cases besides ranked recall: nearest neighbours
+for enrichment (find_similar), the rebuild from the graph, and the status
+of the stores recall depends on."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import structlog
+
+from services.core.domain.model import ComponentStatus
+from services.core.domain.projection import VectorHit, VectorQuery, vector_payload
+from services.core.domain.recall_request import check_dimension
+from services.core.ports import EventPublisher, GraphLifecycle, IndexSource, VectorIndex
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildProgress:
+    indexed: int
+    skipped: int
+    total: int
+    done: bool
+    elapsed_seconds: float
+
+
+class IndexAdmin:
+    """FindSimilar, RebuildIndex and GetSystemStatus."""
+
+    def __init__(
+        self,
+        *,
+        source: IndexSource,
+        vectors: VectorIndex,
+        lifecycle: GraphLifecycle,
+        events: EventPublisher,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ):
+        self._source = source
+        self._vectors = vectors
+        self._lifecycle = lifecycle
+        self._events = events
+        self._clock = clock
+
+    async def find_similar(
+        self, tenant: str, queries: list[tuple[str, list[float]]], *, limit: int, min_score: float
+    ) -> list[list[VectorHit]]:
+        """Nearest current memories to each vector, from the index alone."""
+        for _, vector in queries:
+            check_dimension(vector, self._vectors.dimension)
+        now = self._clock()
+        return await self._vectors.search_many(
+            [
+                VectorQuery(
+                    vector, tenant, limit, current_at=now, exclude_ids=(i,) if i else (), min_score=min_score,
+                    keep_superseded=False,
+                )
+                for i, vector in queries
+            ],
+            with_payload=True,
+        )  # fmt: skip
+
+    async def rebuild_index(self, batch_size: int, tenant: str | None) -> AsyncIterator[RebuildProgress]:
+        """Drop the tenant's points (None: every point) and project its part
+        of the graph again, page by page: the index is a projection, so the
+        graph alone reproduces it. Other tenants' points stay searchable."""
+        started = time.perf_counter()
+        total = await self._source.count_memories(tenant)
+        await self._vectors.clear(tenant)
+        indexed = skipped = 0
+        cursor = -1
+        while True:
+            cursor, page = await self._source.scan_memories(cursor, batch_size, tenant)
+            if not page:
+                break
+            points = [
+                (m.id, m.embedding, vector_payload(m))
+                for m in page
+                if m.embedding is not None and len(m.embedding) == self._vectors.dimension
+            ]
+            await self._vectors.upsert(points)
+            indexed += len(points)
+            skipped += len(page) - len(points)
+            yield RebuildProgress(indexed, skipped, total, False, time.perf_counter() - started)
+        if tenant is None:
+            await self._vectors.optimize()  # every point is new: index them all before answering
+        # A tenant's points are left to the periodic optimisation, as any
+        # write's are: an optimisation holds up every tenant's searches.
+        log.info("vector index rebuilt", tenant=tenant or "every tenant", indexed=indexed, skipped=skipped)
+        yield RebuildProgress(indexed, skipped, total, True, time.perf_counter() - started)
+
+    async def system_status(self, tenant: str | None) -> tuple[int, list[ComponentStatus]]:
+        """The memory count (the tenant's; None: all tenants') and the stores recall depends on."""
+        graph = await self._lifecycle.status()
+        components = [graph, await self._events.status(), await self._vectors.status()]
+        if tenant is not None and graph.status == "connected":
+            return await self._source.count_memories(tenant), components
+        return int(graph.figures.get("memories", 0)), components

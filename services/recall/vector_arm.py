@@ -1,0 +1,97 @@
+"""Ranked recall's vector arm: the queries embedded (cached), and the
+vector index searched within the recall's scope."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import structlog
+
+from services.core.domain.projection import VectorHit, VectorQuery
+from services.core.domain.recall_request import RecallRequest, Scope, check_dimension
+from services.core.ports import Embedder, VectorIndex
+
+log = structlog.get_logger()
+
+
+class QueryEmbeddings:
+    """Query vectors by text, with a small LRU cache (agents repeat queries)."""
+
+    def __init__(self, embedder: Embedder | None, size: int):
+        self._embedder = embedder
+        self._size = size
+        self._cache: OrderedDict[str, list[float]] = OrderedDict()
+
+    @property
+    def available(self) -> bool:
+        return self._embedder is not None
+
+    async def vectors(self, texts: tuple[str, ...]) -> list[list[float]]:
+        missing = [t for t in texts if t not in self._cache]
+        if missing:
+            assert self._embedder is not None
+            for text, vector in zip(missing, await self._embedder.embed(missing), strict=True):
+                self._cache[text] = vector
+                while len(self._cache) > self._size:
+                    self._cache.popitem(last=False)
+        for text in texts:
+            self._cache.move_to_end(text)
+        return [self._cache[t] for t in texts]
+
+
+def vector_query(vector: list[float], scope: Scope, limit: int) -> VectorQuery:
+    """The index search of one query vector within a recall's scope."""
+    return VectorQuery(
+        vector=vector,
+        tenant=scope.tenant,
+        limit=limit,
+        current_at=scope.current_at,
+        tags=scope.tags,
+        tag_mode=scope.tag_mode,
+        tag_match=scope.tag_match,
+        exclude_tags=scope.exclude_tags,
+        recorded_before=scope.as_of,
+        window_start=scope.window.start,
+        window_end=scope.window.end,
+    )
+
+
+class VectorArm:
+    """The query vectors of a recall and their nearest points in the index."""
+
+    def __init__(self, *, vectors: VectorIndex, embedder: Embedder | None = None, query_cache_size: int = 1024):
+        self._vectors = vectors
+        self._queries = QueryEmbeddings(embedder, query_cache_size)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether queries can be embedded (a caller's embedding always can be searched)."""
+        return self._queries.available
+
+    def check(self, embedding: list[float]) -> None:
+        """A caller's embedding has the index's dimension (INVALID_ARGUMENT otherwise)."""
+        check_dimension(embedding, self._vectors.dimension)
+
+    async def query_vectors(self, request: RecallRequest, debug: dict) -> list[list[float]]:
+        """The request's embedding, or its queries embedded (cached); none
+        when the embedder is missing or failing (the other arms still answer)."""
+        if request.embedding is not None:
+            return [request.embedding]
+        if not request.queries:
+            return []
+        if not self._queries.available:
+            debug.setdefault("degraded", []).append("vector: no embedder configured")
+            return []
+        try:
+            return await self._queries.vectors(request.queries)
+        except Exception as exc:
+            log.warning("query embedding failed; recalling without the vector arm", error=str(exc))
+            debug.setdefault("degraded", []).append(f"vector: {exc}")
+            return []
+
+    async def search(self, vectors: list[list[float]], scope: Scope, fetch: int) -> list[list[VectorHit]]:
+        """Each vector's hits within the scope with a positive score, best first."""
+        if not vectors:
+            return []
+        hits = await self._vectors.search_many([vector_query(v, scope, fetch) for v in vectors])
+        return [[h for h in found if h.score > 0] for found in hits]
