@@ -107,7 +107,16 @@ SCHEMAS: dict[str, Schema] = {
         {"memories": array(obj(_DRAFT_PROPERTIES, ("content",)), minItems=1, maxItems=500)},
         ("memories",),
     ),
-    "MemoryPatch": obj(_DRAFT_PROPERTIES, description="Only the fields sent change; metadata is replaced whole."),
+    "MemoryPatch": obj(
+        {
+            **_DRAFT_PROPERTIES,
+            "archived": {
+                **BOOLEAN,
+                "description": "true archives the memory (withheld by every read but history); false restores it.",
+            },
+        },
+        description="Only the fields sent change; metadata is replaced whole.",
+    ),
     "Memory": obj(
         {
             "id": STRING,
@@ -220,6 +229,11 @@ SCHEMAS: dict[str, Schema] = {
             obj({"state": STRING, "replaced_by": nullable(STRING)}, ("state", "replaced_by")),
         ]
     },
+    "PatternNode": obj(
+        {"id": STRING, "kind": {"const": "meta_pattern"}, "summary": STRING, "size": INTEGER},
+        ("id", "kind", "summary", "size"),
+        description="A MetaPattern (consolidation's cluster of similar memories), never a memory.",
+    ),
     "GraphEdge": obj(
         {
             "id": STRING,

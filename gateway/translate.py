@@ -126,14 +126,20 @@ def now_iso() -> str:
 
 #: Fields of an association the REST surface names; the rest are per-type properties.
 ASSOCIATION_FIELDS = ("memory1_id", "memory2_id", "type", "strength")
-#: Fields a PATCH may name (ingest decides which it accepts).
-UPDATE_FIELDS = (*DRAFT_FIELDS, "metadata")
+#: Fields a PATCH may name (ingest decides which it accepts); archived is a PATCH's alone.
+UPDATE_FIELDS = (*DRAFT_FIELDS, "metadata", "archived")
 
 
 def update_from_json(body: dict) -> tuple[memory_pb2.MemoryDraft, list[str]]:
     """A PATCH body: the draft, and the mask of fields it names (null included)."""
     mask = [("metadata_json" if k == "metadata" else k) for k in UPDATE_FIELDS if k in body]
-    return draft_from_json(body), mask
+    draft = draft_from_json(body)
+    archived = body.get("archived")
+    if archived is not None:
+        if not isinstance(archived, bool):
+            raise ApiError(400, "'archived' must be a boolean", "NOT_A_BOOLEAN")
+        draft.archived = archived
+    return draft, mask
 
 
 def association_from_json(item: Any, where: str = "") -> ingest_service_pb2.Association:

@@ -48,6 +48,8 @@ def make_settings(falkordb_port: int, nats_port: int, data_dir, **overrides) -> 
         enrichment_spacy_blank=True,
         enrichment_entity_process=False,
         consumer_fetch_timeout_seconds=0.2,
+        # No consolidation on a schedule (it would rescore memories under other tests); tests run it on demand.
+        consolidation_tick_seconds=0,
     )
     values.update(overrides)
     return Settings(_env_file=None, **values)

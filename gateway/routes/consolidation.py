@@ -1,16 +1,16 @@
-"""Consolidation (served by consolidate): answers 501 in the envelope until
-consolidation is built; the translation is ready for it."""
+"""Consolidation (served by consolidate): run a task now (POST /consolidate)
+and read the tenant's schedule, runs in progress and history
+(GET /consolidate/status)."""
 
 from __future__ import annotations
-
-import json
 
 from fastapi import APIRouter, Depends, Request
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
-from gateway.openapi import BOOLEAN, OBJECT, STRING, doc, obj, ref
+from gateway.openapi import BOOLEAN, COUNTS, INTEGER, NUMBER, STRING, STRINGS, TIME, array, doc, obj
 from gateway.responses import JsonRoute
+from gateway.routes.admin import long_call
 from gateway.routes.body import optional_json_object
 from gateway.routes.calls import call_options, clients
 from gateway.routes.roles import require
@@ -19,37 +19,106 @@ from memgrid.v1 import consolidate_service_pb2 as consolidate
 
 router = APIRouter(route_class=JsonRoute)
 
-NOT_BUILT = {501: ("Consolidation is not built yet.", ref("Error"))}
+MODES = ["full", "decay", "creative", "cluster", "forget"]
+
+CHANGE = obj(
+    {"memory_id": STRING, "action": STRING, "before": STRING, "after": STRING},
+    ("memory_id", "action", "before", "after"),
+)
+RUN = obj(
+    {
+        "task": STRING,
+        "tenant": STRING,
+        "mode": STRING,
+        "dry_run": BOOLEAN,
+        "started": TIME,
+        "finished": TIME,
+        "counts": COUNTS,
+        "errors": STRINGS,
+        "sample": array(CHANGE),
+    },
+    ("task", "tenant", "mode", "dry_run", "started", "finished", "counts", "errors"),
+)
+NEXT_RUN = obj(
+    {"task": STRING, "interval_seconds": NUMBER, "last_run": TIME, "next_run": TIME},
+    ("task", "interval_seconds", "last_run", "next_run"),
+)
+RUNNING = obj(
+    {
+        "task": STRING,
+        "tenant": STRING,
+        "mode": STRING,
+        "dry_run": BOOLEAN,
+        "started": TIME,
+        "processed": INTEGER,
+        "total": INTEGER,
+        "counts": COUNTS,
+    },
+    ("task", "tenant", "mode", "dry_run", "started", "processed", "total", "counts"),
+)
+
+
+def run_record(run: consolidate.ConsolidationRun, *, with_sample: bool) -> dict:
+    record = {
+        "task": run.task,
+        "tenant": run.tenant,
+        "mode": run.mode,
+        "dry_run": run.dry_run,
+        "started": iso(run, "started"),
+        "finished": iso(run, "finished"),
+        "counts": dict(run.counts),
+        "errors": list(run.errors),
+    }
+    if with_sample:
+        record["sample"] = [
+            {"memory_id": c.memory_id, "action": c.action, "before": c.before, "after": c.after} for c in run.sample
+        ]
+    return record
 
 
 @router.post(
     "/consolidate",
     **doc(
-        ok=obj({"status": {"const": "success"}, "mode": STRING, "dry_run": BOOLEAN, "report": OBJECT}),
+        ok=obj(
+            {"status": {"const": "success"}, "mode": STRING, "dry_run": BOOLEAN, "runs": array(RUN)},
+            ("status", "mode", "dry_run", "runs"),
+        ),
         body=obj(
-            {"mode": {"enum": ["decay", "creative", "cluster", "forget", "full"]}, "dry_run": BOOLEAN},
+            {
+                "mode": {"enum": MODES, "description": "Omitted: full (every task: decay, creative, cluster, forget)."},
+                "dry_run": {**BOOLEAN, "description": "Omitted: true (report what would change, change nothing)."},
+                "every_tenant": {**BOOLEAN, "description": "Every tenant's memories; an admin's call."},
+            },
         ),
         body_required=False,
-        responses=NOT_BUILT,
     ),
 )
-async def run_consolidation(request: Request, who: Caller = Depends(require("admin"))):
-    """Run a consolidation task now: mode decay | creative | cluster | forget | full."""
+async def run_consolidation(request: Request, who: Caller = Depends(require("write"))):
+    """Run a consolidation task now over the caller's tenant's memories and
+    answer with its report: per task, the counts, errors and a sample of the
+    changes (before/after). A dry run (the default) changes nothing and
+    reports what it would change. 409 when the task is already running."""
     body = await optional_json_object(request)
-    mode = "" if body.get("mode") is None else body["mode"]
-    dry_run = False if body.get("dry_run") is None else body["dry_run"]
+    mode = "full" if body.get("mode") is None else body["mode"]
+    dry_run = True if body.get("dry_run") is None else body["dry_run"]
+    every_tenant = False if body.get("every_tenant") is None else body["every_tenant"]
     if not isinstance(mode, str):
         raise ApiError(400, "'mode' must be a string", "NOT_A_STRING")
     if not isinstance(dry_run, bool):
         raise ApiError(400, "'dry_run' must be true or false", "NOT_A_BOOLEAN")
+    if not isinstance(every_tenant, bool):
+        raise ApiError(400, "'every_tenant' must be true or false", "NOT_A_BOOLEAN")
+    if every_tenant:
+        who = request.app.state.auth.authorize(request, "admin")  # 403 for anyone else
     reply = await clients(request).consolidate.RunConsolidation(
-        consolidate.RunConsolidationRequest(mode=mode, dry_run=dry_run), **call_options(request, who)
+        consolidate.RunConsolidationRequest(mode=mode, dry_run=dry_run, every_tenant=every_tenant),
+        **long_call(request, who),
     )
     return {
         "status": "success",
         "mode": reply.mode,
         "dry_run": reply.dry_run,
-        "report": json.loads(reply.report_json or "{}"),
+        "runs": [run_record(run, with_sample=True) for run in reply.runs],
     }
 
 
@@ -59,29 +128,43 @@ async def run_consolidation(request: Request, who: Caller = Depends(require("adm
         ok=obj(
             {
                 "status": {"const": "success"},
-                "running": BOOLEAN,
-                "tasks": {"type": "array"},
-                "history": {"type": "array"},
-            }
+                "running": array(RUNNING),
+                "next_runs": array(NEXT_RUN),
+                "history": array(RUN),
+            },
+            ("status", "running", "next_runs", "history"),
         ),
-        responses=NOT_BUILT,
     ),
 )
 async def consolidation_status(request: Request, who: Caller = Depends(require("read"))):
+    """The caller's tenant's consolidation: runs in progress (with progress),
+    each task's interval and next scheduled run, and recent runs, newest first."""
     reply = await clients(request).consolidate.GetConsolidationStatus(
         consolidate.GetConsolidationStatusRequest(), **call_options(request, who)
     )
     return {
         "status": "success",
-        "running": reply.running,
-        "tasks": [
+        "running": [
             {
-                "name": t.name,
+                "task": r.task,
+                "tenant": r.tenant,
+                "mode": r.mode,
+                "dry_run": r.dry_run,
+                "started": iso(r, "started"),
+                "processed": r.processed,
+                "total": r.total,
+                "counts": dict(r.counts),
+            }
+            for r in reply.running
+        ],
+        "next_runs": [
+            {
+                "task": t.name,
                 "interval_seconds": t.interval_seconds,
                 "last_run": iso(t, "last_run"),
                 "next_run": iso(t, "next_run"),
             }
-            for t in reply.tasks
+            for t in reply.next_runs
         ],
-        "history": json.loads(reply.history_json or "[]"),
+        "history": [run_record(run, with_sample=False) for run in reply.history],
     }

@@ -22,11 +22,12 @@ from gateway.openapi import (
     doc,
     lenient_int,
     obj,
+    query,
     ref,
 )
 from gateway.responses import JsonRoute
 from gateway.routes.calls import call_options, clients, elapsed_ms
-from gateway.routes.query import query_int, query_text
+from gateway.routes.query import query_bool, query_int, query_text
 from gateway.routes.roles import require
 from gateway.translate import iso, memory_to_json
 from memgrid.v1 import recall_service_pb2 as recall
@@ -41,6 +42,11 @@ def node_to_json(node: recall.GraphNode) -> dict:
         "state": node.state,
         "replaced_by": node.replaced_by or None,
     }
+
+
+def pattern_to_json(pattern: recall.GraphPattern) -> dict:
+    """A MetaPattern as a node: never a memory, told apart by its kind."""
+    return {"id": pattern.id, "kind": "meta_pattern", "summary": pattern.summary, "size": pattern.size}
 
 
 def edge_to_json(edge: recall.GraphEdge) -> dict:
@@ -122,7 +128,7 @@ async def graph_stats(request: Request, who: Caller = Depends(require("read"))):
         ok=obj(
             {
                 "status": SUCCESS,
-                "nodes": array(ref("GraphNode")),
+                "nodes": array({"anyOf": [ref("GraphNode"), ref("PatternNode")]}),
                 "edges": array(ref("GraphEdge")),
                 "stats": obj(
                     {
@@ -141,20 +147,30 @@ async def graph_stats(request: Request, who: Caller = Depends(require("read"))):
         params=(
             lenient_int("limit", "Nodes, most important first (default 200, at most 2000).", minimum=1),
             STATE_MODE,
+            query(
+                "include_patterns",
+                BOOLEAN,
+                "Add consolidation's MetaPatterns with a member shown (kind meta_pattern) and their member edges.",
+            ),
         ),
     ),
 )
 async def graph_snapshot(request: Request, who: Caller = Depends(require("read"))):
     """The most important memories and the edges between them, for a viewer;
-    state_mode=history shows superseded and expired memories too (flagged)."""
+    state_mode=history shows superseded and expired memories too (flagged);
+    include_patterns=true adds the MetaPatterns over them (after the memories)."""
     started = time.perf_counter()
     reply = await clients(request).recall.GetGraphSnapshot(
-        recall.GetGraphSnapshotRequest(limit=query_int(request, "limit"), state_mode=query_text(request, "state_mode")),
+        recall.GetGraphSnapshotRequest(
+            limit=query_int(request, "limit"),
+            state_mode=query_text(request, "state_mode"),
+            include_patterns=query_bool(request, "include_patterns"),
+        ),
         **call_options(request, who),
     )
     return {
         "status": "success",
-        "nodes": [node_to_json(n) for n in reply.nodes],
+        "nodes": [*(node_to_json(n) for n in reply.nodes), *(pattern_to_json(p) for p in reply.patterns)],
         "edges": [edge_to_json(e) for e in reply.edges],
         "stats": {
             "total_nodes": reply.total_memories,

@@ -4,20 +4,57 @@ from __future__ import annotations
 
 from memgrid.v1 import consolidate_service_pb2, consolidate_service_pb2_grpc
 from services.consolidate.backup import BackupWriter
+from services.consolidate.scheduler import ConsolidationRunner, ConsolidationScheduler
 from services.consolidate.servicer import ConsolidateServicer
+from services.consolidate.tasks import ConsolidationTasks, TaskPolicies
 from services.core.adapters.falkor import FalkorGraph
 from services.core.adapters.nats_bus import NatsEventBus
 from services.core.grpc.app import ServiceApp, full_service_name
+from services.core.ports import LanguageModel
 from services.core.settings import Settings
-from services.core.wiring import event_bus, graph_store
+from services.core.wiring import event_bus, graph_store, language_model, outbox_relay
 
 
 def build_app(
-    settings: Settings, *, graph: FalkorGraph | None = None, events: NatsEventBus | None = None
+    settings: Settings,
+    *,
+    graph: FalkorGraph | None = None,
+    events: NatsEventBus | None = None,
+    llm: LanguageModel | None = None,
 ) -> ServiceApp:
-    """The service from settings; tests may pass either adapter instead (None: built from settings)."""
+    """The service from settings; tests may pass any adapter instead (None:
+    built from settings, the LLM, creative association's judge, only when
+    OPENAI_API_KEY is set)."""
     graph = graph or graph_store(settings)
     events = events or event_bus(settings)
+    llm = llm or language_model(settings)
+    # Publishes what the passes record in the outbox; ingest's relay sweeps leftovers.
+    relay = outbox_relay(settings, graph.outbox, events, sweeps=False)
+    tasks = ConsolidationTasks(
+        store=graph.consolidation,
+        writer=graph.writer,
+        submit=relay.submit,
+        policies=TaskPolicies(
+            decay=settings.decay_policy,
+            forget=settings.forget_policy,
+            creative=settings.association_policy,
+            cluster=settings.cluster_policy,
+            cluster_max_memories=settings.consolidation_cluster_max_memories,
+        ),
+        page_size=settings.consolidation_page_size,
+        sample_size=settings.consolidation_report_sample,
+        page_pause_seconds=settings.consolidation_page_pause_seconds,
+        write_epsilon=settings.consolidation_decay_write_epsilon,
+        llm=llm,
+    )
+    runner = ConsolidationRunner(
+        store=graph.consolidation,
+        tasks=tasks,
+        schedule=settings.consolidation_schedule,
+        lease_seconds=settings.consolidation_lease_seconds,
+        history_keep=settings.consolidation_history_keep,
+    )
+    scheduler = ConsolidationScheduler(runner, graph.consolidation, tick_seconds=settings.consolidation_tick_seconds)
     return ServiceApp(
         service_name=full_service_name(consolidate_service_pb2, "ConsolidateService"),
         add_servicer=consolidate_service_pb2_grpc.add_ConsolidateServiceServicer_to_server,
@@ -26,8 +63,11 @@ def build_app(
                 export=graph.export,
                 directory=settings.memgrid_data_dir / "backups",
                 page_size=settings.backup_page_size,
-            )
+            ),
+            runner=runner,
+            store=graph.consolidation,
+            status_history=settings.consolidation_status_history,
         ),
-        startups=[graph.lifecycle.ensure_schema, events.connect],
-        shutdowns=[events.close, graph.lifecycle.close],
+        startups=[graph.lifecycle.ensure_schema, events.connect, relay.start, scheduler.start],
+        shutdowns=[scheduler.stop, relay.stop, events.close, graph.lifecycle.close],
     )

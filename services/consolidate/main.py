@@ -4,4 +4,4 @@ from services.consolidate.bootstrap import build_app
 from services.core.grpc.server import main
 
 if __name__ == "__main__":
-    main("consolidate", build_app)
+    main("consolidate", build_app, nice=lambda settings: settings.consolidation_nice)

@@ -112,6 +112,7 @@ def draft_from_pb(pb: memory_pb2.MemoryDraft) -> Draft:
         updated_at=opt("updated_at"),
         last_accessed=opt("last_accessed"),
         embedding=_value_or_none(pb, "embedding"),
+        archived=opt("archived"),
     )
 
 

@@ -13,7 +13,10 @@ from enum import Enum
 from typing import Any, Protocol
 
 from services.core.domain.analysis import AnalysisFigures
+from services.core.domain.association import Discovery
 from services.core.domain.classification import Classification
+from services.core.domain.clustering import Cluster
+from services.core.domain.consolidation import MemorySample, RunRecord
 from services.core.domain.factuality import Factuality
 from services.core.domain.model import ComponentStatus, Memory, MemoryEvent, Relation
 from services.core.domain.projection import VectorHit, VectorQuery
@@ -51,6 +54,17 @@ class GraphStats:
     relations: int
     memories_by_type: dict[str, int] = field(default_factory=dict)
     relations_by_type: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PatternNode:
+    """A MetaPattern as a graph view shows it: never a memory; `edges` are
+    its member edges (as stored) to the memories shown."""
+
+    id: str
+    summary: str
+    size: int
+    edges: list[Relation] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +255,10 @@ class GraphViews(Protocol):
     async def edges_among(self, tenant: str, ids: list[str], limit: int) -> list[Relation]:
         """Edges whose both ends are among `ids`, strongest first."""
 
+    async def patterns_among(self, tenant: str, ids: list[str], limit: int) -> list[PatternNode]:
+        """The tenant's MetaPatterns with a member among `ids`, largest first,
+        at most `limit`, each with its edges to those members."""
+
     async def analysis_figures(self, tenant: str, *, now_us: int, top: int, max_hops: int = 5) -> AnalysisFigures:
         """The counts behind the analysis of a tenant's memories."""
 
@@ -312,6 +330,121 @@ class GraphExport(Protocol):
 
     async def export_nodes(self, tenant: str, label: str) -> list[dict[str, Any]]:
         """Properties of the tenant's Entity or Pattern nodes."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecayRow:
+    """What decay and forgetting read of one memory (a page of decay_page).
+
+    `edges` counts the memory's edges to other memories of the tenant, both
+    directions (Entity, Pattern and MetaPattern links are not relationships
+    between memories and are left out)."""
+
+    id: str
+    version: int
+    type: str
+    importance: float
+    confidence: float
+    timestamp: datetime
+    last_accessed: datetime
+    edges: int
+    relevance_score: float | None
+    archived: bool
+    has_embedding: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RelevanceUpdate:
+    """A score decay writes: where the version is still `version`; with
+    `emit`, a DECAYED event too (the score moved by more than the epsilon)."""
+
+    id: str
+    version: int
+    score: float
+    emit: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseInfo:
+    """A task's lease on a tenant: who holds it, until when, and how far it got."""
+
+    task: str
+    tenant: str
+    owner: str
+    acquired_at: datetime
+    expires_at: datetime
+    progress: dict[str, Any] = field(default_factory=dict)
+
+
+class ConsolidationStore(Protocol):
+    """Consolidation's reads and writes over the graph: per tenant, in pages,
+    each write with its events in one query (the outbox). Deletes go through
+    MemoryWriter.delete_memories."""
+
+    async def tenants(self) -> list[str]:
+        """The tenants that hold at least one memory, sorted."""
+
+    async def decay_page(self, tenant: str, cursor: int, limit: int) -> tuple[int, list[DecayRow]]:
+        """Up to `limit` of the tenant's memories (archived ones too) after a
+        cursor (-1 to start), and the next cursor."""
+
+    async def write_relevance(self, tenant: str, updates: list[RelevanceUpdate], *, now_us: int) -> list[str]:
+        """Set relevance_score (no version bump) where the version is still
+        the one read, with a DECAYED event for each written update that
+        emits, in one query; the ids written."""
+
+    async def archive(self, tenant: str, rows: list[DecayRow], *, now_us: int) -> list[str]:
+        """Archive each memory whose version is still the row's (archived,
+        archived_at, version + 1) with its ARCHIVED event, in one query; the ids archived."""
+
+    async def association_sample(self, tenant: str, limit: int, *, now_us: int | None = None) -> list[MemorySample]:
+        """A random sample of at most `limit` of the tenant's current memories
+        with vectors (not archived, superseded or invalid at now_us, default now)."""
+
+    async def connected_pairs(self, tenant: str, ids: list[str]) -> set[tuple[str, str]]:
+        """The pairs among `ids` joined by any edge, either direction, each as (smaller id, larger id)."""
+
+    async def link_discovered(self, tenant: str, links: list[Discovery], *, now_us: int) -> list[Discovery]:
+        """Create each link's edge (its type, similarity, confidence, reason,
+        created_at) with an ASSOCIATED event, only where both ends are the
+        tenant's and no edge joins the pair in either direction; the links made."""
+
+    async def cluster_inputs(
+        self, tenant: str, after_id: str, limit: int, *, now_us: int | None = None
+    ) -> list[MemorySample]:
+        """A page of the tenant's current memories with vectors, in id order after `after_id`."""
+
+    async def write_clusters(self, tenant: str, task: str, clusters: list[Cluster], *, now_us: int) -> list[str]:
+        """Replace the tenant's MetaPatterns from `task` with these (each
+        linked to its members, a CLUSTERED event per member); the new ids."""
+
+    async def meta_patterns(self, tenant: str, limit: int) -> list[dict[str, Any]]:
+        """The tenant's MetaPatterns, newest first: id, tenant, task, summary,
+        size, cohesion, dominant_type, created_at (us), member_ids (closest to the centre first)."""
+
+    async def record_run(self, record: RunRecord, *, keep: int) -> None:
+        """Store (or replace, by id) a run's record; the tenant's oldest beyond `keep` go."""
+
+    async def run_history(self, tenant: str, limit: int, task: str | None = None) -> list[RunRecord]:
+        """The tenant's runs (of one task, or all), newest start first."""
+
+    async def last_runs(self, tenant: str) -> dict[str, RunRecord]:
+        """The tenant's latest run of each task (dry runs left out), by task."""
+
+    async def acquire_lease(self, task: str, tenant: str, owner: str, *, now_us: int, ttl_us: int) -> bool:
+        """Take the (task, tenant) lease when it is free or expired, or extend
+        it when `owner` holds it, in one query; whether `owner` holds it now."""
+
+    async def renew_lease(
+        self, task: str, tenant: str, owner: str, *, now_us: int, ttl_us: int, progress: dict[str, Any] | None = None
+    ) -> bool:
+        """Extend the lease `owner` holds (and record progress); False when it lost it."""
+
+    async def release_lease(self, task: str, tenant: str, owner: str) -> bool:
+        """Drop the lease if `owner` holds it; whether it did."""
+
+    async def leases(self, tenant: str, *, now_us: int) -> list[LeaseInfo]:
+        """The tenant's unexpired leases (the tasks running now)."""
 
 
 class EventPublisher(Protocol):
@@ -425,6 +558,11 @@ class LanguageModel(Protocol):
 
     async def assess_factuality(self, content: str, source: str | None) -> Factuality | None:
         """A factuality label from the model, or None (the rules then decide)."""
+
+    async def judge_association(self, first: str, second: str) -> str | None:
+        """How two similar memories relate: "contradicts", "related" or
+        "unrelated", or None when the model is unavailable or its answer
+        unusable (creative association's rule then decides)."""
 
 
 class Embedder(Protocol):

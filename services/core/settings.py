@@ -14,7 +14,12 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.core.domain.association import AssociationPolicy
+from services.core.domain.clustering import ClusterPolicy
+from services.core.domain.consolidation import Schedule, Task
+from services.core.domain.decay import DecayPolicy
 from services.core.domain.decompose import DecomposePolicy
+from services.core.domain.forgetting import ForgetPolicy
 from services.core.domain.limits import Limits
 from services.core.domain.recall_request import RecallPolicy
 
@@ -41,6 +46,9 @@ class Settings(BaseSettings):
     # TIMEOUT_DEFAULT and TIMEOUT_MAX at this value, so no query runs unbounded; below the gateway's
     # GRPC_TIMEOUT_SECONDS, so the store stops the work before the caller gives up on it. 0: no timeout.
     falkordb_query_timeout_ms: int = Field(default=8_000, ge=0)
+    # How long after the query timeout the client gives up on a reply (a hung connection). Long, because a
+    # recall process cannot read a reply while qdrant-edge optimises its index holding the GIL (minutes at 100k).
+    falkordb_socket_margin_seconds: float = Field(default=300.0, gt=0)
     nats_url: str = "nats://127.0.0.1:4222"  # the NATS server with JetStream
     nats_stream: str = "MEMORY_EVENTS"  # the JetStream stream holding every memory event
     nats_subject_prefix: str = "memory.events"  # events go to <prefix>.<tenant>.<kind>
@@ -264,16 +272,22 @@ class Settings(BaseSettings):
     recall_bm25_k1: float = 0.9
     recall_bm25_b: float = 0.4
     # Weight sets per intent over the score components (services/core/domain/recall_ranking.py COMPONENTS).
+    # relevance (consolidation's decayed relevance_score) weighs 0 in both: the
+    # rankings measured without it stay as they are until a weight is chosen.
     recall_weights: dict[str, dict[str, float]] = {
         "recall": {
             "vector": 0.40, "keyword": 0.55, "metadata": 0.01, "tag": 0.01, "exact": 0.02, "relation": 0.03,
-            "importance": 0.02, "confidence": 0.0, "recency": 0.01, "trust": 0.01, "context": 0.10,
+            "importance": 0.02, "confidence": 0.0, "recency": 0.01, "trust": 0.01, "context": 0.10, "relevance": 0.0,
         },
         "browse": {
             "vector": 0.30, "keyword": 0.10, "metadata": 0.03, "tag": 0.05, "exact": 0.02, "relation": 0.05,
-            "importance": 0.15, "confidence": 0.02, "recency": 0.30, "trust": 0.03, "context": 0.10,
+            "importance": 0.15, "confidence": 0.02, "recency": 0.30, "trust": 0.03, "context": 0.10, "relevance": 0.0,
         },
     }  # fmt: skip
+    # The relevance component of a memory no decay pass has scored yet (new
+    # since the last pass, or consolidation off): 1.0, the top of decay's
+    # range, as nothing has faded yet.
+    recall_relevance_unscored: float = Field(default=1.0, ge=0, le=1)
     # Source trust: metadata.source -> trust; anything else gets the default.
     source_trust: dict[str, float] = {
         "gmail": 0.95, "slack": 0.90, "photos": 0.85, "locations": 0.85, "whatsapp": 0.80, "imessage": 0.80,
@@ -306,6 +320,61 @@ class Settings(BaseSettings):
     # Admin and exports.
     admin_timeout_seconds: float = 3600.0  # the gateway's deadline for /admin/reindex and /backup
     backup_page_size: int = 500  # memories per graph read while a backup is written
+
+    # The consolidation service's runs (the tasks' own rules are the
+    # CONSOLIDATION_* settings of decay, association, clustering, forgetting).
+    # How often the scheduler looks for due tasks; 0: no scheduler (on demand only).
+    consolidation_tick_seconds: float = Field(default=60.0, ge=0)
+    consolidation_page_size: int = Field(default=250, ge=1)  # memories per graph read and batched write of a pass
+    consolidation_report_sample: int = Field(default=20, ge=0)  # changes a report lists (before/after), per task
+    # A pause between a pass's pages, so recall's reads of the graph are not queued behind a long run.
+    consolidation_page_pause_seconds: float = Field(default=0.05, ge=0)
+    # The consolidate process's nice value: its passes yield the CPU to recall and ingest (0: as every process).
+    consolidation_nice: int = Field(default=10, ge=0, le=19)
+    # Decay rewrites a stored score only when it moved by more than this (a pass
+    # a day later moves most scores by a hair: not worth a write).
+    consolidation_decay_write_epsilon: float = Field(default=0.0001, ge=0)
+    # A (task, tenant) lease's life, renewed every page: a dead replica's lapses after this.
+    consolidation_lease_seconds: float = Field(default=300.0, gt=0)
+    consolidation_history_keep: int = Field(default=200, ge=1)  # run records kept per tenant (the oldest go)
+    consolidation_status_history: int = Field(default=20, ge=0)  # runs GET /consolidate/status lists, newest first
+    # How often the scheduler runs each task per tenant, in seconds (0: only on demand).
+    consolidation_decay_interval_seconds: int = Field(default=86_400, ge=0)  # daily
+    consolidation_creative_interval_seconds: int = Field(default=604_800, ge=0)  # weekly
+    consolidation_cluster_interval_seconds: int = Field(default=2_592_000, ge=0)  # monthly (30 days)
+    consolidation_forget_interval_seconds: int = Field(default=0, ge=0)  # off: forgetting is opt-in
+    # Decay (services/core/domain/decay.py): relevance = exp(-base_rate x age_days) x (0.3 + 0.3 x access)
+    # x relationship x (0.5 + importance) x (0.7 + 0.3 x confidence), clamped to [importance x floor_ratio, 1].
+    consolidation_decay_base_rate: float = Field(default=0.01, ge=0)  # per day of age
+    consolidation_decay_access_fresh_days: float = Field(default=1.0, ge=0)  # an access this recent counts in full
+    consolidation_decay_access_rate: float = Field(default=0.05, ge=0)  # older: access = exp(-rate x days since)
+    consolidation_decay_relationship_weight: float = Field(default=0.3, ge=0)  # relationship = 1 + w x ln(1 + edges)
+    consolidation_decay_relationship_cap: float = Field(default=2.0, ge=1)  # ... at most this
+    consolidation_decay_floor_ratio: float = Field(default=0.3, ge=0, le=1)  # the floor is importance x this
+    # A memory's score that moved by more than this emits a `decayed` event (a stable store stays quiet).
+    consolidation_decay_event_epsilon: float = Field(default=0.01, ge=0)
+    # Creative association (services/core/domain/association.py): a random sample of a tenant's memories
+    # with vectors; pairs at least this similar and not yet connected get a DISCOVERED (or CONTRADICTS) edge.
+    consolidation_association_sample_size: int = Field(default=200, ge=2)
+    consolidation_association_threshold: float = Field(default=0.8, ge=-1, le=1)  # least cosine of a pair
+    consolidation_association_max_links: int = Field(default=50, ge=0)  # edges made per run and tenant
+    consolidation_association_max_per_memory: int = Field(default=3, ge=1)  # ... and per memory in one run
+    # CONTRADICTS needs this similarity (the same subject) and a negation or opposing preference on one side.
+    consolidation_contradiction_threshold: float = Field(default=0.85, ge=-1, le=1)
+    consolidation_contradiction_confidence: float = Field(default=0.6, ge=0, le=1)  # a rule-made one's ceiling
+    # Clustering (services/core/domain/clustering.py): greedy groups by cosine to a leader, as MetaPatterns.
+    consolidation_cluster_threshold: float = Field(default=0.75, ge=-1, le=1)  # least cosine to the group's leader
+    consolidation_cluster_min_size: int = Field(default=3, ge=2)  # smaller groups are no pattern
+    consolidation_cluster_max_size: int = Field(default=50, ge=2)  # members of one MetaPattern at most
+    consolidation_cluster_max_memories: int = Field(default=5000, ge=1)  # memories one run reads (vectors in RAM)
+    consolidation_cluster_summary_chars: int = Field(default=240, ge=20)  # a MetaPattern summary's length at most
+    # Forgetting (services/core/domain/forgetting.py): off by default (0). Below the archive threshold a
+    # memory is archived, below the delete threshold deleted, unless protected (importance, age, type).
+    consolidation_forget_archive_threshold: float = Field(default=0.0, ge=0, le=1)
+    consolidation_forget_delete_threshold: float = Field(default=0.0, ge=0, le=1)
+    consolidation_forget_protect_importance: float = Field(default=0.7, ge=0, le=1)  # at least this: kept
+    consolidation_forget_protect_days: int = Field(default=90, ge=0)  # younger than this (by timestamp): kept
+    consolidation_forget_protected_types: list[str] = ["Decision", "Insight"]  # these types are always kept
 
     # Server-sent events (/stream): per subscriber, events buffered before
     # newer ones are dropped (and counted), and the keepalive comment period.
@@ -342,6 +411,16 @@ class Settings(BaseSettings):
         return f"{self.grpc_host}:{self.grpc_port(service)}"
 
     @model_validator(mode="after")
+    def _deletes_below_archives(self) -> Settings:
+        archive, delete = self.consolidation_forget_archive_threshold, self.consolidation_forget_delete_threshold
+        if archive and delete and delete > archive:
+            raise ValueError(
+                f"CONSOLIDATION_FORGET_DELETE_THRESHOLD ({delete}) must not be above "
+                f"CONSOLIDATION_FORGET_ARCHIVE_THRESHOLD ({archive}): deletion is for what fell below archiving"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _warmed_before_expiry(self) -> Settings:
         if self.recall_df_warm_seconds and self.recall_df_warm_seconds >= self.recall_df_cache_seconds:
             raise ValueError(
@@ -375,6 +454,7 @@ class Settings(BaseSettings):
             context_inject_limit=self.recall_context_inject_limit,
             context_keyword_score=self.recall_context_keyword_score,
             related_max_depth=self.recall_related_max_depth,
+            relevance_unscored=self.recall_relevance_unscored,
             decompose=DecomposePolicy(
                 max_entities=self.recall_decompose_entities,
                 max_topics=self.recall_decompose_topics,
@@ -390,6 +470,64 @@ class Settings(BaseSettings):
             keyword_scan=self.recall_keyword_scan,
             bm25_k1=self.recall_bm25_k1,
             bm25_b=self.recall_bm25_b,
+        )
+
+    @property
+    def decay_policy(self) -> DecayPolicy:
+        """The numbers of consolidation's decay formula."""
+        return DecayPolicy(
+            base_rate=self.consolidation_decay_base_rate,
+            access_fresh_days=self.consolidation_decay_access_fresh_days,
+            access_rate=self.consolidation_decay_access_rate,
+            relationship_weight=self.consolidation_decay_relationship_weight,
+            relationship_cap=self.consolidation_decay_relationship_cap,
+            floor_ratio=self.consolidation_decay_floor_ratio,
+            event_epsilon=self.consolidation_decay_event_epsilon,
+        )
+
+    @property
+    def association_policy(self) -> AssociationPolicy:
+        """The numbers of consolidation's creative association."""
+        return AssociationPolicy(
+            sample_size=self.consolidation_association_sample_size,
+            min_similarity=self.consolidation_association_threshold,
+            max_links=self.consolidation_association_max_links,
+            max_per_memory=self.consolidation_association_max_per_memory,
+            contradiction_similarity=self.consolidation_contradiction_threshold,
+            contradiction_confidence=self.consolidation_contradiction_confidence,
+        )
+
+    @property
+    def cluster_policy(self) -> ClusterPolicy:
+        """The numbers of consolidation's clustering."""
+        return ClusterPolicy(
+            min_similarity=self.consolidation_cluster_threshold,
+            min_size=self.consolidation_cluster_min_size,
+            max_size=self.consolidation_cluster_max_size,
+            summary_chars=self.consolidation_cluster_summary_chars,
+        )
+
+    @property
+    def forget_policy(self) -> ForgetPolicy:
+        """The rules of consolidation's forgetting (off while both thresholds are 0)."""
+        return ForgetPolicy(
+            archive_below=self.consolidation_forget_archive_threshold,
+            delete_below=self.consolidation_forget_delete_threshold,
+            protect_importance=self.consolidation_forget_protect_importance,
+            protect_days=self.consolidation_forget_protect_days,
+            protected_types=frozenset(self.consolidation_forget_protected_types),
+        )
+
+    @property
+    def consolidation_schedule(self) -> Schedule:
+        """How often each consolidation task runs on its own."""
+        return Schedule(
+            intervals={
+                Task.DECAY.value: self.consolidation_decay_interval_seconds,
+                Task.CREATIVE.value: self.consolidation_creative_interval_seconds,
+                Task.CLUSTER.value: self.consolidation_cluster_interval_seconds,
+                Task.FORGET.value: self.consolidation_forget_interval_seconds,
+            }
         )
 
     @property

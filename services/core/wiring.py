@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from services.core.adapters.edge_index import EdgeVectorIndex
+from services.core.adapters.embedders import embedder_from
 from services.core.adapters.falkor import EntityBounds, FalkorGraph
 from services.core.adapters.nats_bus import NatsEventBus
-from services.core.adapters.nats_consumer import ConsumerSpec
+from services.core.adapters.nats_consumer import ConsumerSpec, Handler, JetStreamConsumer
 from services.core.adapters.nats_watch import JetStreamEventWatch, WatchTuning
 from services.core.adapters.openai_llm import OpenAILanguageModel, language_model_from
 from services.core.adapters.qdrant_index import QdrantClientIndex
-from services.core.ports import EventPublisher, Outbox, VectorIndex
+from services.core.adapters.spacy_entities import ProcessEntityExtractor, SpacyEntityExtractor
+from services.core.ports import Embedder, EntityExtractor, EventPublisher, Outbox, VectorIndex
 from services.core.relay import OutboxRelay
 from services.core.settings import Settings
 
@@ -27,6 +31,7 @@ def graph_store(settings: Settings) -> FalkorGraph:
         retry_max_seconds=settings.retry_max_seconds,
         df_cache_seconds=settings.recall_df_cache_seconds,
         query_timeout_ms=settings.falkordb_query_timeout_ms,
+        socket_margin_seconds=settings.falkordb_socket_margin_seconds,
         entity_bounds=EntityBounds(
             per_seed=settings.recall_entity_per_seed,
             max_mentions=settings.recall_entity_max_mentions,
@@ -127,3 +132,31 @@ def consumer_spec(
         fetch_timeout_seconds=settings.consumer_fetch_timeout_seconds,
         fresh_start_if=fresh_start_if,
     )
+
+
+def embedder(settings: Settings, *, parallel: int = 1) -> Embedder:
+    """The embedder EMBEDDING_PROVIDER names (`parallel` parts of a call side by side, one core each)."""
+    return embedder_from(settings, parallel=parallel)
+
+
+def entity_extractor(settings: Settings) -> EntityExtractor:
+    """spaCy in its own process (or in this one), with the model or the rules alone."""
+    if settings.enrichment_entity_process:
+        return ProcessEntityExtractor(
+            settings.enrichment_spacy_model, blank=settings.enrichment_spacy_blank, nice=settings.enrichment_entity_nice
+        )
+    if settings.enrichment_spacy_blank:
+        return SpacyEntityExtractor.blank_english()
+    return SpacyEntityExtractor(settings.enrichment_spacy_model)
+
+
+def event_consumer(
+    settings: Settings,
+    bus: NatsEventBus,
+    spec: ConsumerSpec,
+    handler: Handler,
+    *,
+    before_fetch: Callable[[], Awaitable[None]] | None = None,
+) -> JetStreamConsumer:
+    """A durable JetStream consumer of the memory-event stream feeding `handler`."""
+    return JetStreamConsumer(bus, settings.nats_stream, spec, handler, before_fetch=before_fetch)

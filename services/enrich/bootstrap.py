@@ -9,15 +9,21 @@ from datetime import timedelta
 import structlog
 
 from memgrid.v1 import enrich_service_pb2, enrich_service_pb2_grpc
-from services.core.adapters.embedders import embedder_from
 from services.core.adapters.falkor import FalkorGraph
 from services.core.adapters.nats_bus import NatsEventBus
-from services.core.adapters.nats_consumer import JetStreamConsumer
-from services.core.adapters.spacy_entities import ProcessEntityExtractor, SpacyEntityExtractor
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.ports import Embedder, EntityExtractor, LanguageModel, NeighbourFinder
 from services.core.settings import Settings
-from services.core.wiring import consumer_spec, event_bus, graph_store, language_model, outbox_relay
+from services.core.wiring import (
+    consumer_spec,
+    entity_extractor,
+    event_bus,
+    event_consumer,
+    graph_store,
+    language_model,
+    outbox_relay,
+)
+from services.core.wiring import embedder as embedder_of
 from services.enrich.embedding import EmbeddingStage, yield_to_embedding
 from services.enrich.neighbours import RecallNeighbours
 from services.enrich.pipeline import EnrichmentPipeline, EnrichmentPolicy
@@ -26,17 +32,6 @@ from services.enrich.reembed import Reembedder
 from services.enrich.servicer import EnrichServicer
 
 log = structlog.get_logger()
-
-
-def _entity_extractor(settings: Settings) -> EntityExtractor:
-    """spaCy in its own process (or in this one), with the model or the rules alone."""
-    if settings.enrichment_entity_process:
-        return ProcessEntityExtractor(
-            settings.enrichment_spacy_model, blank=settings.enrichment_spacy_blank, nice=settings.enrichment_entity_nice
-        )
-    if settings.enrichment_spacy_blank:
-        return SpacyEntityExtractor.blank_english()
-    return SpacyEntityExtractor(settings.enrichment_spacy_model)
 
 
 def build_app(
@@ -53,8 +48,8 @@ def build_app(
     built from settings, the LLM only when OPENAI_API_KEY is set)."""
     graph = graph or graph_store(settings)
     events = events or event_bus(settings)
-    embedder = embedder or embedder_from(settings, parallel=settings.enrichment_embedding_parallel)
-    extractor = extractor or _entity_extractor(settings)
+    embedder = embedder or embedder_of(settings, parallel=settings.enrichment_embedding_parallel)
+    extractor = extractor or entity_extractor(settings)
     neighbours = neighbours or RecallNeighbours(settings.grpc_target("recall"), settings.grpc_timeout_seconds)
     relay = outbox_relay(settings, graph.outbox, events, sweeps=False)
     policy = EnrichmentPolicy(
@@ -67,6 +62,7 @@ def build_app(
         pattern_max_members=settings.enrichment_pattern_max_members,
         conflict_retries=settings.write_conflict_retries,
         batch_size=settings.enrichment_batch_size,
+        max_tags=settings.memory_max_tags,
     )
     llm = llm or language_model(settings)
     pipeline = EnrichmentPipeline(
@@ -87,9 +83,9 @@ def build_app(
     )
     prefix = settings.nats_subject_prefix
     # Durable consumers: what arrives while enrich is down waits for it.
-    embed_consumer = JetStreamConsumer(
+    embed_consumer = event_consumer(
+        settings,
         events,
-        settings.nats_stream,
         consumer_spec(
             settings,
             settings.embed_durable,
@@ -113,9 +109,9 @@ def build_app(
 
     # What one enrich_ids call takes: the pipeline works through it a batch at a time.
     take = max(settings.enrichment_fetch_size, settings.enrichment_batch_size)
-    consumer = JetStreamConsumer(
+    consumer = event_consumer(
+        settings,
         events,
-        settings.nats_stream,
         consumer_spec(settings, settings.enrich_durable, [f"{prefix}.*.embedded"], take),
         pipeline.handle,
         before_fetch=embedding_first,

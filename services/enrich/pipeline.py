@@ -57,6 +57,8 @@ class EnrichmentPolicy:
     conflict_retries: int
     #: Memories the models and each graph query take at once.
     batch_size: int = 64
+    #: The most tags a memory may hold (MEMORY_MAX_TAGS): entity tags stop there.
+    max_tags: int | None = None
 
 
 @dataclass
@@ -302,7 +304,10 @@ class EnrichmentPipeline:
         pending = memories
         written: list[str] = []
         for _ in range(self._policy.conflict_retries):
-            updates = [(enrich(m, results[m.id], forced=forced, now=now), m.version) for m in pending]
+            updates = [
+                (enrich(m, results[m.id], forced=forced, now=now, max_tags=self._policy.max_tags), m.version)
+                for m in pending
+            ]
             events = [MemoryEvent.for_memory(EventKind.ENRICHED, u, now) for u, _ in updates]
             done = set(await self._store.apply_enrichment(tenant, updates, events, now_us=to_micros(now)))
             await self._relay.submit([e for e in events if e.memory_id in done])

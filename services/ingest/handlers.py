@@ -31,7 +31,7 @@ from services.core.domain.limits import Limits
 from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
 from services.core.domain.supersede import close_superseded, supersession_edge, validate_supersede_relation
 from services.core.domain.times import to_micros
-from services.core.domain.updates import apply_update
+from services.core.domain.updates import apply_update, update_kind
 from services.core.ports import IdempotencyClaim, LanguageModel, MemoryWriter
 from services.core.relay import OutboxRelay
 
@@ -285,7 +285,8 @@ class IngestHandlers:
             now = self._clock()
             current = await self._require(tenant, memory_id)
             updated, content_changed = apply_update(current, draft, fields, now=now, limits=self._limits)
-            event = MemoryEvent.for_memory(EventKind.UPDATED, updated, now, content_changed=content_changed)
+            kind = update_kind(current, updated, content_changed)
+            event = MemoryEvent.for_memory(kind, updated, now, content_changed=content_changed)
             if await self._writer.update_memory(updated, current.version, event, now_us=to_micros(now)):
                 await self._relay.submit([event])
                 return updated, content_changed

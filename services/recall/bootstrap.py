@@ -5,15 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
-from services.core.adapters.embedders import embedder_from
 from services.core.adapters.falkor import FalkorGraph
 from services.core.adapters.nats_bus import NatsEventBus
-from services.core.adapters.nats_consumer import JetStreamConsumer
 from services.core.domain.times import to_micros
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.ports import Embedder, VectorIndex
 from services.core.settings import Settings
-from services.core.wiring import consumer_spec, event_bus, event_watch, graph_store, vector_index
+from services.core.wiring import consumer_spec, event_bus, event_consumer, event_watch, graph_store, vector_index
+from services.core.wiring import embedder as embedder_of
 from services.recall.access import AccessRecorder
 from services.recall.current_state import CurrentStatePass
 from services.recall.df_warmer import FrequencyWarmer
@@ -41,7 +40,7 @@ def build_app(
     graph = graph or graph_store(settings)
     events = events or event_bus(settings)
     vectors = vectors or vector_index(settings)
-    embedder = embedder or embedder_from(settings)
+    embedder = embedder or embedder_of(settings)
     # The store operations recall may use, by port: reads and their access
     # times, the full-text arms, the index rebuild's scan, the graph views.
     reader, text, lifecycle = graph.reader, graph.text, graph.lifecycle
@@ -131,9 +130,9 @@ def build_app(
         settings.recall_df_warm_seconds,
     )
     projector = Projector(lookup=reader, vectors=vectors)
-    consumer = JetStreamConsumer(
+    consumer = event_consumer(
+        settings,
         events,
-        settings.nats_stream,
         consumer_spec(
             settings,
             settings.projector_durable,

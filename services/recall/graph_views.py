@@ -33,7 +33,7 @@ from services.core.domain.model import (
 from services.core.domain.recall_request import Scope, clamp_limit
 from services.core.domain.state import State, Verdict, resolve_state_mode
 from services.core.domain.times import to_micros
-from services.core.ports import GraphStats, MemoryReader
+from services.core.ports import GraphStats, MemoryReader, PatternNode
 from services.core.ports import GraphViews as GraphViewStore
 from services.recall.current_state import CurrentStatePass
 
@@ -69,6 +69,8 @@ class GraphView:
     limit: int
     depth: int = 0
     stats: GraphStats | None = None
+    #: MetaPatterns with a member among the nodes (snapshot, include_patterns).
+    patterns: list[PatternNode] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -142,9 +144,14 @@ class GraphViews:
     async def stats(self, tenant: str) -> GraphStats:
         return await self._views.graph_stats(tenant)
 
-    async def snapshot(self, tenant: str, *, limit: int, state_mode: str = "") -> GraphView:
+    async def snapshot(
+        self, tenant: str, *, limit: int, state_mode: str = "", include_patterns: bool = False
+    ) -> GraphView:
         """The most important memories of the tenant (archived ones are never
-        candidates) and the edges between them."""
+        candidates) and the edges between them; with include_patterns, the
+        MetaPatterns with a member among them (at most `limit`) and their
+        edges to those members. A MetaPattern is never a memory node: no
+        memory read reaches its label."""
         history = resolve_state_mode(state_mode)
         limit = clamp_limit(limit, self._limits.snapshot_default, self._limits.snapshot_max)
         now = self._clock()
@@ -152,8 +159,10 @@ class GraphViews:
         found = await self._reader.list_memories(Scope(tenant=tenant, at=now, history=history), "importance", 2 * limit)
         verdicts = await self._state.verdicts(tenant, found, now)
         nodes = shown(found, verdicts, history=history, room=limit, taken=set())
-        edges = await self._views.edges_among(tenant, [n.memory.id for n in nodes], self._limits.max_edges)
-        return GraphView(nodes, edges, limit, stats=await self._views.graph_stats(tenant))
+        ids = [n.memory.id for n in nodes]
+        edges = await self._views.edges_among(tenant, ids, self._limits.max_edges)
+        patterns = await self._views.patterns_among(tenant, ids, limit) if include_patterns else []
+        return GraphView(nodes, edges, limit, stats=await self._views.graph_stats(tenant), patterns=patterns)
 
     async def neighbors(
         self, tenant: str, memory_id: str, *, depth: int, limit: int, state_mode: str = ""

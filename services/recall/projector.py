@@ -19,10 +19,20 @@ from services.core.ports import Delivery, MemoryLookup, Outcome, VectorIndex
 log = structlog.get_logger()
 
 
+#: Consolidation's events that change nothing a point holds: decay writes
+#: relevance_score, clustering links the memory to a MetaPattern; neither is
+#: in the payload (services/core/domain/projection.py), so a daily decay pass
+#: costs the index nothing. ARCHIVED and RESTORED re-project (the payload's
+#: lifecycle follows the record), DELETED removes the point (the record is gone).
+_UNPROJECTED = frozenset({EventKind.DECAYED, EventKind.CLUSTERED})
+
+
 def _projects(event) -> bool:
     """A new memory without a vector has no point yet: enrichment's event
     will bring it. An edge changes nothing a point holds, except a
     supersession edge, which sets its source's superseded_at."""
+    if event.kind in _UNPROJECTED:
+        return False
     if event.kind is EventKind.ASSOCIATED:
         return event.relation is not None and event.relation.type in SUPERSESSION_RELATIONS
     return not (event.kind is EventKind.CREATED and not event.has_embedding)

@@ -327,14 +327,20 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         )
 
     async def GetGraphSnapshot(self, request: pb.GetGraphSnapshotRequest, context) -> pb.GetGraphSnapshotResponse:
-        view = await self._views.snapshot(tenant_of(context), limit=request.limit, state_mode=request.state_mode)
+        view = await self._views.snapshot(
+            tenant_of(context),
+            limit=request.limit,
+            state_mode=request.state_mode,
+            include_patterns=request.include_patterns,
+        )
         nodes, edges = view_to_pb(view)
         return pb.GetGraphSnapshotResponse(
             nodes=nodes,
-            edges=edges,
+            edges=[*edges, *(edge_to_pb(e) for p in view.patterns for e in p.edges)],
             limit=view.limit,
             total_memories=view.stats.memories,
             total_relations=view.stats.relations,
+            patterns=[pb.GraphPattern(id=p.id, summary=p.summary, size=p.size) for p in view.patterns],
         )
 
     async def ListNeighbors(self, request: pb.ListNeighborsRequest, context) -> pb.ListNeighborsResponse:

@@ -1,6 +1,6 @@
 """The admin routes through the gateway, with enrichment running: POST
-/admin/reindex (recall), POST /admin/reembed (enrich), /backup (consolidate);
-and /consolidate, which answers 501 until consolidation is built."""
+/admin/reindex (recall), POST /admin/reembed (enrich), /backup (consolidate).
+Consolidation's routes have their own file (test_consolidation.py)."""
 
 from __future__ import annotations
 
@@ -139,19 +139,3 @@ async def test_backup_writes_the_tenants_graph_with_every_field(client, stack_se
     assert body["entities"] == len(document["entities"]) >= 1
     again = await client.get("/backup", headers=AS_ADMIN)
     assert again.status_code == 200 and again.json()["path"] != body["path"]
-
-
-async def test_consolidation_answers_501_until_it_is_built(client):
-    refused = await client.post("/consolidate", json={"mode": "decay"})
-    assert refused.status_code == 403  # running it is an admin's call
-    for reply in (
-        await client.post("/consolidate", json={"mode": "decay"}, headers=AS_ADMIN),
-        await client.post("/consolidate", headers=AS_ADMIN),
-        await client.get("/consolidate/status"),
-    ):
-        assert reply.status_code == 501
-        body = reply.json()
-        assert body["status"] == "error" and body["code"] == 501 and body["reason"] == "CONSOLIDATION_NOT_BUILT"
-        assert "not built yet" in body["message"]
-    bad = await client.post("/consolidate", json={"mode": 3}, headers=AS_ADMIN)
-    assert bad.status_code == 400

@@ -53,8 +53,8 @@ EXCLUDED = {
 
 
 def no_server_error(ctx, response, case):
-    """not_a_server_error, except a 501 the operation documents (consolidation
-    is not built yet and says so)."""
+    """not_a_server_error, except a 501 the operation documents (an operation
+    not built yet says so; none is today)."""
     if response.status_code == 501 and "501" in case.operation.definition.raw.get("responses", {}):
         return None
     return not_a_server_error(ctx, response, case)

@@ -86,6 +86,8 @@ BAD_BODIES = [
     ("POST", "/admin/reindex", {"batch_size": -1}, "batch_size"),
     ("POST", "/consolidate", {"mode": 5}, "mode"),
     ("POST", "/consolidate", {"dry_run": "yes"}, "dry_run"),
+    ("POST", "/consolidate", {"every_tenant": 1}, "every_tenant"),
+    ("POST", "/consolidate", {"mode": "nap"}, "mode"),
 ]
 
 

@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.core.wiring import graph_store
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -19,7 +18,7 @@ RESULT_FIELDS = {
 }  # fmt: skip
 COMPONENTS = {
     "vector", "keyword", "metadata", "tag", "exact", "relation", "importance", "confidence", "recency", "trust",
-    "context",
+    "context", "relevance",
 }  # fmt: skip
 
 
@@ -392,11 +391,7 @@ async def test_by_tag_lists_what_delete_by_tag_removes_each_memory_flagged(clien
         t_invalid=past.isoformat(),
     )
     archived = await store(client, "Backups were manual", tags=["bulk-list"], importance=0.6)
-    graph = graph_store(stack_settings)
-    try:  # nothing archives through REST yet (consolidation does): set it in the graph
-        await graph.connection.query("MATCH (m:Memory {id: $id}) SET m.archived = true", {"id": archived})
-    finally:
-        await graph.lifecycle.close()
+    assert (await client.patch(f"/memory/{archived}", json={"archived": True})).status_code == 200
 
     listed = (await client.get("/memory/by-tag", params={"tags": "bulk-list"})).json()
     assert listed["count"] == 4

@@ -340,6 +340,18 @@ async def test_tenant_a_can_neither_see_nor_change_tenant_b(clients, stack_setti
     assert reindexed.status_code == 200, reindexed.text
     assert (reindexed.json()["total"], reindexed.json()["indexed"]) == (len(a_ids), len(a_ids))
 
+    # A's consolidation (every task, for real) runs over A's memories only, and
+    # A's status shows A's runs only (B's records are checked against `before` at the end).
+    consolidated = await a.post("/consolidate", json={"mode": "full", "dry_run": False})
+    assert consolidated.status_code == 200, consolidated.text
+    runs = consolidated.json()["runs"]
+    assert {r["tenant"] for r in runs} == {"alpha"} and not ids_in(runs) & b_ids
+    assert {r["task"]: r["counts"]["scanned"] for r in runs if r["task"] == "decay"} == {"decay": len(a_ids)}
+    assert (await a.post("/consolidate", json={"every_tenant": True})).status_code == 403
+    history = (await a.get("/consolidate/status")).json()["history"]
+    assert history and {h["tenant"] for h in history} == {"alpha"}
+    assert (await b.get("/consolidate/status")).json()["history"] == []
+
     # Bulk delete by a tag both tenants use: only A's go.
     deleted = await a.delete("/memory/by-tag", params={"tags": "shared"})
     assert deleted.status_code == 200 and deleted.json()["deleted_count"] == 2, deleted.text

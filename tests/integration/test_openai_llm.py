@@ -385,3 +385,22 @@ async def test_factuality_asks_the_model_and_parses_its_answer(stub, llm):
 async def test_factuality_is_none_when_the_model_fails(stub, llm):
     stub.reply((500, {"error": {"message": "boom"}}))
     assert await llm.assess_factuality("anything", None) is None
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        (ok('{"relation": "contradicts"}'), "contradicts"),
+        (ok('{"relation": " Related "}'), "related"),
+        (ok('{"relation": "unrelated"}'), "unrelated"),
+        (ok('{"relation": "maybe"}'), None),
+        (ok("not json"), None),
+        ((500, {"error": {"message": "boom"}}), None),
+    ],
+)
+async def test_judge_association_sends_both_memories_and_reads_the_relation(stub, llm, reply, expected):
+    stub.reply(reply)
+    assert await llm.judge_association("We use Postgres", "We no longer use Postgres") == expected
+    sent = stub.requests[-1]
+    assert sent["messages"][1]["content"] == "Memory 1: We use Postgres\nMemory 2: We no longer use Postgres"
+    assert sent["response_format"] == {"type": "json_object"}

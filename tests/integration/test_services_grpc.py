@@ -144,17 +144,18 @@ async def test_calls_without_a_tenant_are_refused(stack):
     assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
-async def test_unbuilt_rpcs_answer_unimplemented(stack):
+async def test_consolidation_refuses_an_unknown_mode_naming_it(stack):
     consolidate = consolidate_service_pb2_grpc.ConsolidateServiceStub(stack["consolidate"][1])
-    for call in (
-        consolidate.RunConsolidation(consolidate_service_pb2.RunConsolidationRequest(mode="decay"), metadata=TENANT),
-        consolidate.GetConsolidationStatus(consolidate_service_pb2.GetConsolidationStatusRequest(), metadata=TENANT),
-    ):
-        with pytest.raises(grpc.aio.AioRpcError) as unimplemented:
-            await call
-        assert unimplemented.value.code() == grpc.StatusCode.UNIMPLEMENTED
-        assert error_info(unimplemented.value).reason == "CONSOLIDATION_NOT_BUILT"
-        assert "not built yet" in unimplemented.value.details()
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await consolidate.RunConsolidation(consolidate_service_pb2.RunConsolidationRequest(mode="nap"), metadata=TENANT)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error_info(refused.value).reason == "INVALID_MODE"
+    assert dict(error_info(refused.value).metadata)["field"] == "mode"
+    # dry_run unset: a dry run.
+    reply = await consolidate.RunConsolidation(
+        consolidate_service_pb2.RunConsolidationRequest(mode="decay"), metadata=TENANT
+    )
+    assert reply.dry_run is True
 
 
 async def test_graceful_shutdown_reports_not_serving_first(settings):

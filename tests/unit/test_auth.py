@@ -20,8 +20,9 @@ from gateway.tokens_file import ROLES, TokenEntry, TokensFile, TokensFileError, 
 from services.core.settings import Settings
 
 TOKEN = "s3cret-token"
-#: Routes only admins reach, besides everything under /admin and /backup.
-ADMIN_ROUTES = {("POST", "/enrichment/reprocess"), ("POST", "/consolidate")}
+#: Routes only admins reach, besides everything under /admin and /backup
+#: (POST /consolidate is a writer's; its every_tenant an admin's, checked in the route).
+ADMIN_ROUTES = {("POST", "/enrichment/reprocess")}
 #: Routes that read although their method is not GET (a query too large for a URL, say).
 READ_ONLY_ROUTES: set[tuple[str, str]] = set()
 

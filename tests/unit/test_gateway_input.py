@@ -168,6 +168,7 @@ ADMIN = {**AUTH, "X-Admin-Token": "unit-admin"}
         ("POST", "/admin/reindex", b'{"batch_size": "10"}', ADMIN, "NOT_AN_INTEGER", "batch_size"),
         ("POST", "/consolidate", b'{"mode": 1}', ADMIN, "NOT_A_STRING", "mode"),
         ("POST", "/consolidate", b'{"dry_run": "yes"}', ADMIN, "NOT_A_BOOLEAN", "dry_run"),
+        ("POST", "/consolidate", b'{"every_tenant": "yes"}', AUTH, "NOT_A_BOOLEAN", "every_tenant"),
     ],
 )
 async def test_a_malformed_value_has_its_own_reason_naming_the_field(method, path, body, headers, reason, field):

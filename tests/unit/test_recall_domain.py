@@ -24,6 +24,7 @@ from services.core.domain.recall_ranking import (
     merge,
     order,
     recency,
+    relevance,
     score,
     source_of,
     stand_in,
@@ -42,11 +43,11 @@ WEEK_AGO = NOW - timedelta(days=7)
 #: The recall weights of settings, spelled out so the tests do not depend on the environment.
 RECALL_WEIGHTS = {
     "vector": 0.45, "keyword": 0.25, "metadata": 0.05, "tag": 0.05, "exact": 0.05, "relation": 0.1,
-    "importance": 0.03, "confidence": 0.01, "recency": 0.02, "trust": 0.02, "context": 0.1,
+    "importance": 0.03, "confidence": 0.01, "recency": 0.02, "trust": 0.02, "context": 0.1, "relevance": 0.0,
 }  # fmt: skip
 BROWSE_WEIGHTS = {
     "vector": 0.3, "keyword": 0.1, "metadata": 0.03, "tag": 0.05, "exact": 0.02, "relation": 0.05,
-    "importance": 0.15, "confidence": 0.02, "recency": 0.3, "trust": 0.03, "context": 0.1,
+    "importance": 0.15, "confidence": 0.02, "recency": 0.3, "trust": 0.03, "context": 0.1, "relevance": 0.0,
 }  # fmt: skip
 
 
@@ -449,6 +450,31 @@ def test_the_final_score_is_the_weighted_sum_of_the_components():
     assert candidate.components["confidence"] == 0.8
     assert candidate.components["trust"] == 0.9
     assert candidate.components["context"] == 1.0
+
+
+def test_relevance_is_the_decayed_score_or_the_unscored_value():
+    assert relevance(mem(relevance_score=0.42), POLICY) == 0.42
+    assert relevance(mem(), POLICY) == 1.0  # never decayed: nothing has faded
+    assert relevance(mem(), policy(relevance_unscored=0.5)) == 0.5
+    assert scored(mem(relevance_score=0.42)).components["relevance"] == 0.42
+
+
+def test_the_relevance_weight_defaults_to_zero_and_changes_nothing():
+    for intent in ("recall", "browse"):
+        assert Settings(_env_file=None).recall_policy.weights[intent]["relevance"] == 0.0
+    faded, fresh = mem("faded", relevance_score=0.2), mem("fresh", relevance_score=0.9)
+    assert scored(faded, arms={"vector": 0.6}).final == scored(fresh, arms={"vector": 0.6}).final
+
+
+def test_a_relevance_weight_reorders_memories_that_differ_only_in_relevance():
+    weighted = policy(weights={"recall": {**RECALL_WEIGHTS, "relevance": 0.5}, "browse": BROWSE_WEIGHTS})
+    # The faded memory matches a little better; with the weight, the fresher one wins.
+    faded = scored(mem("faded", relevance_score=0.2), arms={"vector": 0.62}, pol=weighted)
+    fresh = scored(mem("fresh", relevance_score=0.9), arms={"vector": 0.6}, pol=weighted)
+    plain = [scored(mem("faded", relevance_score=0.2), arms={"vector": 0.62}),
+             scored(mem("fresh", relevance_score=0.9), arms={"vector": 0.6})]  # fmt: skip
+    assert [c.id for c in order(plain, "score")] == ["faded", "fresh"]
+    assert [c.id for c in order([faded, fresh], "score")] == ["fresh", "faded"]
 
 
 def test_weights_come_from_the_policy_and_the_intent():

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gateway.envelope import ApiError
 from gateway.responses import Json
-from gateway.translate import draft_from_json, memory_to_json, set_json_value
+from gateway.translate import draft_from_json, memory_to_json, set_json_value, update_from_json
 from memgrid.v1 import memory_pb2
 from services.core.codec import memory_to_pb
 
@@ -122,6 +122,21 @@ def test_wrong_json_types_are_a_400_naming_the_field(field, value):
         draft_from_json(body)
     assert caught.value.code == 400
     assert f"'{field}'" in caught.value.message
+
+
+@pytest.mark.parametrize("value", ["false", 0, 1, [True], {"a": 1}])
+def test_a_patch_archived_must_be_a_boolean(value):
+    with pytest.raises(ApiError) as caught:
+        update_from_json({"archived": value})
+    assert caught.value.code == 400 and "'archived'" in caught.value.message
+
+
+def test_a_patch_carries_archived_in_the_draft_and_the_mask_but_a_create_ignores_it():
+    draft, mask = update_from_json({"archived": False})
+    assert draft.HasField("archived") and draft.archived is False and mask == ["archived"]
+    _, mask = update_from_json({"archived": None})  # null reaches ingest, which refuses it by name
+    assert mask == ["archived"]
+    assert not draft_from_json({"content": "c", "archived": True}).HasField("archived")
 
 
 def test_the_error_message_is_prefixed_with_where():

@@ -11,9 +11,9 @@ from services.core.domain.drafts import Draft, validate_batch_size
 from services.core.domain.errors import InvalidArgument
 from services.core.domain.ids import validate_memory_id
 from services.core.domain.limits import Limits
-from services.core.domain.model import AUTHORABLE_RELATIONS, Memory
+from services.core.domain.model import AUTHORABLE_RELATIONS, EventKind, Memory
 from services.core.domain.supersede import close_superseded, supersession_edge, validate_supersede_relation
-from services.core.domain.updates import apply_update
+from services.core.domain.updates import apply_update, update_kind
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 NOW = datetime(2026, 6, 1, 12, tzinfo=UTC)
@@ -90,9 +90,43 @@ class TestApplyUpdate:
         updated, _ = apply_update(stored(), Draft(tags="a, b"), {"tags"}, now=NOW, limits=tight)
         assert updated.tags == ["a", "b"]
 
+    def test_archived_true_archives_now_and_false_restores(self):
+        archived, changed = apply_update(stored(), Draft(archived=True), {"archived"}, now=NOW, limits=LIMITS)
+        assert archived.archived and archived.archived_at == NOW and archived.version == 5 and not changed
+        assert update_kind(stored(), archived, changed) is EventKind.ARCHIVED
+        archived.relevance_score = 0.05  # what forgetting archived it for
+        later = NOW + timedelta(days=1)
+        restored, _ = apply_update(archived, Draft(archived=False), {"archived"}, now=later, limits=LIMITS)
+        assert not restored.archived and restored.archived_at is None and restored.version == 6
+        assert update_kind(archived, restored, False) is EventKind.RESTORED
+        # A restore counts as a use and drops the old score: no forget pass re-archives it before decay re-scores.
+        assert restored.relevance_score is None and restored.last_accessed == later
+        sent, _ = apply_update(
+            archived, Draft(archived=False, last_accessed="2026-01-01T00:00:00Z"), {"archived", "last_accessed"},
+            now=later, limits=LIMITS,
+        )  # fmt: skip
+        assert sent.last_accessed == datetime(2026, 1, 1, tzinfo=UTC)
+        untouched, _ = apply_update(stored(relevance_score=0.4), Draft(archived=False), {"archived"}, now=NOW,
+                                    limits=LIMITS)  # fmt: skip
+        assert untouched.relevance_score == 0.4 and untouched.last_accessed == T0
+
+    def test_archiving_an_archived_memory_keeps_its_archived_at(self):
+        before = stored(archived=True, archived_at=T0)
+        again, _ = apply_update(before, Draft(archived=True), {"archived"}, now=NOW, limits=LIMITS)
+        assert again.archived_at == T0 and update_kind(before, again, False) is EventKind.UPDATED
+
+    def test_a_content_change_with_the_flag_is_an_update(self):
+        # enrichment re-embeds on UPDATED with content_changed: the flag must not hide it.
+        updated, changed = apply_update(
+            stored(), Draft(content="new", archived=True), {"content", "archived"}, now=NOW, limits=LIMITS
+        )
+        assert updated.archived and changed and update_kind(stored(), updated, changed) is EventKind.UPDATED
+
     @pytest.mark.parametrize(
         "draft, fields, reason",
         [
+            (Draft(archived="no"), {"archived"}, "INVALID_ARCHIVED"),
+            (Draft(), {"archived"}, "NULL_NOT_ALLOWED"),
             (Draft(importance=2.0), {"importance"}, "OUT_OF_RANGE"),
             (Draft(content="x" * 2001), {"content"}, "CONTENT_TOO_LONG"),
             (Draft(timestamp="nope"), {"timestamp"}, "INVALID_TIMESTAMP"),

@@ -18,9 +18,11 @@ from services.core.domain.classification import FALLBACK, Classification
 from services.core.domain.factuality import Factuality, parse_factuality
 from services.core.domain.llm import (
     CircuitBreaker,
+    association_request,
     classification_request,
     clean_summary,
     factuality_request,
+    parse_association,
     parse_classification,
     summary_request,
 )
@@ -96,6 +98,12 @@ class OpenAILanguageModel:
         fails or answers unusably (the rule-based assessment then decides)."""
         request = factuality_request(self._classification_model, content, source, self._input_chars)
         return parse_factuality(await self._complete("factuality", request))
+
+    async def judge_association(self, first: str, second: str) -> str | None:
+        """contradicts / related / unrelated from the model, or None when it is
+        skipped, fails or answers unusably (creative association's rule then decides)."""
+        request = association_request(self._classification_model, first, second, self._input_chars)
+        return parse_association(await self._complete("association", request))
 
     async def close(self) -> None:
         """Close the HTTP connections."""

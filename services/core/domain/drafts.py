@@ -42,6 +42,8 @@ class Draft:
     updated_at: str | None = None
     last_accessed: str | None = None
     embedding: Any = None
+    #: PATCH only: True archives, False brings an archived memory back.
+    archived: Any = None
     #: The text a summary replaced (set by ingest, never by a client): kept in
     #: metadata.original_content, outside the client's metadata limit.
     original_content: str | None = None

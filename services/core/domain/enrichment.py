@@ -56,9 +56,14 @@ class Enrichment:
     links: LinkCounts = field(default_factory=LinkCounts)
 
 
-def enrich(memory: Memory, result: Enrichment, *, forced: bool, now: datetime) -> Memory:
-    """The memory with enrichment's fields written; everything else as it was."""
+def enrich(memory: Memory, result: Enrichment, *, forced: bool, now: datetime, max_tags: int | None = None) -> Memory:
+    """The memory with enrichment's fields written; everything else as it was.
+    The entity tags it adds stop at `max_tags` in all (the client's own tags
+    come first), so a client that sends a memory's tags back in a PATCH stays
+    within the write limit."""
     tags = merge_tags(memory.tags, entity_tags(result.entities))
+    if max_tags is not None:
+        tags = tags[: max(max_tags, len(memory.tags))]
     metadata = {
         **memory.metadata,
         "entities": result.entities,

@@ -217,3 +217,39 @@ def factuality_request(model: str, content: str, source: str | None, input_chars
         "response_format": {"type": "json_object"},
         **_token_limit(model, FACTUALITY_MAX_TOKENS),
     }
+
+
+#: The prompt of creative association's judge: how two similar memories relate.
+ASSOCIATION_SYSTEM_PROMPT = """Two memories an AI agent stored are similar in meaning. Say how they relate:
+- contradicts: they cannot both be true now (one negates, reverses or replaces the other)
+- related: they speak of the same thing and agree or complement each other
+- unrelated: the similarity is superficial
+Return JSON with: {"relation": "<contradicts|related|unrelated>"}"""
+ASSOCIATION_MAX_TOKENS = 20
+#: The answers the judge may give (anything else: the rule decides).
+ASSOCIATION_ANSWERS = ("contradicts", "related", "unrelated")
+
+
+def association_request(model: str, first: str, second: str, input_chars: int) -> dict[str, Any]:
+    """Keyword arguments of the chat-completion call that judges a pair of memories."""
+    return {
+        "model": model,
+        "messages": [
+            {"role": "system", "content": ASSOCIATION_SYSTEM_PROMPT},
+            {"role": "user", "content": f"Memory 1: {first[:input_chars]}\nMemory 2: {second[:input_chars]}"},
+        ],
+        "response_format": {"type": "json_object"},
+        **_token_limit(model, ASSOCIATION_MAX_TOKENS),
+    }
+
+
+def parse_association(text: str | None) -> str | None:
+    """The judge's answer (one of ASSOCIATION_ANSWERS), or None when unusable."""
+    try:
+        answer = json.loads(text or "")
+    except ValueError:
+        return None
+    relation = answer.get("relation") if isinstance(answer, dict) else None
+    if not isinstance(relation, str) or relation.strip().lower() not in ASSOCIATION_ANSWERS:
+        return None
+    return relation.strip().lower()

@@ -63,6 +63,12 @@ class EventKind(StrEnum):
     ENRICHED = "enriched"
     ARCHIVED = "archived"
     SUPERSEDED = "superseded"
+    #: Consolidation's decay moved the relevance score by more than the event epsilon.
+    DECAYED = "decayed"
+    #: Consolidation grouped the memory into a MetaPattern.
+    CLUSTERED = "clustered"
+    #: An archived memory was brought back (PATCH {"archived": false}).
+    RESTORED = "restored"
 
 
 @dataclass(slots=True)
@@ -150,6 +156,23 @@ class MemoryEvent:
             memory_id=memory_id,
             version=0,
             occurred_at=occurred_at,
+        )
+
+    @staticmethod
+    def consolidated(
+        kind: EventKind, tenant: str, memory_id: str, version: int, occurred_at: datetime, *, has_embedding: bool
+    ) -> MemoryEvent:
+        """An event of a consolidation pass (decayed, clustered) that leaves the
+        version as it is: keyed on the time too, so each run's event is its own."""
+        stamp = int(occurred_at.timestamp() * 1_000_000)
+        return MemoryEvent(
+            event_id=f"{memory_id}:{kind.value}:{version}:{stamp}",
+            tenant=tenant,
+            kind=kind,
+            memory_id=memory_id,
+            version=version,
+            occurred_at=occurred_at,
+            has_embedding=has_embedding,
         )
 
     @staticmethod

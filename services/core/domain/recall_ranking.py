@@ -18,7 +18,7 @@ from services.core.domain.recall_text import all_words, tokens
 #: Score components, in the order score_components reports them.
 COMPONENTS = (
     "vector", "keyword", "metadata", "tag", "exact", "relation", "importance", "confidence", "recency", "trust",
-    "context",
+    "context", "relevance",
 )  # fmt: skip
 #: The arms that find candidates by the query (match_type is the strongest of these).
 ARMS = ("vector", "keyword", "metadata", "tag")
@@ -115,6 +115,16 @@ def recency(memory: Memory, at: datetime, rate: float) -> float:
     return math.exp(-rate * age_days)
 
 
+def relevance(memory: Memory, policy: RecallPolicy) -> float:
+    """Consolidation's decayed relevance_score of the memory; a memory no
+    decay pass has scored yet (new since the last pass, or consolidation
+    off) gets the policy's `relevance_unscored` (1.0 by default: nothing
+    has faded yet, the top of decay's range)."""
+    if memory.relevance_score is None:
+        return policy.relevance_unscored
+    return max(0.0, min(1.0, memory.relevance_score))
+
+
 def _tag_words(memory: Memory) -> set[str]:
     return {w for tag in memory.tags for w in all_words(tag)}
 
@@ -161,6 +171,7 @@ def score(candidate: Candidate, request: RecallRequest, policy: RecallPolicy, we
         "recency": recency(memory, request.scope.at, policy.recency_decay_rate),
         "trust": policy.trust(memory),
         "context": _context(memory, request, policy),
+        "relevance": relevance(memory, policy),
     }
     candidate.components = {name: round(components[name], 6) for name in COMPONENTS}
     candidate.final = sum(weights.get(name, 0.0) * value for name, value in components.items())

@@ -59,6 +59,7 @@ class RecallPolicy:
     context_keyword_score: float = 0.5  # the context component of a context keyword in the content
     decompose: DecomposePolicy = field(default_factory=DecomposePolicy)
     related_max_depth: int = 3  # GET /memories/{id}/related's max_depth at most
+    relevance_unscored: float = 1.0  # the relevance component of a memory decay has not scored
 
     def candidates_per_arm(self, limit: int) -> int:
         """How many candidates each arm fetches for `limit` results."""

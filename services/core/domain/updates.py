@@ -1,4 +1,10 @@
-"""PATCH /memory/{id}: a partial update of a stored memory, pure."""
+"""PATCH /memory/{id}: a partial update of a stored memory, pure.
+
+`archived` is the lifecycle's one client-side switch: true archives the
+memory (archived_at = now; every read mode but history withholds it),
+false brings an archived memory back (archived_at and its decayed
+relevance_score cleared, last_accessed now), as forgetting archives and a
+user undoes it."""
 
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ from services.core.domain.drafts import (
 )
 from services.core.domain.errors import InvalidArgument
 from services.core.domain.limits import Limits
-from services.core.domain.model import Memory
+from services.core.domain.model import EventKind, Memory
 from services.core.domain.tags import normalize_tags, tag_prefixes
 from services.core.domain.times import parse_iso
 
@@ -24,7 +30,7 @@ from services.core.domain.times import parse_iso
 UPDATABLE_FIELDS = frozenset(
     {
         "content", "type", "confidence", "importance", "tags", "metadata", "embedding",
-        "timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed",
+        "timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed", "archived",
     }
 )  # fmt: skip
 #: Fields a PATCH may clear by sending null.
@@ -69,6 +75,8 @@ def apply_update(
         changes["metadata"] = check_metadata_size(validate_metadata(sent["metadata"]), limits)
     if "embedding" in sent:
         changes["embedding"] = validate_embedding(sent["embedding"], limits)
+    if "archived" in sent:  # before the times: a sent last_accessed wins over a restore's
+        changes.update(_archive_changes(memory, sent["archived"], now))
     for name in ("timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed"):
         if name in sent:
             changes[name] = None if sent[name] is None else parse_iso(sent[name], name)
@@ -78,6 +86,31 @@ def apply_update(
     if content_changed and "embedding" not in changes:
         changes["embedding"] = None  # the old vector describes the old text; enrichment re-embeds
     return replace(memory, **changes, version=memory.version + 1), content_changed
+
+
+def update_kind(before: Memory, after: Memory, content_changed: bool) -> EventKind:
+    """The event of an update: ARCHIVED or RESTORED when the update flips the
+    archived flag, UPDATED otherwise, and always when the content changed
+    (enrichment re-embeds on UPDATED with content_changed; the projector
+    re-reads the record on every kind, so the point's lifecycle follows)."""
+    if content_changed or before.archived == after.archived:
+        return EventKind.UPDATED
+    return EventKind.ARCHIVED if after.archived else EventKind.RESTORED
+
+
+def _archive_changes(memory: Memory, value, now: datetime) -> dict:
+    if not isinstance(value, bool):
+        raise InvalidArgument("INVALID_ARCHIVED", "'archived' must be true or false", field="archived")
+    if not value:
+        if not memory.archived:
+            return {"archived": False, "archived_at": None}
+        # A restore is a use (last_accessed, which decay counts), and its old
+        # score is dropped: forgetting judges only scored memories, so the
+        # next forget pass cannot archive it again before decay re-scores it.
+        return {"archived": False, "archived_at": None, "relevance_score": None, "last_accessed": now}
+    if memory.archived and (memory.archived_at is None or memory.archived_at <= now):
+        return {}  # archived already: its archived_at stays
+    return {"archived": True, "archived_at": now}
 
 
 def _value(draft: Draft, name: str):

@@ -4,11 +4,13 @@ graceful shutdown. Each service's main.py calls run(); tests call start()."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import time
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import grpc
 import structlog
@@ -18,6 +20,9 @@ from grpc_reflection.v1alpha import reflection
 from services.core.domain.errors import DomainError
 from services.core.grpc.errors import to_grpc_status
 from services.core.observability import GRPC_LATENCY, GRPC_REQUESTS
+
+if TYPE_CHECKING:
+    from services.core.settings import Settings
 
 log = structlog.get_logger()
 
@@ -176,15 +181,19 @@ async def run_until_signalled(running: RunningService) -> None:
     await running.stop()
 
 
-def main(name: str, build_app) -> None:
+def main(name: str, build_app, *, nice: Callable[[Settings], int] | None = None) -> None:
     """The entrypoint of every service: settings -> bootstrap -> serve.
 
-    `build_app(settings)` is the service's composition root.
+    `build_app(settings)` is the service's composition root; `nice`, when
+    given, is the niceness the process takes first (background work that
+    should yield the CPU to the services answering requests).
     """
     from services.core.observability import configure_logging, start_metrics_server
     from services.core.settings import Settings
 
     settings = Settings()
+    if nice is not None and nice(settings):
+        os.nice(nice(settings))
     configure_logging(name, level=settings.log_level, json_logs=settings.log_json)
     start_metrics_server(settings.metrics_port(name), host=settings.grpc_host)
 

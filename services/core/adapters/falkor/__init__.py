@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from services.core.adapters.falkor.connection import FalkorConnection, timed_out
+from services.core.adapters.falkor.consolidation import FalkorConsolidationStore
 from services.core.adapters.falkor.enrichment import FalkorEnrichmentStore
 from services.core.adapters.falkor.fulltext import DF_CACHE_SECONDS, FalkorTextSearch
 from services.core.adapters.falkor.outbox import FalkorOutbox
@@ -41,7 +42,8 @@ class FalkorGraph:
     Attributes (stable: bootstraps pass them to the consumers):
     `lifecycle` (GraphLifecycle), `writer` (MemoryWriter), `outbox` (Outbox),
     `reader` (MemoryReader), `text` (TextSearch), `index_source` (IndexSource),
-    `views` (GraphViews), `export` (GraphExport), `enrichment` (EnrichmentStore);
+    `views` (GraphViews), `export` (GraphExport), `enrichment` (EnrichmentStore),
+    `consolidation` (ConsolidationStore);
     `connection` is the FalkorConnection they share.
     """
 
@@ -63,3 +65,4 @@ class FalkorGraph:
         self.views = FalkorGraphViews(self.connection)
         self.export = FalkorGraphExport(self.connection)
         self.enrichment = FalkorEnrichmentStore(self.connection)
+        self.consolidation = FalkorConsolidationStore(self.connection)

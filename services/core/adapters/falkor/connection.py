@@ -22,11 +22,6 @@ log = structlog.get_logger()
 
 #: How FalkorDB refuses a query whose TIMEOUT is above its TIMEOUT_MAX.
 _ABOVE_TIMEOUT_MAX = "The query TIMEOUT parameter value cannot exceed"
-#: How much longer than the query timeout the client waits for a reply before
-#: giving up on the connection (the server stops the query at its timeout).
-_SOCKET_MARGIN_SECONDS = 5.0
-
-
 def _retryable(exc: BaseException) -> bool:
     """Errors after which the query surely did not run: retried while FalkorDB
     comes up. A timeout is not among them: FalkorDB stopped the query
@@ -67,12 +62,16 @@ class FalkorConnection:
         retry_max_seconds: float = 2.0,
         request_retry_seconds: float = 3.0,
         query_timeout_ms: int = 0,
+        socket_margin_seconds: float = 300.0,
     ):
         self._connect_args: dict[str, Any] = {"host": host, "port": port, "password": password}
         #: Sent with every query (GRAPH.QUERY ... TIMEOUT); 0 sends none.
         self._timeout_ms = max(0, int(query_timeout_ms))
         if self._timeout_ms:
-            self._connect_args["socket_timeout"] = self._timeout_ms / 1000 + _SOCKET_MARGIN_SECONDS
+            # The server stops a query at its timeout; the client gives up on
+            # the connection only this much later (a hung connection), since a
+            # process whose GIL another thread holds reads no reply meanwhile.
+            self._connect_args["socket_timeout"] = self._timeout_ms / 1000 + socket_margin_seconds
         #: The server's (TIMEOUT_DEFAULT, TIMEOUT_MAX) as ensure_schema read them; None: not read.
         self.server_timeouts: tuple[int, int] | None = None
         self._graph_name = graph

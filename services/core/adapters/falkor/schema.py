@@ -23,6 +23,12 @@ _INDEXES = (
     ("Entity", "tenant"),
     ("Pattern", "key"),
     ("Pattern", "tenant"),
+    # Consolidation's own nodes (services/core/adapters/falkor/consolidation*.py).
+    ("MetaPattern", "id"),
+    ("MetaPattern", "tenant"),
+    ("ConsolidationRun", "id"),
+    ("ConsolidationRun", "tenant"),
+    ("Lease", "tenant"),
 )
 #: Node ids the factuality migration in ensure_schema reads per query.
 FACTUALITY_MIGRATION_PAGE = 2000

@@ -11,7 +11,7 @@ from services.core.domain.analysis import AnalysisFigures, TypeFigures
 from services.core.domain.model import Memory, Relation
 from services.core.domain.state import PRECEDENCE, State
 from services.core.domain.times import from_micros
-from services.core.ports import ExportedEdge, GraphStats
+from services.core.ports import ExportedEdge, GraphStats, PatternNode
 
 _EXPORTED_LABELS = ("Entity", "Pattern")
 
@@ -117,6 +117,29 @@ class FalkorGraphViews:
             {"tenant": tenant, "ids": ids, "limit": limit},
         )
         return [edge_relation(source, kind, True, target, props) for source, kind, target, props in result.result_set]
+
+    async def patterns_among(self, tenant: str, ids: list[str], limit: int) -> list[PatternNode]:
+        """MetaPatterns with a member among `ids` (the member edge of any type
+        or direction: consolidation's to choose), largest first, with their
+        edges to those members. MetaPattern is its own label, never :Memory,
+        so this is the one read that reaches them."""
+        if not ids or limit <= 0:
+            return []
+        result = await self._conn.query(
+            """
+            UNWIND $ids AS id
+            MATCH (p:MetaPattern)-[e]-(m:Memory {id: id})
+            WHERE p.tenant = $tenant AND m.tenant = $tenant
+            WITH p, collect([type(e), startNode(e) = p, m.id, properties(e)]) AS members
+            WITH p, members, coalesce(p.size, size(members)) AS size
+            RETURN p.id, coalesce(p.summary, ''), size, members ORDER BY size DESC, p.id LIMIT $limit
+            """,
+            {"tenant": tenant, "ids": ids, "limit": limit},
+        )
+        return [
+            PatternNode(pattern_id, summary, int(size), [edge_relation(pattern_id, *member) for member in members])
+            for pattern_id, summary, size, members in result.result_set
+        ]
 
     async def analysis_figures(self, tenant: str, *, now_us: int, top: int, max_hops: int = 5) -> AnalysisFigures:
         """The counts behind GET /analyze, over every memory of the tenant;

@@ -1,0 +1,392 @@
+"""The consolidation tasks as passes over the ConsolidationStore, one tenant
+at a time: decay, creative association, clustering, forgetting.
+
+Each pass reads the tenant's memories a page at a time (never all at once;
+clustering keeps at most its cap of vectors), decides with the domain's rules
+(services/core/domain/decay, association, clustering, forgetting) and writes
+in one batched query per page, each write with its events in the outbox; the
+events are then handed to the relay so the bus (and recall's projection, SSE)
+follows at once. A dry run reads and decides the same way and writes
+nothing: its report says what would change.
+
+A pass reports counts, errors and a bounded sample of the changes with
+before/after, and updates a Progress the status reads; it logs a line per page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import structlog
+
+from services.core.domain import association, clustering
+from services.core.domain.association import AssociationPolicy
+from services.core.domain.clustering import ClusterPolicy
+from services.core.domain.consolidation import MemorySample, Task
+from services.core.domain.decay import DecayPolicy, moved, relevance
+from services.core.domain.forgetting import ForgetPolicy, Verdict, verdict
+from services.core.domain.model import EventKind, MemoryEvent
+from services.core.domain.times import from_micros, to_micros
+from services.core.ports import ConsolidationStore, DecayRow, LanguageModel, MemoryWriter, RelevanceUpdate
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One change a pass made (or, dry, would make), for the report's sample."""
+
+    memory_id: str
+    action: str
+    before: str
+    after: str
+
+
+@dataclass(slots=True)
+class RunProgress:
+    """A running pass, as GET /consolidate/status shows it: updated every page."""
+
+    task: str
+    tenant: str
+    mode: str
+    dry_run: bool
+    started_at: datetime
+    processed: int = 0
+    total: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class PassResult:
+    """What a pass did: counts (or, dry, would have), errors, a sample of changes."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    sample: list[Change] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPolicies:
+    """The rules of the four passes (from settings: Settings.decay_policy and the others)."""
+
+    decay: DecayPolicy = DecayPolicy()
+    forget: ForgetPolicy = ForgetPolicy()
+    creative: AssociationPolicy = AssociationPolicy()
+    cluster: ClusterPolicy = ClusterPolicy()
+    #: Memories (with their vectors, in memory) one clustering run reads at most.
+    cluster_max_memories: int = 5000
+
+
+#: Called after every page: lets the runner renew its lease (it raises when the lease was lost).
+Heartbeat = Callable[[RunProgress], Awaitable[None]]
+
+
+async def _no_heartbeat(progress: RunProgress) -> None:
+    return None
+
+
+class _Sampler:
+    def __init__(self, result: PassResult, limit: int):
+        self._result, self._limit = result, limit
+
+    def add(self, memory_id: str, action: str, before: object, after: object) -> None:
+        if len(self._result.sample) < self._limit:
+            self._result.sample.append(Change(memory_id, action, _text(before), _text(after)))
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6f}"
+    return str(value)
+
+
+class ConsolidationTasks:
+    """The four passes, over one store (reads and its own writes), the writer
+    (deletes, with their outbox events) and the relay (publishes what the
+    writes recorded)."""
+
+    def __init__(
+        self,
+        *,
+        store: ConsolidationStore,
+        writer: MemoryWriter,
+        submit: Callable[[list[MemoryEvent]], Awaitable[object]],
+        policies: TaskPolicies,
+        page_size: int,
+        sample_size: int,
+        page_pause_seconds: float = 0.0,
+        write_epsilon: float = 0.0,
+        llm: LanguageModel | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ):
+        self._store = store
+        self._writer = writer
+        self._submit = submit
+        self._policies = policies
+        self._page = page_size
+        self._sample = sample_size
+        self._pause = page_pause_seconds
+        self._write_epsilon = write_epsilon
+        self._llm = llm
+        self._clock = clock
+
+    async def run(
+        self,
+        task: Task,
+        tenant: str,
+        *,
+        dry_run: bool,
+        progress: RunProgress,
+        heartbeat: Heartbeat = _no_heartbeat,
+        after_dry_decay: bool = False,
+    ) -> PassResult:
+        """One pass of `task` over the tenant's memories. `after_dry_decay`:
+        this forget pass follows a dry decay pass of the same run (a dry
+        `full`), so it judges the scores that decay would have written."""
+        if Task(task) is Task.FORGET:
+            return await self.forget(
+                tenant, dry_run=dry_run, progress=progress, heartbeat=heartbeat, rescore=after_dry_decay
+            )
+        passes = {Task.DECAY: self.decay, Task.CREATIVE: self.creative, Task.CLUSTER: self.cluster}
+        return await passes[Task(task)](tenant, dry_run=dry_run, progress=progress, heartbeat=heartbeat)
+
+    def _score(self, row: DecayRow, now: datetime) -> float:
+        return relevance(
+            timestamp=row.timestamp,
+            last_accessed=row.last_accessed,
+            edges=row.edges,
+            importance=row.importance,
+            confidence=row.confidence,
+            now=now,
+            policy=self._policies.decay,
+        )
+
+    async def _pages(self, tenant: str, progress: RunProgress, heartbeat: Heartbeat):
+        """The tenant's decay rows a page at a time, with progress and a log line per page."""
+        progress.total = await self._writer.count_memories(tenant)
+        cursor = -1
+        while True:
+            cursor, rows = await self._store.decay_page(tenant, cursor, self._page)
+            if not rows:
+                return
+            yield rows
+            progress.processed += len(rows)
+            log.info(
+                "consolidation progress",
+                task=progress.task,
+                tenant=tenant,
+                dry_run=progress.dry_run,
+                processed=progress.processed,
+                total=progress.total,
+                **progress.counts,
+            )
+            await heartbeat(progress)
+            if self._pause:  # FalkorDB runs one query at a time per graph: let recall's reads in between pages
+                await asyncio.sleep(self._pause)
+
+    async def decay(self, tenant: str, *, dry_run: bool, progress: RunProgress, heartbeat: Heartbeat) -> PassResult:
+        """Write each memory's relevance score where it moved by more than the
+        write epsilon (or is the first); a DECAYED event where it moved by
+        more than the event epsilon (or is the first)."""
+        result = PassResult(counts=progress.counts)
+        counts = result.counts
+        counts.update(scanned=0, updated=0, events=0)
+        sampler = _Sampler(result, self._sample)
+        epsilon = self._policies.decay.event_epsilon
+        async for rows in self._pages(tenant, progress, heartbeat):
+            now = self._clock()
+            updates, before = [], {}
+            for row in rows:
+                score = self._score(row, now)
+                if row.relevance_score is not None and abs(score - row.relevance_score) <= self._write_epsilon:
+                    continue
+                update = RelevanceUpdate(row.id, row.version, score, moved(row.relevance_score, score, epsilon))
+                updates.append(update)
+                before[row.id] = row
+            counts["scanned"] += len(rows)
+            if not updates:
+                continue
+            if dry_run:
+                written = [u.id for u in updates]
+            else:
+                now_us = to_micros(now)
+                written = await self._store.write_relevance(tenant, updates, now_us=now_us)
+                await self._relay_decayed(tenant, updates, set(written), now_us, before)
+            wrote = set(written)
+            for update in updates:
+                if update.id in wrote:
+                    counts["updated"] += 1
+                    counts["events"] += update.emit
+                    sampler.add(update.id, "decayed", before[update.id].relevance_score, update.score)
+        return result
+
+    async def _relay_decayed(
+        self, tenant: str, updates: list[RelevanceUpdate], written: set[str], now_us: int, rows: dict[str, DecayRow]
+    ) -> None:
+        # The store recorded these events with its write (the outbox); the same
+        # ids here, so the relay's acknowledgement clears those entries.
+        at = from_micros(now_us)
+        events = [
+            MemoryEvent.consolidated(
+                EventKind.DECAYED, tenant, u.id, u.version, at, has_embedding=rows[u.id].has_embedding
+            )
+            for u in updates
+            if u.emit and u.id in written
+        ]
+        if events:
+            await self._submit(events)
+
+    async def forget(
+        self, tenant: str, *, dry_run: bool, progress: RunProgress, heartbeat: Heartbeat, rescore: bool = False
+    ) -> PassResult:
+        """Archive and delete by the forgetting rules (off while both thresholds
+        are 0), judging each memory by the score decay last wrote (a memory
+        decay never scored is kept); with `rescore`, by the score decay would
+        write now (a dry `full` run, whose decay wrote nothing, reports what
+        the real one would do)."""
+        result = PassResult(counts=progress.counts)
+        counts = result.counts
+        counts.update(scanned=0, archived=0, deleted=0, protected=0)
+        policy = self._policies.forget
+        if not policy.enabled:
+            return result
+        sampler = _Sampler(result, self._sample)
+        async for rows in self._pages(tenant, progress, heartbeat):
+            now = self._clock()
+            to_archive, to_delete, scores = [], [], {}
+            for row in rows:
+                score = scores[row.id] = self._score(row, now) if rescore else row.relevance_score
+                decision = verdict(
+                    type=row.type,
+                    importance=row.importance,
+                    timestamp=row.timestamp,
+                    relevance_score=score,
+                    archived=row.archived,
+                    now=now,
+                    policy=policy,
+                )
+                if decision is Verdict.DELETE:
+                    to_delete.append(row)
+                elif decision is Verdict.ARCHIVE:
+                    to_archive.append(row)
+            counts["scanned"] += len(rows)
+            if dry_run:
+                archived = [r.id for r in to_archive]
+                deleted = [r.id for r in to_delete]
+            else:
+                archived, deleted = await self._forget_page(tenant, to_archive, to_delete, now)
+            rows_by_id = {r.id: r for r in rows}
+            for memory_id in archived:
+                counts["archived"] += 1
+                sampler.add(memory_id, "archived", f"active, score {scores[memory_id]:.6f}", "archived")
+            for memory_id in deleted:
+                counts["deleted"] += 1
+                state = "archived" if rows_by_id[memory_id].archived else "active"
+                sampler.add(memory_id, "deleted", f"{state}, score {scores[memory_id]:.6f}", "deleted")
+        return result
+
+    async def _forget_page(
+        self, tenant: str, to_archive: list[DecayRow], to_delete: list[DecayRow], now: datetime
+    ) -> tuple[list[str], list[str]]:
+        now_us = to_micros(now)
+        archived: list[str] = []
+        if to_archive:
+            archived = await self._store.archive(tenant, to_archive, now_us=now_us)
+            done = set(archived)
+            at = from_micros(now_us)
+            events = [
+                MemoryEvent(
+                    event_id=f"{r.id}:{EventKind.ARCHIVED.value}:{r.version + 1}",
+                    tenant=tenant,
+                    kind=EventKind.ARCHIVED,
+                    memory_id=r.id,
+                    version=r.version + 1,
+                    occurred_at=at,
+                    has_embedding=r.has_embedding,
+                )
+                for r in to_archive
+                if r.id in done
+            ]
+            if events:
+                await self._submit(events)
+        deleted: list[str] = []
+        if to_delete:
+            events = [MemoryEvent.deleted(tenant, r.id, now) for r in to_delete]
+            deleted = await self._writer.delete_memories(tenant, events, now_us=now_us)
+            gone = set(deleted)
+            if gone:
+                await self._submit([e for e in events if e.memory_id in gone])
+        return archived, deleted
+
+    async def creative(self, tenant: str, *, dry_run: bool, progress: RunProgress, heartbeat: Heartbeat) -> PassResult:
+        """Link related but unconnected pairs of a random sample (DISCOVERED,
+        or CONTRADICTS by the domain's rule, or the language model's judgement
+        when one is set), at most the rules' bound per run, never where an
+        edge already joins the pair."""
+        result = PassResult(counts=progress.counts)
+        counts = result.counts
+        policy = self._policies.creative
+        sample = await self._store.association_sample(tenant, policy.sample_size)
+        counts.update(sampled=len(sample), associated=0, contradicts=0)
+        progress.processed = len(sample)
+        if len(sample) >= 2:
+            connected = await self._store.connected_pairs(tenant, [m.id for m in sample])
+            links = await self._links(sample, connected, policy)
+            if links and not dry_run:
+                links = await self._store.link_discovered(tenant, links, now_us=to_micros(self._clock()))
+            for link in links:
+                counts["associated"] += 1
+                counts["contradicts"] += link.type == association.CONTRADICTS
+                _Sampler(result, self._sample).add(
+                    link.source_id, link.type.lower(), "", f"{link.target_id} (similarity {link.similarity:.3f})"
+                )
+        log.info("consolidation progress", task=progress.task, tenant=tenant, dry_run=dry_run, **counts)
+        await heartbeat(progress)
+        return result
+
+    async def _links(
+        self, sample: list[MemorySample], connected: set[tuple[str, str]], policy: AssociationPolicy
+    ) -> list[association.Discovery]:
+        """The rule's links, or with a language model, the model's judgement of
+        each candidate pair (the rule where it gives no usable answer)."""
+        if self._llm is None:
+            return association.discover(sample, connected, policy)
+        links = []
+        for first, second, similarity in association.candidate_pairs(sample, connected, policy):
+            answer = await self._llm.judge_association(first.content, second.content)
+            link = association.judged(first, second, similarity, answer, policy)
+            if link is not None:
+                links.append(link)
+        return links
+
+    async def cluster(self, tenant: str, *, dry_run: bool, progress: RunProgress, heartbeat: Heartbeat) -> PassResult:
+        """Group similar memories into MetaPatterns (replacing the previous
+        run's), reading the tenant's vectors a page at a time up to a cap."""
+        result = PassResult(counts=progress.counts)
+        counts = result.counts
+        policy = self._policies.cluster
+        members: list[MemorySample] = []
+        after = ""
+        cap = self._policies.cluster_max_memories
+        while len(members) < cap:
+            page = await self._store.cluster_inputs(tenant, after, min(self._page, cap - len(members)))
+            if not page:
+                break
+            members.extend(page)
+            after = page[-1].id
+            progress.processed = len(members)
+            log.info("consolidation progress", task=progress.task, tenant=tenant, read=len(members))
+            await heartbeat(progress)
+        clusters = clustering.cluster(members, policy)
+        counts.update(read=len(members), clusters=len(clusters), clustered=sum(c.size for c in clusters))
+        if not dry_run:
+            await self._store.write_clusters(tenant, Task.CLUSTER.value, clusters, now_us=to_micros(self._clock()))
+        sampler = _Sampler(result, self._sample)
+        for found in clusters:
+            sampler.add(found.member_ids[0], "clustered", "", f"{found.size} members: {found.summary[:80]}")
+        return result

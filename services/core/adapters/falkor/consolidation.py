@@ -1,0 +1,340 @@
+"""Consolidation's store (ConsolidationStore) on FalkorDB.
+
+Every read is one tenant's and bounded (a page, a sample); every write is
+one batched query with its outbox events. Relevance scores are derived
+data: writing one bumps no version (as an access does not), so a client's
+compare-and-set is never beaten by a decay pass; archiving is a change of
+state and bumps it. MetaPatterns carry their own label, never `Memory`, and
+point at their members by (:Memory)-[:IN_PATTERN]->(:MetaPattern).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import datetime
+from typing import Any
+
+from services.core.adapters.falkor.consolidation_runs import FalkorRunStore
+from services.core.adapters.falkor.rows import outbox_row, relation_row
+from services.core.domain.association import Discovery, pair_key
+from services.core.domain.clustering import Cluster
+from services.core.domain.consolidation import MemorySample
+from services.core.domain.embedding_codec import decode_embedding
+from services.core.domain.model import EventKind, MemoryEvent, Relation
+from services.core.domain.times import from_micros
+from services.core.ports import DecayRow, RelevanceUpdate
+
+#: The edge from a member to its MetaPattern.
+IN_PATTERN = "IN_PATTERN"
+#: What a sample or a cluster page reads: current memories with a vector.
+_CURRENT_WITH_VECTOR = (
+    "n.tenant = $tenant AND NOT coalesce(n.archived, false) AND n.embedding IS NOT NULL"
+    " AND n.superseded_at IS NULL AND (n.t_invalid IS NULL OR n.t_invalid > $now)"
+)
+_SAMPLE_FIELDS = "n.id, n.content, n.type, n.importance, n.embedding"
+
+
+def _samples(rows) -> list[MemorySample]:
+    samples = []
+    for memory_id, content, type_, importance, embedding in rows:
+        vector = decode_embedding(embedding)
+        if vector:
+            samples.append(MemorySample(memory_id, content or "", type_ or "", float(importance or 0.0), vector))
+    return samples
+
+
+def _now(now_us: int) -> datetime:
+    return from_micros(now_us)
+
+
+class FalkorConsolidationStore(FalkorRunStore):
+    """ConsolidationStore on FalkorDB (history and leases: FalkorRunStore)."""
+
+    async def tenants(self) -> list[str]:
+        """The tenants holding at least one memory, sorted."""
+        result = await self._conn.query("MATCH (n:Memory) RETURN DISTINCT n.tenant AS t ORDER BY t")
+        return [row[0] for row in result.result_set if row[0] is not None]
+
+    async def decay_page(self, tenant: str, cursor: int, limit: int) -> tuple[int, list[DecayRow]]:
+        """Up to `limit` of the tenant's memories (archived too) after the
+        internal node id `cursor` (-1 to start), and the next cursor. The id
+        range is a seek (as scan_memories'), so a page costs its own size, not
+        the tenant's: paging by memory id re-sorted the rest of the tenant on
+        every page. The edge count is the memory's edges to other memories
+        either way, each counted once (a pattern comprehension over its own
+        adjacency: it costs the node's degree, not the graph)."""
+        result = await self._conn.query(
+            """
+            MATCH (n:Memory {tenant: $tenant}) WHERE ID(n) > $after
+            WITH n ORDER BY ID(n) LIMIT $limit
+            RETURN ID(n), n.id, n.version, n.type, n.importance, n.confidence, n.timestamp, n.last_accessed,
+                   size([(n)-[]-(o:Memory) | 1]), n.relevance_score, coalesce(n.archived, false),
+                   n.embedding IS NOT NULL
+            """,
+            {"tenant": tenant, "after": cursor, "limit": max(0, limit)},
+        )
+        rows = []
+        for _, mid, version, type_, imp, conf, ts, accessed, edges, score, archived, vector in result.result_set:
+            timestamp = from_micros(ts)
+            rows.append(
+                DecayRow(
+                    id=mid,
+                    version=int(version or 1),
+                    type=type_ or "",
+                    importance=float(imp if imp is not None else 0.5),
+                    confidence=float(conf if conf is not None else 0.5),
+                    timestamp=timestamp,
+                    last_accessed=from_micros(accessed) if accessed is not None else timestamp,
+                    edges=int(edges or 0),
+                    relevance_score=None if score is None else float(score),
+                    archived=bool(archived),
+                    has_embedding=bool(vector),
+                )
+            )
+        return (int(result.result_set[-1][0]) if result.result_set else cursor), rows
+
+    async def write_relevance(self, tenant: str, updates: list[RelevanceUpdate], *, now_us: int) -> list[str]:
+        """Scores where the version is still the one read, with a DECAYED
+        event for each written update that emits, in one query; the ids written."""
+        if not updates:
+            return []
+        at = _now(now_us)
+        items = [
+            {
+                "id": u.id,
+                "version": u.version,
+                "score": float(u.score),
+                "outbox": [
+                    outbox_row(
+                        MemoryEvent.consolidated(EventKind.DECAYED, tenant, u.id, u.version, at, has_embedding=False),
+                        now_us,
+                    )
+                ]
+                if u.emit
+                else [],
+            }
+            for u in updates
+        ]
+        result = await self._conn.query(
+            """
+            UNWIND $items AS it
+            MATCH (n:Memory {id: it.id}) WHERE n.tenant = $tenant AND n.version = it.version
+            SET n.relevance_score = it.score
+            FOREACH (o IN it.outbox | CREATE (x:Outbox) SET x = o)
+            RETURN it.id
+            """,
+            {"tenant": tenant, "items": items},
+        )
+        return [row[0] for row in result.result_set]
+
+    async def archive(self, tenant: str, rows: list[DecayRow], *, now_us: int) -> list[str]:
+        """Archive each memory still at the row's version and not archived
+        (archived, archived_at, version + 1) with its ARCHIVED event, in one
+        query; the ids archived."""
+        if not rows:
+            return []
+        at = _now(now_us)
+        items = []
+        for row in rows:
+            event = MemoryEvent(
+                event_id=f"{row.id}:{EventKind.ARCHIVED.value}:{row.version + 1}",
+                tenant=tenant,
+                kind=EventKind.ARCHIVED,
+                memory_id=row.id,
+                version=row.version + 1,
+                occurred_at=at,
+                has_embedding=row.has_embedding,
+            )
+            items.append({"id": row.id, "version": row.version, "outbox": outbox_row(event, now_us)})
+        result = await self._conn.query(
+            """
+            UNWIND $items AS it
+            MATCH (n:Memory {id: it.id})
+            WHERE n.tenant = $tenant AND n.version = it.version AND NOT coalesce(n.archived, false)
+            SET n.archived = true, n.archived_at = $now, n.version = it.version + 1
+            CREATE (x:Outbox) SET x = it.outbox
+            RETURN it.id
+            """,
+            {"tenant": tenant, "items": items, "now": now_us},
+        )
+        return [row[0] for row in result.result_set]
+
+    async def association_sample(self, tenant: str, limit: int, *, now_us: int | None = None) -> list[MemorySample]:
+        """A random sample of the tenant's current memories with vectors (not
+        archived, superseded or invalid at `now_us`, by default now)."""
+        now = now_us if now_us is not None else int(time.time() * 1_000_000)
+        result = await self._conn.query(
+            f"MATCH (n:Memory) WHERE {_CURRENT_WITH_VECTOR} "
+            f"WITH n ORDER BY rand() LIMIT $limit RETURN {_SAMPLE_FIELDS}",
+            {"tenant": tenant, "limit": max(0, limit), "now": now},
+        )
+        return _samples(result.result_set)
+
+    async def connected_pairs(self, tenant: str, ids: list[str]) -> set[tuple[str, str]]:
+        """The pairs among `ids` joined by any edge (either direction), as (smaller id, larger id)."""
+        if len(ids) < 2:
+            return set()
+        result = await self._conn.query(
+            """
+            MATCH (a:Memory)-[]-(b:Memory)
+            WHERE a.id IN $ids AND a.tenant = $tenant AND b.id IN $ids AND a.id < b.id
+            RETURN DISTINCT a.id, b.id
+            """,
+            {"tenant": tenant, "ids": list(ids)},
+        )
+        return {(a, b) for a, b in result.result_set}
+
+    async def link_discovered(self, tenant: str, links: list[Discovery], *, now_us: int) -> list[Discovery]:
+        """An edge per link (similarity as strength; similarity, confidence,
+        reason, created_at on it) and its ASSOCIATED event, only where both
+        ends are the tenant's and no edge of any type joins the pair either
+        way (checked in the same query, so a concurrent link is not doubled);
+        a pair twice in `links` is made once; the links made."""
+        at = _now(now_us)
+        by_type: dict[str, list[dict[str, Any]]] = {}
+        chosen: dict[tuple[str, str], Discovery] = {}
+        for link in links:
+            key = pair_key(link.source_id, link.target_id)
+            if key[0] == key[1] or key in chosen:
+                continue
+            chosen[key] = link
+            relation = Relation(
+                link.source_id,
+                link.target_id,
+                link.type,
+                round(float(link.similarity), 4),
+                at,
+                {
+                    "similarity": round(float(link.similarity), 4),
+                    "confidence": round(float(link.confidence), 4),
+                    "reason": link.reason,
+                },
+            )
+            by_type.setdefault(link.type, []).append(
+                {
+                    "key": list(key),
+                    "src": link.source_id,
+                    "dst": link.target_id,
+                    "props": relation_row(relation),
+                    "outbox": outbox_row(MemoryEvent.associated(tenant, relation), now_us),
+                }
+            )
+        made: list[Discovery] = []
+        for rel_type, items in by_type.items():
+            if rel_type not in ("DISCOVERED", "CONTRADICTS"):
+                raise ValueError(f"link_discovered makes DISCOVERED or CONTRADICTS edges, not {rel_type}")
+            # Relation types cannot be parameters; rel_type is one of the two checked above.
+            result = await self._conn.query(
+                f"""
+                UNWIND $items AS it
+                MATCH (a:Memory {{id: it.src}}) WHERE a.tenant = $tenant
+                MATCH (b:Memory {{id: it.dst}}) WHERE b.tenant = $tenant AND NOT (a)-[]-(b)
+                CREATE (a)-[e:{rel_type}]->(b) SET e = it.props
+                CREATE (x:Outbox) SET x = it.outbox
+                RETURN it.key
+                """,
+                {"tenant": tenant, "items": items},
+            )
+            made.extend(chosen[tuple(row[0])] for row in result.result_set)
+        return made
+
+    async def cluster_inputs(
+        self, tenant: str, after_id: str, limit: int, *, now_us: int | None = None
+    ) -> list[MemorySample]:
+        """A page of the tenant's current memories with vectors, in id order after `after_id`."""
+        now = now_us if now_us is not None else int(time.time() * 1_000_000)
+        result = await self._conn.query(
+            f"""
+            MATCH (n:Memory) WHERE n.id > $after AND {_CURRENT_WITH_VECTOR}
+            WITH n ORDER BY n.id LIMIT $limit RETURN {_SAMPLE_FIELDS}
+            """,
+            {"tenant": tenant, "after": after_id, "limit": max(0, limit), "now": now},
+        )
+        return _samples(result.result_set)
+
+    async def write_clusters(self, tenant: str, task: str, clusters: list[Cluster], *, now_us: int) -> list[str]:
+        """Replace the tenant's MetaPatterns from `task` with these, each
+        linked from its members (the tenant's, still present) and a CLUSTERED
+        event per member, in one query; the new MetaPatterns' ids (one whose
+        members were all deleted meanwhile is not kept)."""
+        at = _now(now_us)
+        rows = []
+        for group in clusters:
+            pattern_id = str(uuid.uuid4())
+            rows.append(
+                {
+                    "node": {
+                        "id": pattern_id,
+                        "tenant": tenant,
+                        "task": task,
+                        "summary": group.summary,
+                        "size": group.size,
+                        "cohesion": float(group.cohesion),
+                        "dominant_type": group.dominant_type,
+                        "created_at": now_us,
+                    },
+                    "members": [
+                        {
+                            "id": member,
+                            "rank": rank,
+                            "outbox": outbox_row(
+                                MemoryEvent.consolidated(
+                                    EventKind.CLUSTERED, tenant, member, 0, at, has_embedding=True
+                                ),
+                                now_us,
+                            ),
+                        }
+                        for rank, member in enumerate(group.member_ids)
+                    ],
+                }
+            )
+        result = await self._conn.query(
+            f"""
+            OPTIONAL MATCH (old:MetaPattern {{tenant: $tenant}}) WHERE old.task = $task
+            DETACH DELETE old
+            WITH DISTINCT 1 AS one
+            UNWIND $rows AS r
+            CREATE (p:MetaPattern) SET p = r.node
+            WITH p, r
+            UNWIND r.members AS mem
+            MATCH (m:Memory {{id: mem.id}}) WHERE m.tenant = $tenant
+            CREATE (m)-[:{IN_PATTERN} {{created_at: $now, rank: mem.rank}}]->(p)
+            CREATE (x:Outbox) SET x = mem.outbox
+            RETURN p.id, count(m)
+            """,
+            {"tenant": tenant, "task": task, "rows": rows, "now": now_us},
+        )
+        linked = {pattern_id: int(count) for pattern_id, count in result.result_set}
+        if any(linked.get(r["node"]["id"], 0) != r["node"]["size"] for r in rows):
+            # Members deleted since they were read: the size says what is linked, and a pattern left with none goes.
+            # (FalkorDB drops a SET followed by a DELETE in one query's WITH chain: two queries.)
+            sized = await self._conn.query(
+                f"""
+                MATCH (p:MetaPattern) WHERE p.id IN $ids
+                OPTIONAL MATCH (m:Memory)-[:{IN_PATTERN}]->(p)
+                WITH p, count(m) AS members
+                SET p.size = members
+                RETURN p.id, members
+                """,
+                {"ids": [r["node"]["id"] for r in rows]},
+            )
+            empty = [pattern_id for pattern_id, members in sized.result_set if not members]
+            if empty:
+                await self._conn.query("MATCH (p:MetaPattern) WHERE p.id IN $ids DELETE p", {"ids": empty})
+        return [r["node"]["id"] for r in rows if linked.get(r["node"]["id"], 0)]
+
+    async def meta_patterns(self, tenant: str, limit: int) -> list[dict[str, Any]]:
+        """The tenant's MetaPatterns, newest first, with their member ids (closest to the centre first)."""
+        result = await self._conn.query(
+            f"""
+            MATCH (p:MetaPattern {{tenant: $tenant}})
+            WITH p ORDER BY p.created_at DESC, p.id LIMIT $limit
+            OPTIONAL MATCH (m:Memory)-[e:{IN_PATTERN}]->(p)
+            WITH p, m, e ORDER BY e.rank
+            RETURN properties(p), collect(m.id)
+            """,
+            {"tenant": tenant, "limit": max(0, limit)},
+        )
+        patterns = [{**dict(props), "member_ids": [m for m in members if m]} for props, members in result.result_set]
+        return sorted(patterns, key=lambda p: (-p["created_at"], p["id"]))
