@@ -17,13 +17,17 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
 
+from services.core.background import BackgroundLoop
+
 log = structlog.get_logger()
 
 #: touch(tenant, ids, accessed_us): one query for a tenant's ids.
 Touch = Callable[[str, list[str], int], Awaitable[None]]
 
 
-class AccessRecorder:
+class AccessRecorder(BackgroundLoop):
+    """Its loop flushes every flush_seconds, or at once when a batch is waiting."""
+
     def __init__(self, touch: Touch, *, flush_seconds: float, batch_size: int, clock_us: Callable[[], int]):
         self._touch = touch
         self._flush_seconds = flush_seconds
@@ -34,7 +38,6 @@ class AccessRecorder:
         self._latest: dict[str, int] = {}
         self._waiting = 0
         self._full = asyncio.Event()
-        self._task: asyncio.Task | None = None
         self.flushes = 0
 
     def record(self, tenant: str, ids: Iterable[str]) -> None:
@@ -71,14 +74,7 @@ class AccessRecorder:
                 await asyncio.wait_for(self._full.wait(), self._flush_seconds)
             await self.flush()
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop())
-
     async def stop(self) -> None:
         """Stop the loop and write what is still waiting."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await super().stop()
         await self.flush()
