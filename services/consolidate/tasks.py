@@ -299,16 +299,9 @@ class ConsolidationTasks:
             archived = await self._store.archive(tenant, to_archive, now_us=now_us)
             done = set(archived)
             at = from_micros(now_us)
+            # The same events the store recorded in the outbox (same ids), so the relay's ack clears them.
             events = [
-                MemoryEvent(
-                    event_id=f"{r.id}:{EventKind.ARCHIVED.value}:{r.version + 1}",
-                    tenant=tenant,
-                    kind=EventKind.ARCHIVED,
-                    memory_id=r.id,
-                    version=r.version + 1,
-                    occurred_at=at,
-                    has_embedding=r.has_embedding,
-                )
+                MemoryEvent.archived(tenant, r.id, r.version, at, has_embedding=r.has_embedding)
                 for r in to_archive
                 if r.id in done
             ]
@@ -339,10 +332,11 @@ class ConsolidationTasks:
             links = await self._links(sample, connected, policy)
             if links and not dry_run:
                 links = await self._store.link_discovered(tenant, links, now_us=to_micros(self._clock()))
+            sampler = _Sampler(result, self._sample)
             for link in links:
                 counts["associated"] += 1
                 counts["contradicts"] += link.type == association.CONTRADICTS
-                _Sampler(result, self._sample).add(
+                sampler.add(
                     link.source_id, link.type.lower(), "", f"{link.target_id} (similarity {link.similarity:.3f})"
                 )
         log.info("consolidation progress", task=progress.task, tenant=tenant, dry_run=dry_run, **counts)

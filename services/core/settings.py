@@ -257,6 +257,10 @@ class Settings(BaseSettings):
     # Document frequencies are per tenant: a pass warms the tenants that
     # recalled most recently (within recall_df_cache_seconds), at most this many.
     recall_df_warm_tenants: int = Field(default=8, ge=1)
+    # A tenant's memory count (the text arms' document-frequency bound and
+    # BM25's corpus size) is counted again after this long (TextArms.max_df).
+    recall_corpus_count_seconds: float = Field(default=60.0, gt=0)
+    recall_corpus_tenants: int = Field(default=10_000, ge=1)  # tenants whose memory count is kept in memory
     # expand_entities reads at most this many entities of each seed (the rarest),
     # skips entities mentioned by more memories than this (the stopwords of
     # entities), and reads at most this many mentions in all (FalkorMemoryReader.entity_neighbours).

@@ -58,6 +58,8 @@ def build_app(
         policy=policy,
         df_warm_tenants=settings.recall_df_warm_tenants,
         df_recent_seconds=settings.recall_df_cache_seconds,
+        corpus_count_seconds=settings.recall_corpus_count_seconds,
+        corpus_tenants=settings.recall_corpus_tenants,
     )
     ranked = RankedRecall(
         reader=reader,
@@ -98,7 +100,6 @@ def build_app(
             max_depth=settings.graph_max_depth,
             max_edges=settings.graph_max_edges,
             analysis_top=settings.analysis_top,
-            state_max_hops=settings.recall_state_max_hops,
         ),
     )
     servicer = RecallServicer(

@@ -27,6 +27,11 @@ class CurrentStatePass:
         self._reader = reader
         self._max_hops = max_hops
 
+    @property
+    def max_hops(self) -> int:
+        """The supersession edges the pass walks at most to find a chain's head."""
+        return self._max_hops
+
     async def verdicts(
         self,
         tenant: str,

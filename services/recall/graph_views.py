@@ -49,8 +49,6 @@ class GraphLimits:
     max_depth: int
     max_edges: int
     analysis_top: int
-    #: The supersession chains the analysis walks, as long as the state pass's.
-    state_max_hops: int = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +207,6 @@ class GraphViews:
         """The analysis document of the tenant's memories (counts over all of them)."""
         now = self._clock()
         figures = await self._views.analysis_figures(
-            tenant, now_us=to_micros(now), top=self._limits.analysis_top, max_hops=self._limits.state_max_hops
+            tenant, now_us=to_micros(now), top=self._limits.analysis_top, max_hops=self._state.max_hops
         )
         return analysis_document(figures, at=now)

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from prometheus_client import Histogram
 
 from services.core.domain import recall_ranking as ranking
-from services.core.domain.model import Relation
+from services.core.domain.model import Memory, Relation
 from services.core.domain.projection import VectorHit
 from services.core.domain.recall_assembly import append_new, per_query_cap
 from services.core.domain.recall_ranking import Candidate
@@ -199,18 +199,16 @@ class RankedRecall:
             candidate.outside_tag_scope = True
         return added
 
-    async def _context_candidates(self, request: RecallRequest, pool: dict[str, Candidate]) -> None:
-        """Memories with the context's priority tags join the candidates (the
-        most important first, within the caller's scope), so a context hint
-        finds its notes even when the query's words miss them."""
+    async def _context_memories(self, request: RecallRequest) -> list[Memory]:
+        """Memories with the context's priority tags (the most important
+        first, within the caller's scope), to join the candidates, so a
+        context hint finds its notes even when the query's words miss them."""
         limit = self._policy.context_inject_limit
         if not request.context.tags or not limit:
-            return
+            return []
         scope = request.scope
         listed = replace(scope, tags=request.context.tags, tag_mode="any", tag_match="prefix")
-        for memory in await self._reader.list_memories(listed, "importance", limit):
-            if in_scope(memory, scope):
-                pool.setdefault(memory.id, Candidate(memory.id, via="context"))
+        return [m for m in await self._reader.list_memories(listed, "importance", limit) if in_scope(m, scope)]
 
     async def search(self, request: RecallRequest) -> RecallOutcome:
         """Hybrid recall: arms, merge, score, state pass, expansion, de-duplication,
@@ -218,8 +216,10 @@ class RankedRecall:
         tenant = request.scope.tenant
         debug: dict = {}
         watch = Stopwatch(debug)
-        pool = await self._candidates(request, debug, watch)
-        await self._context_candidates(request, pool)
+        # The context listing is read beside the arms, not after them.
+        pool, context = await asyncio.gather(self._candidates(request, debug, watch), self._context_memories(request))
+        for memory in context:
+            pool.setdefault(memory.id, Candidate(memory.id, via="context"))
         for memory_id in request.priority_ids:
             pool.setdefault(memory_id, Candidate(memory_id)).via = "priority"
         weights = ranking.weights_for(self._policy, request)

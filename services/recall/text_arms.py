@@ -16,10 +16,6 @@ from services.core.ports import MemoryLookup, TextSearch
 
 #: The full-text arms, each searched for every query.
 TEXT_ARMS = ("keyword", "metadata", "tag")
-#: How often a tenant's corpus size behind the text arms' stopword bound is recounted.
-CORPUS_COUNT_SECONDS = 60.0
-#: Tenants whose corpus size (and last recall) are kept in memory.
-CORPUS_TENANTS = 10_000
 
 
 class TextArms:
@@ -33,12 +29,18 @@ class TextArms:
         policy: RecallPolicy,
         df_warm_tenants: int = 8,
         df_recent_seconds: float = 300.0,
+        corpus_count_seconds: float = 60.0,
+        corpus_tenants: int = 10_000,
     ):
         self._text = text
         self._lookup = lookup
         self._policy = policy
         self._df_warm_tenants = df_warm_tenants
         self._df_recent_seconds = df_recent_seconds
+        #: How often a tenant's corpus size is recounted, and the tenants whose
+        #: corpus size (and last recall) are kept (RECALL_CORPUS_*).
+        self._corpus_count_seconds = corpus_count_seconds
+        self._corpus_tenants = corpus_tenants
         #: tenant -> (its memories, when counted), least recently used first.
         self._corpus: OrderedDict[str, tuple[int, float]] = OrderedDict()
         #: tenant -> when it last ran a text search, least recent first (the warmer's tenants).
@@ -46,7 +48,7 @@ class TextArms:
 
     async def max_df(self, tenant: str, *, searching: bool = True) -> int:
         """The text arms' document-frequency bound for a tenant, from the
-        tenant's corpus size counted once a minute: one tenant's corpus never
+        tenant's corpus size counted every corpus_count_seconds: one tenant's corpus never
         moves another's bound (or its BM25 scores). A search (not the
         warmer) marks the tenant as recalling."""
         now = time.monotonic()
@@ -54,12 +56,12 @@ class TextArms:
             self._searched[tenant] = now
             self._searched.move_to_end(tenant)
         size, counted = self._corpus.get(tenant, (0, -math.inf))
-        if now - counted > CORPUS_COUNT_SECONDS:
+        if now - counted > self._corpus_count_seconds:
             size = await self._lookup.count_memories(tenant)
             self._corpus[tenant] = (size, time.monotonic())
         self._corpus.move_to_end(tenant)
         for cache in (self._corpus, self._searched):
-            while len(cache) > CORPUS_TENANTS:
+            while len(cache) > self._corpus_tenants:
                 cache.popitem(last=False)
         return self._policy.max_document_frequency(size)
 

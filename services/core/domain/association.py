@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from services.core.domain.consolidation import MemorySample
+from services.core.domain.consolidation import MemorySample, unit_rows
 
 #: The relation a discovered link gets: related, or related and conflicting.
 DISCOVERED = "DISCOVERED"
@@ -80,20 +80,6 @@ class Discovery:
 Judge = Callable[[MemorySample, MemorySample, float], str | None]
 
 
-def _unit_matrix(samples: list[MemorySample]) -> tuple[list[MemorySample], np.ndarray]:
-    """The samples of the most common vector dimension (a tenant mid-way
-    through a model change holds two), as unit rows."""
-    if not samples:
-        return [], np.zeros((0, 0), dtype=np.float32)
-    dim = Counter(len(s.embedding) for s in samples).most_common(1)[0][0]
-    kept = [s for s in samples if len(s.embedding) == dim and dim > 0]
-    matrix = np.asarray([s.embedding for s in kept], dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    nonzero = norms[:, 0] > 0
-    kept = [s for s, ok in zip(kept, nonzero, strict=True) if ok]
-    return kept, matrix[nonzero] / norms[nonzero]
-
-
 def pair_key(a: str, b: str) -> tuple[str, str]:
     """A pair of ids in a fixed order (an edge in either direction is the same pair)."""
     return (a, b) if a <= b else (b, a)
@@ -105,7 +91,7 @@ def candidate_pairs(
     """The pairs to link: cosine ≥ min_similarity, not in `connected`
     (pair_key order), most similar first (ties by ids), within max_links and
     max_per_memory."""
-    kept, unit = _unit_matrix(samples)
+    kept, unit = unit_rows(samples)
     if len(kept) < 2:
         return []
     cosine = unit @ unit.T

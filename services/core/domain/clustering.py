@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from services.core.domain.consolidation import MemorySample
+from services.core.domain.consolidation import MemorySample, unit_rows
 
 _WORD = re.compile(r"[a-z][a-z0-9_-]{2,}")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
@@ -63,17 +63,6 @@ class Cluster:
         return len(self.member_ids)
 
 
-def _unit_rows(samples: list[MemorySample]) -> tuple[list[MemorySample], np.ndarray]:
-    if not samples:
-        return [], np.zeros((0, 0), dtype=np.float32)
-    dim = Counter(len(s.embedding) for s in samples).most_common(1)[0][0]
-    kept = [s for s in samples if len(s.embedding) == dim and dim > 0]
-    matrix = np.asarray([s.embedding for s in kept], dtype=np.float32).reshape(len(kept), dim)
-    norms = np.linalg.norm(matrix, axis=1)
-    ok = norms > 0
-    return [s for s, good in zip(kept, ok, strict=True) if good], matrix[ok] / norms[ok, None]
-
-
 def first_sentence(text: str) -> str:
     """The text up to its first sentence end (or all of it), on one line."""
     flat = " ".join(text.split())
@@ -98,7 +87,7 @@ def summarize(members: list[MemorySample], central: MemorySample, policy: Cluste
 
 def cluster(samples: list[MemorySample], policy: ClusterPolicy) -> list[Cluster]:
     """The groups of the samples (see the module docstring), largest first."""
-    kept, unit = _unit_rows(samples)
+    kept, unit = unit_rows(samples)
     if len(kept) < max(1, policy.min_size):
         return []
     order = sorted(range(len(kept)), key=lambda i: (-kept[i].importance, kept[i].id))

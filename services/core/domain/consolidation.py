@@ -6,9 +6,12 @@ names what a caller asks for: one task, or `full` (every task, in TASK_ORDER).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+
+import numpy as np
 
 from services.core.domain.errors import InvalidArgument
 
@@ -47,6 +50,20 @@ class MemorySample:
     type: str
     importance: float
     embedding: list[float]
+
+
+def unit_rows(samples: list[MemorySample]) -> tuple[list[MemorySample], np.ndarray]:
+    """The samples of the most common vector dimension (a tenant mid-way
+    through a model change holds two) with a non-zero vector, and their
+    vectors as unit rows (association and clustering compare by cosine)."""
+    if not samples:
+        return [], np.zeros((0, 0), dtype=np.float32)
+    dim = Counter(len(s.embedding) for s in samples).most_common(1)[0][0]
+    kept = [s for s in samples if len(s.embedding) == dim and dim > 0]
+    matrix = np.asarray([s.embedding for s in kept], dtype=np.float32).reshape(len(kept), dim)
+    norms = np.linalg.norm(matrix, axis=1)
+    ok = norms > 0
+    return [s for s, good in zip(kept, ok, strict=True) if good], matrix[ok] / norms[ok, None]
 
 
 @dataclass(slots=True)

@@ -159,6 +159,22 @@ class MemoryEvent:
         )
 
     @staticmethod
+    def archived(
+        tenant: str, memory_id: str, read_version: int, occurred_at: datetime, *, has_embedding: bool
+    ) -> MemoryEvent:
+        """The event for archiving a memory read at `read_version` (archiving
+        bumps the version): stable per (memory, version), as a change is."""
+        return MemoryEvent(
+            event_id=f"{memory_id}:{EventKind.ARCHIVED.value}:{read_version + 1}",
+            tenant=tenant,
+            kind=EventKind.ARCHIVED,
+            memory_id=memory_id,
+            version=read_version + 1,
+            occurred_at=occurred_at,
+            has_embedding=has_embedding,
+        )
+
+    @staticmethod
     def consolidated(
         kind: EventKind, tenant: str, memory_id: str, version: int, occurred_at: datetime, *, has_embedding: bool
     ) -> MemoryEvent:

@@ -137,15 +137,7 @@ class FalkorConsolidationStore(FalkorRunStore):
         at = _now(now_us)
         items = []
         for row in rows:
-            event = MemoryEvent(
-                event_id=f"{row.id}:{EventKind.ARCHIVED.value}:{row.version + 1}",
-                tenant=tenant,
-                kind=EventKind.ARCHIVED,
-                memory_id=row.id,
-                version=row.version + 1,
-                occurred_at=at,
-                has_embedding=row.has_embedding,
-            )
+            event = MemoryEvent.archived(tenant, row.id, row.version, at, has_embedding=row.has_embedding)
             items.append({"id": row.id, "version": row.version, "outbox": outbox_row(event, now_us)})
         result = await self._conn.query(
             """
