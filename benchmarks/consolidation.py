@@ -98,6 +98,9 @@ def run(size: int = 100_000, queries: int = 200, words_from: str = "locomo") -> 
         # The first run writes every score and emits an event for each (no
         # score before); the second is a daily pass over a stable store.
         for label in ("first decay", "second decay"):
+            # A new connection: the gateway closes one left idle while the stack settled.
+            client.close()
+            client = KeepAlive(stack.url, TOKEN)
             seconds, run_, during = _decay_under_recall(stack, client, texts)
             counts = run_["counts"]
             line(

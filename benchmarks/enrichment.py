@@ -13,7 +13,6 @@ import grpc
 from benchmarks.report import line, percentiles, progress
 from benchmarks.stack import BenchStack, cpu_seconds
 from memgrid.v1 import enrich_service_pb2, enrich_service_pb2_grpc, recall_service_pb2, recall_service_pb2_grpc
-from services.core.grpc.tenant import tenant_metadata
 
 SENTENCES = (
     "We chose {tool} for the {area} service after comparing it with the alternatives.",
@@ -37,17 +36,15 @@ def cpu_per_memory(before: dict[str, float], after: dict[str, float], count: int
     return f"{sum(spent.values()):5.1f} ms  (" + ", ".join(f"{name} {ms:.1f}" for ms, name in ranked) + ")"
 
 
-async def points(recall) -> int:
-    status = await recall.GetSystemStatus(recall_service_pb2.GetSystemStatusRequest())
+async def points(recall, stack: BenchStack) -> int:
+    status = await recall.GetSystemStatus(recall_service_pb2.GetSystemStatusRequest(), metadata=stack.claim(None))
     index = next(c for c in status.components if c.name == "vector_index")
     return int(index.figures["points"])
 
 
-async def unenriched(enrich) -> int:
+async def unenriched(enrich, stack: BenchStack) -> int:
     """Memories without enriched_at, plus events enrichment has not acknowledged."""
-    status = await enrich.GetEnrichmentStatus(
-        enrich_service_pb2.GetEnrichmentStatusRequest(), metadata=tenant_metadata("default")
-    )
+    status = await enrich.GetEnrichmentStatus(enrich_service_pb2.GetEnrichmentStatusRequest(), metadata=stack.claim())
     return int(status.pending) + int(status.queue_size)
 
 
@@ -58,7 +55,7 @@ async def throughput(stack: BenchStack, count: int) -> None:
     ):
         recall = recall_service_pb2_grpc.RecallServiceStub(channel)
         enrich = enrich_service_pb2_grpc.EnrichServiceStub(enrich_channel)
-        base = await points(recall)
+        base = await points(recall, stack)
         load_before = os.getloadavg()[0]
         cpu_before = cpu_seconds(stack.process.pid)
         with stack.client() as client:
@@ -67,13 +64,13 @@ async def throughput(stack: BenchStack, count: int) -> None:
                 memories = [{"content": text(i)} for i in range(offset, min(count, offset + 500))]
                 client.post("/memory/batch", json={"memories": memories}).raise_for_status()
         stored = time.perf_counter() - started
-        while (done := await points(recall) - base) < count:
+        while (done := await points(recall, stack) - base) < count:
             progress(f"enrichment: {done}/{count} searchable")
             await asyncio.sleep(1.0)
         elapsed = time.perf_counter() - started
         cpu_after = cpu_seconds(stack.process.pid)
         load_searchable = os.getloadavg()[0]
-        while (left := await unenriched(enrich)) > 0:
+        while (left := await unenriched(enrich, stack)) > 0:
             progress(f"enrichment: {count - min(left, count)}/{count} enriched")
             await asyncio.sleep(1.0)
         enriched = time.perf_counter() - started
@@ -98,7 +95,7 @@ async def time_to_searchable(stack: BenchStack, rate: float, count: int) -> None
     """Store at a steady rate; the k-th store is searchable when the index holds k new points."""
     async with grpc.aio.insecure_channel(stack.grpc_target("recall")) as channel:
         recall = recall_service_pb2_grpc.RecallServiceStub(channel)
-        base = await points(recall)
+        base = await points(recall, stack)
         stored_at: list[float] = []
         searchable_at: list[float] = []
         done = asyncio.Event()
@@ -106,7 +103,7 @@ async def time_to_searchable(stack: BenchStack, rate: float, count: int) -> None
         async def watch():
             while len(searchable_at) < count:
                 now = time.perf_counter()
-                reached = await points(recall) - base
+                reached = await points(recall, stack) - base
                 while len(searchable_at) < min(reached, len(stored_at)):
                     searchable_at.append(now)
                 await asyncio.sleep(0.02)

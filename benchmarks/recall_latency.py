@@ -149,7 +149,9 @@ async def reindex(stack: BenchStack) -> None:
     async with grpc.aio.insecure_channel(stack.grpc_target("recall")) as channel:
         stub = recall_service_pb2_grpc.RecallServiceStub(channel)
         last = None
-        async for last in stub.RebuildIndex(recall_service_pb2.RebuildIndexRequest(every_tenant=True), timeout=3600):
+        async for last in stub.RebuildIndex(
+            recall_service_pb2.RebuildIndexRequest(every_tenant=True), metadata=stack.claim(None), timeout=3600
+        ):
             if last.indexed and last.indexed % 20_000 < 1000:
                 progress(f"reindexed {last.indexed}/{last.total}")
     elapsed = time.perf_counter() - started

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 
 from devstack.servers import free_port
+from services.core.grpc.claims import ADMIN_ROLE, claim_metadata
 from services.core.settings import SERVICE_NAMES
 
 TOKEN = "bench-token"
@@ -80,6 +82,7 @@ class BenchStack:
             "FALKORDB_PORT": str(free_port()),
             "NATS_URL": f"nats://127.0.0.1:{free_port()}",
             "LOG_LEVEL": "WARNING",
+            "SERVICE_CLAIM_KEY": secrets.token_urlsafe(48),  # the benchmarks call the services directly too
             **env_overrides,
         }
         for name in SERVICE_NAMES:
@@ -108,6 +111,11 @@ class BenchStack:
 
     def grpc_target(self, service: str) -> str:
         return f"127.0.0.1:{self.env[f'{service.upper()}_GRPC_PORT']}"
+
+    def claim(self, tenant: str | None = "default", role: str = ADMIN_ROLE) -> tuple[tuple[str, str], ...]:
+        """Call metadata for a direct gRPC call: a claim signed with the stack's key,
+        valid for the longest benchmark (a loop reuses it)."""
+        return claim_metadata(self.env["SERVICE_CLAIM_KEY"].encode(), tenant, role, actor="bench", ttl=6 * 3600)
 
     def __enter__(self) -> BenchStack:
         print(f"starting the stack in {self.data} ...", file=sys.stderr, flush=True)

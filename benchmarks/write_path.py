@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import statistics
 import subprocess
 import sys
 import time
@@ -21,7 +23,6 @@ from memgrid.v1 import (
     recall_service_pb2,
     recall_service_pb2_grpc,
 )
-from services.core.grpc.tenant import tenant_metadata
 
 
 def timed(label: str, n: int, call) -> list:
@@ -62,7 +63,7 @@ def rest_batches(client, batches: int, size: int = 500) -> None:
 
 
 async def grpc_part(stack: BenchStack, n: int, batches: int) -> None:
-    meta = tenant_metadata("default")
+    meta = stack.claim("default", "write")
     async with (
         grpc.aio.insecure_channel(stack.grpc_target("ingest")) as ic,
         grpc.aio.insecure_channel(stack.grpc_target("recall")) as rc,
@@ -118,6 +119,7 @@ def bare_relay(stack: BenchStack):
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.bare_relay", str(port), stack.grpc_target("ingest")],
+        env={**os.environ, "SERVICE_CLAIM_KEY": stack.env["SERVICE_CLAIM_KEY"]},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -148,7 +150,7 @@ async def gateway_overhead(stack: BenchStack, n: int) -> None:
 
 
 async def _paired(stack: BenchStack, client: KeepAlive, relay: KeepAlive, relay_pid: int, n: int) -> None:
-    meta = tenant_metadata("default")
+    meta = stack.claim("default", "write")
     async with (
         grpc.aio.insecure_channel(stack.grpc_target("ingest")) as ic,
         grpc.aio.insecure_channel(stack.grpc_target("recall")) as rc,
@@ -205,6 +207,29 @@ async def _paired(stack: BenchStack, client: KeepAlive, relay: KeepAlive, relay_
             )
 
 
+def audit_overhead(on: BenchStack, n: int) -> None:
+    """Create latency with the audit log on (`on`, the default) against a
+    second stack with AUDIT_LOG_ENABLED=false, both up at once and called
+    alternately, so both see the same machine; the target is an on/off p50
+    ratio within 1.2 (docs/performance.md)."""
+    with BenchStack(ENRICHMENT_ENABLED="false", AUDIT_LOG_ENABLED="false") as off:
+        clients = {"on": KeepAlive(on.url, TOKEN), "off": KeepAlive(off.url, TOKEN)}
+        samples: dict[str, list[float]] = {"on": [], "off": []}
+        try:
+            for i in range(n):
+                for name in ("on", "off") if i % 2 else ("off", "on"):  # neither always goes first
+                    started = time.perf_counter()
+                    clients[name].request("POST", "/memory", {"content": f"audit bench memory {i}", "type": "Context"})
+                    samples[name].append(time.perf_counter() - started)
+        finally:
+            for client in clients.values():
+                client.close()
+    for name in ("on", "off"):
+        line(f"  create, audit log {name}", percentiles(samples[name]))
+    ratio = statistics.median(samples["on"]) / statistics.median(samples["off"])
+    line("audit log on / off, create p50", f"{ratio:8.2f}x  (target <= 1.20x)")
+
+
 def run(n: int, batches: int) -> None:
     # Enrichment off: this measures the write path alone, not the CPU the models take.
     with BenchStack(ENRICHMENT_ENABLED="false") as stack, stack.client() as client:
@@ -221,3 +246,5 @@ def run(n: int, batches: int) -> None:
         asyncio.run(grpc_part(stack, n, batches))
         print(f"\ngateway overhead: {n} pairs of the same call, REST then gRPC, alternately (and through a bare relay)")
         asyncio.run(gateway_overhead(stack, n))
+        print(f"\naudit log: {n} creates on each of two stacks, audit log on and off, alternately")
+        audit_overhead(stack, n)

@@ -15,6 +15,7 @@ import time
 import urllib.request
 
 from devstack.servers import ServerProcess, start_falkordb, start_nats
+from services.core.grpc.plane import CLAIM_KEY_FILE_NAME, load_or_create_claim_key
 from services.core.settings import SERVICE_NAMES, Settings
 
 HEALTH_WAIT_SECONDS = 120
@@ -78,12 +79,21 @@ def main() -> int:
         say(f"data in {data_dir}")
         servers.append(
             start_falkordb(
-                settings.falkordb_port, data_dir / "falkordb", query_timeout_ms=settings.falkordb_query_timeout_ms
+                settings.falkordb_port,
+                data_dir / "falkordb",
+                query_timeout_ms=settings.falkordb_query_timeout_ms,
+                appendfsync=settings.falkordb_appendfsync,
             )
         )
-        say(f"FalkorDB on 127.0.0.1:{settings.falkordb_port}")
-        servers.append(start_nats(_port_of(settings.nats_url), data_dir / "nats"))
-        say(f"NATS JetStream on {settings.nats_url}")
+        say(f"FalkorDB on 127.0.0.1:{settings.falkordb_port} (appendonly, appendfsync {settings.falkordb_appendfsync})")
+        servers.append(
+            start_nats(_port_of(settings.nats_url), data_dir / "nats", sync_interval=settings.nats_sync_interval)
+        )
+        say(f"NATS JetStream on {settings.nats_url} (sync_interval {settings.nats_sync_interval})")
+        if settings.service_claim_key is None:
+            # Before any process starts, so all of them read the one key (the service plane's claims).
+            load_or_create_claim_key(data_dir)
+            say(f"service claim key in {data_dir / CLAIM_KEY_FILE_NAME}")
         for name in SERVICE_NAMES:
             children[name] = spawn(f"services.{name}.main", env)
             say(f"{name} service on :{settings.grpc_port(name)} (metrics :{settings.metrics_port(name)})")

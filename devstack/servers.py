@@ -6,6 +6,7 @@ temporary directories), so both start the servers the same way.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -95,8 +96,11 @@ class ServerProcess:
                 self.process.wait()
 
 
-def start_falkordb(port: int, data_dir: Path, timeout: float = 20.0, *, query_timeout_ms: int = 0) -> ServerProcess:
-    """redis-server with the FalkorDB module, append-only persistence in data_dir.
+def start_falkordb(
+    port: int, data_dir: Path, timeout: float = 20.0, *, query_timeout_ms: int = 0, appendfsync: str = "everysec"
+) -> ServerProcess:
+    """redis-server with the FalkorDB module, append-only persistence in data_dir,
+    synced as `appendfsync` says (FALKORDB_APPENDFSYNC: everysec or always).
 
     With `query_timeout_ms` (FALKORDB_QUERY_TIMEOUT_MS), the module is loaded
     with TIMEOUT_DEFAULT and TIMEOUT_MAX at that value: a query sent without a
@@ -116,6 +120,8 @@ def start_falkordb(port: int, data_dir: Path, timeout: float = 20.0, *, query_ti
         str(data_dir),
         "--appendonly",
         "yes",
+        "--appendfsync",
+        appendfsync,
         "--save",
         "",
         "--logfile",
@@ -134,14 +140,30 @@ def start_falkordb(port: int, data_dir: Path, timeout: float = 20.0, *, query_ti
     return server
 
 
-def start_nats(port: int, data_dir: Path, timeout: float = 20.0) -> ServerProcess:
-    """nats-server with JetStream, its store in data_dir."""
+def start_nats(
+    port: int,
+    data_dir: Path,
+    timeout: float = 20.0,
+    *,
+    sync_interval: str | None = None,
+    monitor_port: int | None = None,
+) -> ServerProcess:
+    """nats-server with JetStream, its store in data_dir, fsynced as
+    `sync_interval` says (NATS_SYNC_INTERVAL: "always", or an interval like
+    "2m"; None: NATS's default, as the test servers run), with its HTTP
+    monitoring (/varz) on `monitor_port` when given."""
     data_dir.mkdir(parents=True, exist_ok=True)
+    # sync_interval has no command-line flag: a config file holds the JetStream block.
+    config = data_dir / "nats.conf"
+    # Quoted, except the keyword: unquoted, the config parser reads "2m" as 2 million.
+    value = sync_interval if sync_interval == "always" else json.dumps(sync_interval)
+    sync = f"  sync_interval: {value}\n" if sync_interval else ""
+    config.write_text(f"jetstream {{\n  store_dir: {json.dumps(str(data_dir))}\n{sync}}}\n")
     cmd = [
         nats_server_binary(),
-        "-js",
-        "-sd",
-        str(data_dir),
+        "-c",
+        str(config),
+        *(["-m", str(monitor_port)] if monitor_port else []),
         "-p",
         str(port),
         "-a",

@@ -29,7 +29,7 @@ def create_app(settings: Settings, api_token: str | None, clients: ServiceClient
     async def lifespan(app: FastAPI):
         app.state.clients = clients or ServiceClients.from_settings(settings)
         # /stream watches events through recall (WatchMemoryEvents): the gateway holds no bus connection.
-        app.state.stream = StreamHub.from_settings(settings, app.state.clients.recall)
+        app.state.stream = StreamHub.from_settings(settings, app.state.clients.recall, app.state.clients.claims)
         try:
             yield
         finally:
@@ -40,7 +40,9 @@ def create_app(settings: Settings, api_token: str | None, clients: ServiceClient
     app.state.settings = settings
     app.state.auth = TokenAuth.from_settings(settings, api_token)
     envelope.install(app)
-    app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
+    app.add_middleware(
+        BodyLimit, limit=settings.max_request_bytes, paths={"/restore": settings.restore_max_upload_bytes}
+    )
     # Outside the body limit, so a 413 carries the CORS headers too.
     origins = [o.strip() for o in settings.cors_allow_origins.split(",") if o.strip()]
     app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"], allow_headers=["*"])

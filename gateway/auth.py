@@ -10,7 +10,7 @@ from __future__ import annotations
 import hmac
 import os
 import secrets
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from fastapi import Request
@@ -33,6 +33,8 @@ class Caller:
     #: True for the single-tenant AUTOMEM_API_TOKEN, which reaches admin
     #: routes only with X-Admin-Token, as the reference does.
     legacy: bool = False
+    #: The token's id, the audit log's actor (never the token): `legacy` for AUTOMEM_API_TOKEN.
+    token_id: str = field(default="", compare=False)  # names the caller; equality is its rights
 
 
 def role_allows(role: str, needed: str) -> bool:
@@ -98,9 +100,9 @@ class TokenAuth:
         digest = token_digest(token)
         if self._tokens is not None and (entry := self._tokens.lookup(digest)) is not None:
             limit = entry.memory_limit if entry.memory_limit is not None else self._memory_limit
-            return Caller(entry.tenant, entry.role, limit)
+            return Caller(entry.tenant, entry.role, limit, token_id=entry.token_id)
         if self._token is not None and hmac.compare_digest(digest, self._token):
-            return Caller(self._tenant, "write", self._memory_limit, legacy=True)
+            return Caller(self._tenant, "write", self._memory_limit, legacy=True, token_id="legacy")
         raise ApiError(401, "invalid API token", "UNAUTHENTICATED")
 
     def authorize(self, request: Request, needed: str) -> Caller:
@@ -108,7 +110,9 @@ class TokenAuth:
         caller = self.authenticate(request)
         if role_allows(caller.role, needed):
             return caller
-        if needed == "admin" and caller.legacy:
+        # The single-tenant token reviews with X-Admin-Token too: a deployment
+        # of one token has no review token, and admin includes review.
+        if needed in ("review", "admin") and caller.legacy:
             self._check_admin_header(request)
             return replace(caller, role="admin")
         raise ApiError(

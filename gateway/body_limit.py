@@ -26,17 +26,20 @@ def too_large(limit: int) -> ApiError:
 class BodyLimit:
     """ASGI middleware refusing request bodies over `limit` bytes."""
 
-    def __init__(self, app: ASGIApp, limit: int):
+    def __init__(self, app: ASGIApp, limit: int, paths: dict[str, int] | None = None):
+        """`paths`: a limit of its own for a path (POST /restore takes a whole archive)."""
         self.app = app
         self.limit = limit
+        self.paths = paths or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.paths.get(scope.get("path", ""), self.limit)
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            error = too_large(self.limit)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            error = too_large(limit)
             await envelope(error.code, error.message, error.reason)(scope, receive, send)
             return
         received = 0
@@ -46,9 +49,9 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.limit:
+                if received > limit:
                     # Raised inside the route's body read, so the envelope handler answers.
-                    raise too_large(self.limit)
+                    raise too_large(limit)
             return message
 
         await self.app(scope, counted, send)

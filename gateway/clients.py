@@ -1,4 +1,5 @@
-"""gRPC channels and stubs to the four services."""
+"""gRPC channels and stubs to the four services, and the signer of the
+claim every call carries (services/core/grpc/claims.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import grpc
 from grpc_health.v1 import health_pb2_grpc
 
 from memgrid.v1 import (
+    audit_service_pb2_grpc,
     consolidate_service_pb2_grpc,
     enrich_service_pb2_grpc,
     ingest_service_pb2_grpc,
     recall_service_pb2_grpc,
 )
+from services.core.grpc.claims import ClaimSigner
+from services.core.grpc.plane import ServicePlane
 from services.core.grpc.server import MESSAGE_OPTIONS
 from services.core.settings import SERVICE_NAMES, Settings
 
@@ -25,10 +29,15 @@ class ServiceClients:
     enrich: enrich_service_pb2_grpc.EnrichServiceStub
     consolidate: consolidate_service_pb2_grpc.ConsolidateServiceStub
     health: dict[str, health_pb2_grpc.HealthStub]
+    #: Signs each call's claim: the caller's tenant, role, memory limit and actor.
+    claims: ClaimSigner
+    #: The audit log's reads, served by recall (audit_service.proto).
+    audit: audit_service_pb2_grpc.AuditServiceStub | None = None
 
     @classmethod
-    def connect(cls, targets: dict[str, str]) -> ServiceClients:
-        channels = {name: grpc.aio.insecure_channel(targets[name], options=MESSAGE_OPTIONS) for name in SERVICE_NAMES}
+    def connect(cls, targets: dict[str, str], plane: ServicePlane) -> ServiceClients:
+        """Channels to `targets` (TLS when the plane has it), signing with the plane's key."""
+        channels = {name: plane.channel(targets[name], options=MESSAGE_OPTIONS) for name in SERVICE_NAMES}
         return cls(
             channels=channels,
             ingest=ingest_service_pb2_grpc.IngestServiceStub(channels["ingest"]),
@@ -36,11 +45,15 @@ class ServiceClients:
             enrich=enrich_service_pb2_grpc.EnrichServiceStub(channels["enrich"]),
             consolidate=consolidate_service_pb2_grpc.ConsolidateServiceStub(channels["consolidate"]),
             health={name: health_pb2_grpc.HealthStub(ch) for name, ch in channels.items()},
+            claims=plane.signer("system:gateway"),
+            audit=audit_service_pb2_grpc.AuditServiceStub(channels["recall"]),
         )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ServiceClients:
-        return cls.connect({name: settings.grpc_target(name) for name in SERVICE_NAMES})
+        return cls.connect(
+            {name: settings.grpc_target(name) for name in SERVICE_NAMES}, ServicePlane.from_settings(settings)
+        )
 
     async def close(self) -> None:
         for channel in self.channels.values():

@@ -14,6 +14,8 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute, iter_route_contexts
 
+from services.core.domain.trust import ALL_STATES
+
 Schema = dict[str, Any]
 
 
@@ -99,12 +101,33 @@ SCHEMAS: dict[str, Schema] = {
             "supersedes_memory_id": {**STRING, "description": "Store this as the replacement of that memory."},
             "supersede_relation": {**STRING, "description": "INVALIDATED_BY (default) or EVOLVED_INTO."},
             "supersede_reason": STRING,
+            "force": {
+                **BOOLEAN,
+                "description": "Store the content even if a tombstone holds it (otherwise 409); the event records it.",
+            },
         },
         ("content",),
         description="A memory to store; unknown fields (id, format...) are ignored.",
     ),
     "MemoryBatchIn": obj(
-        {"memories": array(obj(_DRAFT_PROPERTIES, ("content",)), minItems=1, maxItems=500)},
+        {
+            "memories": array(
+                obj(
+                    {
+                        **_DRAFT_PROPERTIES,
+                        "idempotency_key": {
+                            **STRING,
+                            "description": "This item is stored once: sent again (in any batch), its first memory "
+                            "answers for it; the same key with another item is a 409.",
+                        },
+                    },
+                    ("content",),
+                ),
+                minItems=1,
+                maxItems=500,
+            ),
+            "force": {**BOOLEAN, "description": "As for POST /memory: without it one tombstoned item refuses all."},
+        },
         ("memories",),
     ),
     "MemoryPatch": obj(
@@ -113,6 +136,10 @@ SCHEMAS: dict[str, Schema] = {
             "archived": {
                 **BOOLEAN,
                 "description": "true archives the memory (withheld by every read but history); false restores it.",
+            },
+            "trust_state": {
+                "enum": ["deprecated", "active"],
+                "description": "deprecated withholds the memory from recall (unless asked for); active undoes it.",
             },
         },
         description="Only the fields sent change; metadata is replaced whole.",
@@ -137,6 +164,11 @@ SCHEMAS: dict[str, Schema] = {
             "relevance_score": nullable(NUMBER),
             "tenant": STRING,
             "version": INTEGER,
+            "trust_state": {
+                "enum": list(ALL_STATES),
+                "description": "How far it may be relied on (docs/trust.md).",
+            },
+            "review_rule": {**STRING, "description": "The review rule that held it back, when one did."},
             **{name: TIME for name in MEMORY_TIMES},
             "embedding": {**nullable(array(NUMBER)), "description": "Only on GET /memory/{id}."},
             "state_replaces": {**STRING, "description": "The superseded memory this head stands for."},
@@ -179,6 +211,7 @@ SCHEMAS: dict[str, Schema] = {
             "relations": array(ref("Relation")),
             "state_replaces": {**STRING, "description": "Only on a head standing in for this superseded memory."},
             "deduped_from": STRINGS,
+            "trust_state": {"enum": list(ALL_STATES), "description": "The memory's trust state (docs/trust.md)."},
             "outside_tag_scope": {**BOOLEAN, "description": "Only on scope_fallback's fills (true)."},
             "expanded_from_entity": {**STRING, "description": "Entity expansion: the entity shared."},
             "related_to": {
@@ -300,6 +333,12 @@ STATE_MODE = query(
     "current (default): what is superseded or expired is replaced by its head or left out; history: everything.",
 )
 TAGS = query("tags", STRINGS, "Repeatable; comma-separated values are split too.")
+TRUST_STATES = query(
+    "trust_states",
+    STRINGS,
+    "Trust states to show (repeatable or comma-separated; 'all': every one). Default: all but pending_review, "
+    "rejected and deprecated.",
+)
 IDS: Schema = {
     "anyOf": [STRINGS, STRING],
     "description": "Memory ids, as a list or comma-separated; ids not of the caller's tenant are skipped.",

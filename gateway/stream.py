@@ -35,7 +35,7 @@ from memgrid.v1 import recall_service_pb2_grpc as pb_grpc
 from services.core.codec import event_from_pb
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.times import format_iso
-from services.core.grpc.tenant import tenant_metadata
+from services.core.grpc.claims import ClaimSigner
 from services.core.ports import SequencedEvent, WatchGap, WatchHeartbeat, WatchOpened
 from services.core.settings import Settings
 
@@ -92,14 +92,15 @@ def sse(kind: str, data: dict, event_id: int | None = None) -> str:
 KEEPALIVE = ": keepalive\n\n"
 
 
-def recall_watch(stub: pb_grpc.RecallServiceStub) -> WatchOpener:
-    """WatchMemoryEvents on recall, its messages as watch items."""
+def recall_watch(stub: pb_grpc.RecallServiceStub, claims: ClaimSigner) -> WatchOpener:
+    """WatchMemoryEvents on recall, its messages as watch items; each call
+    (a reconnection too) with a fresh claim for the tenant."""
 
     async def watch(tenant: str, after_sequence: int | None, kinds: list[str]) -> AsyncIterator[WatchItem]:
         request = pb.WatchMemoryEventsRequest(kinds=kinds)
         if after_sequence is not None:
             request.after_sequence = after_sequence
-        call = stub.WatchMemoryEvents(request, metadata=tenant_metadata(tenant))
+        call = stub.WatchMemoryEvents(request, metadata=claims.metadata(tenant, "read"))
         try:
             async for message in call:
                 which = message.WhichOneof("item")
@@ -273,9 +274,9 @@ class StreamHub:
         self._ids = itertools.count(1)
 
     @classmethod
-    def from_settings(cls, settings: Settings, recall: pb_grpc.RecallServiceStub) -> StreamHub:
+    def from_settings(cls, settings: Settings, recall: pb_grpc.RecallServiceStub, claims: ClaimSigner) -> StreamHub:
         return cls(
-            recall_watch(recall),
+            recall_watch(recall, claims),
             buffer_size=settings.stream_buffer_size,
             keepalive_seconds=settings.stream_keepalive_seconds,
             open_timeout_seconds=settings.grpc_timeout_seconds,

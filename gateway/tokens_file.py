@@ -1,7 +1,10 @@
 """Many tenants: MEMGRID_TOKENS_FILE, a JSON list of token entries.
 
     [{"token_sha256": "<hex sha256 of the token>", "tenant": "acme", "role": "write",
-      "memory_limit": 10000}]
+      "memory_limit": 10000, "id": "acme-ci"}]
+
+`id` (optional) names the token in the audit log; without one, the first 12
+hex digits of its digest do.
 
 Only digests are stored, so the file holds no secret. The file is re-read when
 it changes (size, mtime or inode differ), checked at most once per
@@ -18,7 +21,7 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
@@ -31,7 +34,9 @@ ROLES = ("read", "write", "review", "admin")
 #: only characters that survive there unchanged are allowed (no collisions).
 TENANT_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _DIGEST_PATTERN = re.compile(r"[0-9a-fA-F]{64}")
-_FIELDS = {"token_sha256", "tenant", "role", "memory_limit"}
+_FIELDS = {"token_sha256", "tenant", "role", "memory_limit", "id"}
+#: A token's id, the audit log's actor: no ':' (`system:<service>` is the services' own).
+TOKEN_ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _MISSING = (-1, -1, -1)  # the signature of a file that cannot be stat'ed
 
 
@@ -45,6 +50,8 @@ class TokenEntry:
     tenant: str
     role: str
     memory_limit: int | None = None
+    #: Who the audit log records (never the token): the entry's `id`, or a digest prefix.
+    token_id: str = field(default="", compare=False)
 
 
 def token_digest(token: str) -> bytes:
@@ -71,7 +78,12 @@ def _entry(index: int, item: object) -> TokenEntry:
     limit = item.get("memory_limit")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise TokensFileError(f"{where}: 'memory_limit' must be a whole number >= 0")
-    return TokenEntry(bytes.fromhex(digest), tenant, role, limit)
+    token_id = item.get("id")
+    if token_id is None:
+        token_id = f"sha256-{digest[:12].lower()}"  # the digest's start: names the token, reveals nothing of it
+    elif not isinstance(token_id, str) or not TOKEN_ID_PATTERN.fullmatch(token_id):
+        raise TokensFileError(f"{where}: 'id' must be 1-64 characters of A-Z, a-z, 0-9, '_', '.' or '-'")
+    return TokenEntry(bytes.fromhex(digest), tenant, role, limit, token_id)
 
 
 def parse_tokens(text: str) -> dict[bytes, TokenEntry]:

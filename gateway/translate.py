@@ -112,7 +112,10 @@ def memory_to_json(memory: memory_pb2.Memory, *, with_embedding: bool = True) ->
         "relevance_score": memory.relevance_score if memory.HasField("relevance_score") else None,
         "tenant": memory.tenant,
         "version": memory.version,
+        "trust_state": memory.trust_state or "active",
     }
+    if memory.review_rule:
+        out["review_rule"] = memory.review_rule
     for name in TIME_FIELDS:
         out[name] = iso(memory, name)
     if with_embedding:
@@ -126,8 +129,8 @@ def now_iso() -> str:
 
 #: Fields of an association the REST surface names; the rest are per-type properties.
 ASSOCIATION_FIELDS = ("memory1_id", "memory2_id", "type", "strength")
-#: Fields a PATCH may name (ingest decides which it accepts); archived is a PATCH's alone.
-UPDATE_FIELDS = (*DRAFT_FIELDS, "metadata", "archived")
+#: Fields a PATCH may name (ingest decides which it accepts); archived and trust_state are a PATCH's alone.
+UPDATE_FIELDS = (*DRAFT_FIELDS, "metadata", "archived", "trust_state")
 
 
 def update_from_json(body: dict) -> tuple[memory_pb2.MemoryDraft, list[str]]:
@@ -139,6 +142,11 @@ def update_from_json(body: dict) -> tuple[memory_pb2.MemoryDraft, list[str]]:
         if not isinstance(archived, bool):
             raise ApiError(400, "'archived' must be a boolean", "NOT_A_BOOLEAN")
         draft.archived = archived
+    trust_state = body.get("trust_state")
+    if trust_state is not None:
+        if not isinstance(trust_state, str):
+            raise ApiError(400, "'trust_state' must be a string", "NOT_A_STRING")
+        draft.trust_state = trust_state
     return draft, mask
 
 

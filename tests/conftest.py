@@ -12,7 +12,26 @@ from collections.abc import Iterator
 import pytest
 
 from devstack.servers import ServerProcess, free_port, start_falkordb, start_nats
+from services.core.grpc.claims import claim_metadata
+from services.core.grpc.plane import ServicePlane
 from services.core.settings import Settings
+
+#: The service plane's claim key of every test stack (services/core/grpc/claims.py).
+TEST_CLAIM_KEY = "memgrid-tests-service-claim-key-0123456789"
+
+
+def signed(
+    tenant: str | None, role: str = "write", memory_limit: int | None = None, actor: str | None = None
+) -> tuple[tuple[str, str], ...]:
+    """Call metadata for a direct gRPC call to a test stack's service: a claim
+    for `tenant` signed with the tests' key (None: no tenant, for an admin's
+    every-tenant call)."""
+    return claim_metadata(TEST_CLAIM_KEY.encode(), tenant, role, memory_limit, actor)
+
+
+def plane_of(settings: Settings) -> ServicePlane:
+    """The service plane a test starts a service with (start(..., plane=))."""
+    return ServicePlane.from_settings(settings)
 
 
 @pytest.fixture(scope="session")
@@ -50,6 +69,7 @@ def make_settings(falkordb_port: int, nats_port: int, data_dir, **overrides) -> 
         consumer_fetch_timeout_seconds=0.2,
         # No consolidation on a schedule (it would rescore memories under other tests); tests run it on demand.
         consolidation_tick_seconds=0,
+        service_claim_key=TEST_CLAIM_KEY,
     )
     values.update(overrides)
     return Settings(_env_file=None, **values)

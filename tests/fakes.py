@@ -116,9 +116,11 @@ class InMemoryGraph:
     ) -> bool:
         if claim is not None and not self._claim(claim, [m.id for m in memories], now_us):
             return False
-        for memory in memories:
+        # Keyed by id, as the FalkorDB write is: one already stored is kept, with no second event.
+        fresh = [(m, e) for m, e in zip(memories, events, strict=True) if (m.tenant, m.id) not in self.memories]
+        for memory, _ in fresh:
             self.memories[(memory.tenant, memory.id)] = replace(memory)
-        self._record(events, now_us)
+        self._record([e for _, e in fresh], now_us)
         return True
 
     async def get_idempotency(self, tenant: str, key: str, now_us: int) -> tuple[str, list[str]] | None:
@@ -127,7 +129,16 @@ class InMemoryGraph:
             return None
         return held.request_hash, list(held.memory_ids)
 
-    async def update_memory(self, memory: Memory, expected_version: int, event: MemoryEvent, *, now_us: int) -> bool:
+    async def get_idempotency_many(self, tenant: str, keys: list[str], now_us: int) -> dict[str, tuple[str, list[str]]]:
+        found = {key: await self.get_idempotency(tenant, key, now_us) for key in keys}
+        return {key: held for key, held in found.items() if held is not None}
+
+    async def claim_idempotency(self, claims: list[tuple[IdempotencyClaim, list[str]]], now_us: int) -> set[str]:
+        return {claim.key for claim, ids in claims if not self._claim(claim, ids, now_us)}
+
+    async def update_memory(
+        self, memory: Memory, expected_version: int, event: MemoryEvent, *, now_us: int, before: Memory | None = None
+    ) -> bool:
         current = self.memories.get((memory.tenant, memory.id))
         if current is None or current.version != expected_version:
             return False
@@ -181,6 +192,7 @@ class InMemoryGraph:
         *,
         now_us: int,
         claim: IdempotencyClaim | None = None,
+        before: Memory | None = None,
     ) -> bool:
         # The adapter claims the key first, in the same query, so a claim
         # stands even when the old memory has changed meanwhile.

@@ -8,10 +8,38 @@ making, not the route's (see gateway/responses.py JsonRoute)."""
 
 from fastapi.routing import APIRoute
 
-from gateway.routes import admin, associations, consolidation, enrichment, graph, health, memories, recall, stream
+from gateway.routes import (
+    admin,
+    associations,
+    audit,
+    backups,
+    consolidation,
+    enrichment,
+    graph,
+    health,
+    memories,
+    recall,
+    review,
+    stream,
+    tombstones,
+)
 
 ROUTES: list[APIRoute] = [
     route
-    for module in (health, memories, associations, enrichment, recall, graph, admin, consolidation, stream)
+    for module in (
+        health,
+        memories,
+        associations,
+        enrichment,
+        recall,
+        graph,
+        admin,
+        backups,
+        consolidation,
+        stream,
+        review,
+        tombstones,
+        audit,
+    )
     for route in module.router.routes
 ]

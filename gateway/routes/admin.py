@@ -1,5 +1,5 @@
 """Admin routes: rebuild the vector index (recall), re-embed memories
-(enrich), back the tenant's graph up (consolidate)."""
+(enrich). Backups and restores are in gateway/routes/backups.py."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ from fastapi import APIRouter, Depends, Request
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
-from gateway.openapi import IDS, INTEGER, NUMBER, STRING, doc, obj
+from gateway.openapi import IDS, INTEGER, NUMBER, doc, obj
 from gateway.responses import Json, JsonRoute
 from gateway.routes.body import body_count, optional_json_object
 from gateway.routes.calls import call_options, clients
 from gateway.routes.roles import require
-from memgrid.v1 import consolidate_service_pb2 as consolidate
 from memgrid.v1 import enrich_service_pb2 as enrich
 from memgrid.v1 import recall_service_pb2 as recall
 
@@ -95,34 +94,3 @@ async def reembed(request: Request, who: Caller = Depends(require("admin"))):
         **call_options(request, who),
     )
     return Json({"status": "queued", "count": reply.queued}, status_code=202)
-
-
-BACKUP = obj(
-    {
-        "status": {"const": "success"},
-        "path": STRING,
-        "memories": INTEGER,
-        "relations": INTEGER,
-        "entities": INTEGER,
-        "patterns": INTEGER,
-    },
-    ("status", "path", "memories", "relations", "entities", "patterns"),
-)
-
-
-@router.get("/backup", **doc(ok=BACKUP))
-@router.post("/backup", **doc(ok=BACKUP))
-async def backup(request: Request, who: Caller = Depends(require("admin"))):
-    """Write the tenant's graph (memories with every field, edges, entity and
-    pattern nodes) to a JSON file under the data directory's backups/."""
-    reply = await clients(request).consolidate.CreateBackup(
-        consolidate.CreateBackupRequest(), **long_call(request, who)
-    )
-    return {
-        "status": "success",
-        "path": reply.path,
-        "memories": reply.memories,
-        "relations": reply.relations,
-        "entities": reply.entities,
-        "patterns": reply.patterns,
-    }

@@ -9,7 +9,6 @@ from fastapi import Request
 
 from gateway.auth import Caller
 from gateway.clients import ServiceClients
-from services.core.grpc.tenant import caller_metadata
 
 
 def clients(request: Request) -> ServiceClients:
@@ -18,9 +17,12 @@ def clients(request: Request) -> ServiceClients:
 
 
 def call_options(request: Request, who: Caller) -> dict:
-    """Metadata (the tenant, its memory limit) and deadline for a call on the caller's behalf."""
+    """Metadata (a claim signed for the caller: tenant, role, memory limit,
+    token id as the actor) and deadline for a call on the caller's behalf."""
     return {
-        "metadata": caller_metadata(who.tenant, who.memory_limit),
+        "metadata": clients(request).claims.metadata(
+            who.tenant, who.role, who.memory_limit, actor=who.token_id or None
+        ),
         "timeout": request.app.state.settings.grpc_timeout_seconds,
     }
 

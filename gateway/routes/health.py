@@ -25,7 +25,7 @@ from gateway.responses import Json, JsonRoute
 from gateway.routes.calls import clients
 from gateway.translate import now_iso
 from memgrid.v1 import recall_service_pb2
-from services.core.grpc.tenant import caller_metadata
+from services.core.grpc.claims import ADMIN_ROLE
 from services.core.settings import SERVICE_NAMES
 
 router = APIRouter(route_class=JsonRoute)
@@ -97,7 +97,10 @@ async def health(request: Request):
     try:
         status = await clients(request).recall.GetSystemStatus(
             recall_service_pb2.GetSystemStatusRequest(),
-            metadata=caller_metadata(caller.tenant) if caller is not None else (),
+            # No caller: the gateway's own every-tenant call (it shows the count only where that is everyone's).
+            metadata=clients(request).claims.metadata(caller.tenant, caller.role)
+            if caller is not None
+            else clients(request).claims.metadata(None, ADMIN_ROLE),
             timeout=request.app.state.settings.health_status_timeout_seconds,
         )
         if caller is not None or not auth.many_tenants:

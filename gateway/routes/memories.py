@@ -19,16 +19,18 @@ from gateway.openapi import (
     STRINGS,
     TAGS,
     TIME,
+    TRUST_STATES,
     array,
     doc,
     lenient_int,
     obj,
+    query,
     ref,
 )
 from gateway.responses import Json, JsonRoute
 from gateway.routes.body import json_body
 from gateway.routes.calls import call_options, clients, elapsed_ms
-from gateway.routes.query import query_int, query_list, query_text
+from gateway.routes.query import query_bool, query_int, query_list, query_text
 from gateway.routes.roles import require
 from gateway.translate import draft_from_json, iso, memory_to_json, relation_to_json, require_object, update_from_json
 from memgrid.v1 import ingest_service_pb2 as ingest
@@ -59,6 +61,17 @@ def _created_body(reply, memory, started: float) -> dict:
     if reply.summarized:
         body.update(summarized=True, original_length=reply.original_length, summarized_length=reply.summarized_length)
     return body
+
+
+def _force(request: Request, body: dict) -> bool:
+    """force=true in the body or the query: store content a tombstone holds."""
+    value = body.get("force")
+    if value is not None and not isinstance(value, bool):
+        raise ApiError(400, "'force' must be true or false", "NOT_A_BOOLEAN")
+    return bool(value) or query_bool(request, "force")
+
+
+FORCE = query("force", BOOLEAN, "Store content a tombstone holds (otherwise 409 naming the tombstone); audited.")
 
 
 def _replay_headers(replayed: bool) -> dict[str, str]:
@@ -93,6 +106,7 @@ BATCH_CREATED = obj(
         "status": {"const": "success"},
         "stored": INTEGER,
         "memory_ids": STRINGS,
+        "replayed": {**INTEGER, "description": "Items answered by their idempotency_key's first memory."},
         "qdrant": STRING,
         "enrichment": STRING,
         "query_time_ms": NUMBER,
@@ -140,7 +154,9 @@ IDEMPOTENCY = {
 }
 
 
-@router.post("/memory", status_code=201, **doc(ok=CREATED, status=201, body=ref("MemoryIn"), params=(IDEMPOTENCY,)))
+@router.post(
+    "/memory", status_code=201, **doc(ok=CREATED, status=201, body=ref("MemoryIn"), params=(IDEMPOTENCY, FORCE))
+)
 async def create_memory(request: Request, who: Caller = Depends(require("write"))):
     """Store a memory; with supersedes_memory_id, replace an old one in one step."""
     started = time.perf_counter()
@@ -149,6 +165,7 @@ async def create_memory(request: Request, who: Caller = Depends(require("write")
     for name in SUPERSEDE_FIELDS:
         if body.get(name) is not None and not isinstance(body[name], str):
             raise ApiError(400, f"'{name}' must be a string", "NOT_A_STRING")
+    force = _force(request, body)
     if body.get("supersedes_memory_id") is not None:
         reply = await clients(request).ingest.SupersedeMemory(
             ingest.SupersedeMemoryRequest(
@@ -157,6 +174,7 @@ async def create_memory(request: Request, who: Caller = Depends(require("write")
                 relation=body.get("supersede_relation") or "",
                 reason=body.get("supersede_reason") or "",
                 idempotency_key=request.headers.get(IDEMPOTENCY_HEADER, ""),
+                force=force,
             ),
             **call_options(request, who),
         )
@@ -164,7 +182,9 @@ async def create_memory(request: Request, who: Caller = Depends(require("write")
         result.update(supersedes_memory_id=reply.superseded.id, supersede_relation=reply.relation)
         return Json(result, 201, headers=_replay_headers(reply.replayed))
     reply = await clients(request).ingest.CreateMemory(
-        ingest.CreateMemoryRequest(memory=draft, idempotency_key=request.headers.get(IDEMPOTENCY_HEADER, "")),
+        ingest.CreateMemoryRequest(
+            memory=draft, idempotency_key=request.headers.get(IDEMPOTENCY_HEADER, ""), force=force
+        ),
         **call_options(request, who),
     )
     return Json(_created_body(reply, reply.memory, started), 201, headers=_replay_headers(reply.replayed))
@@ -173,7 +193,7 @@ async def create_memory(request: Request, who: Caller = Depends(require("write")
 @router.post(
     "/memory/batch",
     status_code=201,
-    **doc(ok=BATCH_CREATED, status=201, body=ref("MemoryBatchIn"), params=(IDEMPOTENCY,)),
+    **doc(ok=BATCH_CREATED, status=201, body=ref("MemoryBatchIn"), params=(IDEMPOTENCY, FORCE)),
 )
 async def batch_create(request: Request, who: Caller = Depends(require("write"))):
     """Store 1..500 memories in one request: all of them or none."""
@@ -181,7 +201,7 @@ async def batch_create(request: Request, who: Caller = Depends(require("write"))
     body = await json_body(request)
     if not isinstance(body, dict) or not isinstance(body.get("memories"), list):
         raise ApiError(400, "request body must be a JSON object with a 'memories' list", "MEMORIES_REQUIRED")
-    drafts = []
+    drafts, item_keys = [], []
     for index, item in enumerate(body["memories"]):
         where = f"Memory at index {index}: "
         if not isinstance(item, dict):
@@ -189,14 +209,24 @@ async def batch_create(request: Request, who: Caller = Depends(require("write"))
         if item.get("content") is None:
             raise ApiError(400, f"Memory at index {index} missing 'content'", "CONTENT_REQUIRED")
         drafts.append(draft_from_json(item, where=where))
+        key = item.get("idempotency_key")
+        if key is not None and not isinstance(key, str):
+            raise ApiError(400, f"{where}'idempotency_key' must be a string", "NOT_A_STRING")
+        item_keys.append(key or "")
     reply = await clients(request).ingest.BatchCreateMemories(
-        ingest.BatchCreateMemoriesRequest(memories=drafts, idempotency_key=request.headers.get(IDEMPOTENCY_HEADER, "")),
+        ingest.BatchCreateMemoriesRequest(
+            memories=drafts,
+            idempotency_key=request.headers.get(IDEMPOTENCY_HEADER, ""),
+            force=_force(request, body),
+            item_idempotency_keys=item_keys if any(item_keys) else [],
+        ),
         **call_options(request, who),
     )
     result = {
         "status": "success",
         "stored": len(reply.memory_ids),
         "memory_ids": list(reply.memory_ids),
+        "replayed": reply.replayed_count,
         "qdrant": reply.qdrant,
         "enrichment": reply.enrichment,
         "query_time_ms": elapsed_ms(started),
@@ -218,6 +248,7 @@ async def batch_create(request: Request, who: Caller = Depends(require("write"))
                 "its state (and replaced_by when superseded), as delete-by-tag would remove them; current: only what "
                 "is current, a superseded memory replaced by its head.",
             },
+            TRUST_STATES,
         ),
     ),
 )
@@ -234,6 +265,7 @@ async def list_by_tag(request: Request, who: Caller = Depends(require("read"))):
             limit=query_int(request, "limit"),
             offset=query_int(request, "offset"),
             state_mode=query_text(request, "state_mode"),
+            trust_states=query_list(request, "trust_states"),
         ),
         **call_options(request, who),
     )
@@ -255,6 +287,51 @@ async def list_by_tag(request: Request, who: Caller = Depends(require("read"))):
         "limit": reply.limit,
         "offset": reply.offset,
         "has_more": reply.has_more,
+    }
+
+
+EXPORTED = obj(
+    {
+        "status": {"const": "success"},
+        "memories": array(ref("Memory")),
+        "count": INTEGER,
+        "limit": INTEGER,
+        "next_page_token": {"anyOf": [STRING, {"type": "null"}]},
+    },
+    ("status", "memories", "count", "limit", "next_page_token"),
+)
+
+
+@router.get(
+    "/memories/export",
+    **doc(
+        ok=EXPORTED,
+        params=(
+            query("page_token", STRING, "The next_page_token of the page before; absent: the first page."),
+            lenient_int("limit", "Memories per page, 1..EXPORT_MAX_LIMIT (default EXPORT_DEFAULT_LIMIT).", minimum=1),
+            query("with_embedding", BOOLEAN, "Include each memory's embedding (default false)."),
+        ),
+    ),
+)
+async def export_memories(request: Request, who: Caller = Depends(require("read"))):
+    """Every memory of the tenant (archived, superseded and expired ones
+    too), in id order, a page at a time: follow next_page_token until it is null."""
+    with_embedding = query_bool(request, "with_embedding")
+    reply = await clients(request).recall.ExportMemories(
+        recall.ExportMemoriesRequest(
+            page_token=query_text(request, "page_token"),
+            limit=query_int(request, "limit"),
+            with_embedding=with_embedding,
+        ),
+        **call_options(request, who),
+    )
+    memories = [memory_to_json(m, with_embedding=with_embedding) for m in reply.memories]
+    return {
+        "status": "success",
+        "memories": memories,
+        "count": len(memories),
+        "limit": reply.limit,
+        "next_page_token": reply.next_page_token or None,
     }
 
 
@@ -324,11 +401,23 @@ async def update_memory(memory_id: str, request: Request, who: Caller = Depends(
 
 @router.delete(
     "/memory/{memory_id}",
-    **doc(ok=obj({"status": {"const": "success"}, "memory_id": STRING}, ("status", "memory_id"))),
+    **doc(
+        ok=obj({"status": {"const": "success"}, "memory_id": STRING, "tombstone_id": STRING}, ("status", "memory_id")),
+        params=(
+            query("reason", {"enum": ["rejected"]}, "rejected: leave a tombstone, so the content cannot come back."),
+            query("tombstone", BOOLEAN, "Leave a tombstone whatever the reason."),
+        ),
+    ),
 )
 async def delete_memory(memory_id: str, request: Request, who: Caller = Depends(require("write"))):
-    """Delete a memory, its edges and its vector."""
+    """Delete a memory, its edges and its vector; with reason=rejected (or
+    tombstone=true) a tombstone keeps its content out (409 on a new store)."""
     reply = await clients(request).ingest.DeleteMemory(
-        ingest.DeleteMemoryRequest(id=memory_id), **call_options(request, who)
+        ingest.DeleteMemoryRequest(
+            id=memory_id, reason=query_text(request, "reason"), tombstone=query_bool(request, "tombstone")
+        ),
+        **call_options(request, who),
     )
+    if reply.tombstone_id:
+        return {"status": "success", "memory_id": reply.id, "tombstone_id": reply.tombstone_id}
     return {"status": "success", "memory_id": reply.id}

@@ -18,6 +18,7 @@ from gateway.openapi import (
     STRING,
     STRINGS,
     TAGS,
+    TRUST_STATES,
     array,
     doc,
     lenient_int,
@@ -50,6 +51,8 @@ def result_to_json(result: recall.RecallResult) -> dict:
         "score_components": dict(result.score_components),
         "relations": [relation_to_json(r) for r in result.relations],
         "deduped_from": list(result.deduped_from),
+        # Beside the memory's own copy, where a client reads match_type too.
+        "trust_state": result.memory.trust_state or "active",
     }
     if result.state_replaces:
         out["state_replaces"] = result.state_replaces
@@ -206,6 +209,7 @@ RECALL_PARAMS = (
     query("sort", {"enum": ["score", "time_desc", "time_asc", "updated_desc", "updated_asc"]}, "Default: score."),
     query("order_by", {"enum": ["score", "time_desc", "time_asc", "updated_desc", "updated_asc"]}, "Alias of sort."),
     STATE_MODE,
+    TRUST_STATES,
     query("current_only", {"enum": ["true", "false"]}, "Legacy: false is state_mode=history."),
     _flag("state_debug", "Add state_debug (the current-state pass and stage timings)."),
     query("priority_ids", STRINGS, "Memory ids to rank first when they match."),
@@ -358,6 +362,7 @@ async def recall_memories(request: Request, who: Caller = Depends(require("read"
         context=query_text(request, "context"),
         language=first_text(request, "language", "lang"),
         active_path=first_text(request, "active_path", "file_path", "focus_path"),
+        trust_states=query_list(request, "trust_states"),
     )
     if query_text(request, "adaptive_floor"):
         search.adaptive_floor = query_bool(request, "adaptive_floor")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from memgrid.v1 import consolidate_service_pb2, consolidate_service_pb2_grpc
-from services.consolidate.backup import BackupWriter
+from services.consolidate.audit_sealer import AuditSealer
+from services.consolidate.backup import BackupFiles, BackupScheduler, BackupWriter, read_archive
+from services.consolidate.restore import Restorer
 from services.consolidate.scheduler import ConsolidationRunner, ConsolidationScheduler
 from services.consolidate.servicer import ConsolidateServicer
 from services.consolidate.tasks import ConsolidationTasks, TaskPolicies
 from services.core.adapters.falkor import FalkorGraph
 from services.core.adapters.nats_bus import NatsEventBus
+from services.core.disputes import Disputes
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.ports import LanguageModel
 from services.core.settings import Settings
@@ -31,6 +34,7 @@ def build_app(
     # Publishes what the passes record in the outbox; ingest's relay sweeps leftovers.
     relay = outbox_relay(settings, graph.outbox, events, sweeps=False)
     tasks = ConsolidationTasks(
+        disputes=Disputes(graph.trust, relay.submit, settings.review_policy),
         store=graph.consolidation,
         writer=graph.writer,
         submit=relay.submit,
@@ -44,6 +48,7 @@ def build_app(
         page_size=settings.consolidation_page_size,
         sample_size=settings.consolidation_report_sample,
         page_pause_seconds=settings.consolidation_page_pause_seconds,
+        page_pause_ratio=settings.consolidation_page_pause_ratio,
         write_epsilon=settings.consolidation_decay_write_epsilon,
         llm=llm,
     )
@@ -55,19 +60,33 @@ def build_app(
         history_keep=settings.consolidation_history_keep,
     )
     scheduler = ConsolidationScheduler(runner, graph.consolidation, tick_seconds=settings.consolidation_tick_seconds)
+    backups = BackupWriter(
+        graph=graph.backups,
+        files=BackupFiles(settings.memgrid_data_dir / "backups"),
+        page_size=settings.backup_page_size,
+        keep=settings.backup_keep,
+    )
+    # Hash-chains the audit log's new entries (services/core/domain/audit.py).
+    sealer = AuditSealer(graph.audit, seal_seconds=settings.audit_seal_seconds, batch=settings.audit_seal_batch)
+    backup_schedule = BackupScheduler(backups, graph.consolidation, interval_seconds=settings.backup_interval_seconds)
     return ServiceApp(
         service_name=full_service_name(consolidate_service_pb2, "ConsolidateService"),
         add_servicer=consolidate_service_pb2_grpc.add_ConsolidateServiceServicer_to_server,
         servicer=ConsolidateServicer(
-            BackupWriter(
-                export=graph.export,
-                directory=settings.memgrid_data_dir / "backups",
-                page_size=settings.backup_page_size,
-            ),
+            backups,
+            restorer=Restorer(graph=graph.restore, read=read_archive, page_size=settings.restore_page_size),
+            chunk_bytes=settings.backup_chunk_bytes,
             runner=runner,
             store=graph.consolidation,
             status_history=settings.consolidation_status_history,
         ),
-        startups=[graph.lifecycle.ensure_schema, events.connect, relay.start, scheduler.start],
-        shutdowns=[scheduler.stop, relay.stop, events.close, graph.lifecycle.close],
+        startups=[
+            graph.lifecycle.ensure_schema,
+            events.connect,
+            relay.start,
+            scheduler.start,
+            backup_schedule.start,
+            sealer.start,
+        ],
+        shutdowns=[sealer.stop, backup_schedule.stop, scheduler.stop, relay.stop, events.close, graph.lifecycle.close],
     )

@@ -34,6 +34,8 @@ log = structlog.get_logger()
 
 #: The mode scheduled runs record (a manual run records the mode it was asked for).
 SCHEDULED = "scheduled"
+#: The error a run gets when found unfinished with its lease gone (its process died mid-way).
+ABANDONED = "abandoned: the run stopped before it finished (its replica ended and its lease lapsed)"
 
 
 class LeaseLost(Exception):
@@ -108,6 +110,15 @@ class ConsolidationRunner:
     def now(self) -> datetime:
         return self._clock()
 
+    async def abandon_stale(self, tenant: str) -> list[str]:
+        """Mark the tenant's runs that died mid-way as finished, with the
+        ABANDONED error (the store's rule: unfinished, lease gone or lapsed), so
+        the history shows no run as running for ever; the run ids marked."""
+        marked = await self._store.abandon_stale_runs(tenant, now_us=to_micros(self._clock()), reason=ABANDONED)
+        if marked:
+            log.warning("consolidation runs abandoned", tenant=tenant, runs=marked)
+        return marked
+
     async def _still_due(self, task: Task, tenant: str) -> bool:
         last = (await self._store.last_runs(tenant)).get(task.value)
         return self.schedule.due(task, last.started_at if last else None, self._clock())
@@ -129,6 +140,10 @@ class ConsolidationRunner:
         self.running[record.id] = progress
         result = PassResult(counts=progress.counts)
         log.info("consolidation started", task=task.value, tenant=tenant, mode=mode, dry_run=dry_run)
+        try:
+            await self.abandon_stale(tenant)
+        except Exception as exc:  # bookkeeping of older runs: never a reason to fail this one
+            log.warning("consolidation stale runs not checked", tenant=tenant, error=str(exc))
         try:
             # Recorded as it starts, so the next runs count from here even if this replica dies.
             await self._store.record_run(record, keep=self._keep)

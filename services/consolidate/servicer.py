@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
 from memgrid.v1 import consolidate_service_pb2 as pb
 from memgrid.v1 import consolidate_service_pb2_grpc as pb_grpc
-from services.consolidate.backup import BackupWriter
+from services.consolidate.backup import BackupInfo, BackupWriter, read_chunks
+from services.consolidate.restore import RestoreProgress, Restorer
 from services.consolidate.scheduler import ConsolidationRunner, TaskReport
 from services.core.codec import ts_to_pb
 from services.core.domain.consolidation import RunRecord, tasks_for_mode
-from services.core.domain.times import to_micros
-from services.core.grpc.tenant import tenant_of
+from services.core.domain.errors import InvalidArgument
+from services.core.domain.times import parse_iso, to_micros
+from services.core.grpc.tenant import require_admin, tenant_of
 from services.core.ports import ConsolidationStore
 
 
@@ -30,24 +36,74 @@ def run_to_pb(record: RunRecord, sample=()) -> pb.ConsolidationRun:
     )
 
 
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def backup_to_pb(info: BackupInfo) -> pb.BackupInfo:
+    message = pb.BackupInfo(name=info.name, size_bytes=info.size_bytes)
+    if info.header is not None:
+        h = info.header
+        message.scope, message.tenant, message.version = h.scope, h.tenant or "", h.version
+        if h.created_at:
+            message.created_at.CopyFrom(ts_to_pb(parse_iso(h.created_at, "created_at")))
+    if info.manifest is not None:
+        m = info.manifest
+        message.nodes.update(m.nodes)
+        message.edges.update(m.edges)
+        message.tenants.update(m.tenants)
+        message.sha256 = m.sha256
+    return message
+
+
+def restore_to_pb(progress: RestoreProgress, name: str) -> pb.RestoreProgress:
+    message = pb.RestoreProgress(
+        phase=progress.phase,
+        nodes_total=progress.nodes_total,
+        edges_total=progress.edges_total,
+        nodes_done=progress.nodes_done,
+        edges_done=progress.edges_done,
+        created=progress.created,
+        updated=progress.updated,
+        kept=progress.kept,
+        done=progress.done,
+        elapsed_seconds=progress.elapsed_seconds,
+        tenants=[
+            pb.RestoredTenant(tenant=t.tenant, memories=t.memories, unembedded_ids=t.unembedded_ids)
+            for t in progress.tenants
+        ],
+    )
+    if progress.done and progress.header is not None:
+        message.backup.CopyFrom(
+            backup_to_pb(BackupInfo(name, None, 0, progress.header, progress.manifest))  # type: ignore[arg-type]
+        )
+    return message
+
+
 class ConsolidateServicer(pb_grpc.ConsolidateServiceServicer):
     def __init__(
         self,
         backups: BackupWriter | None = None,
         *,
+        restorer: Restorer | None = None,
+        chunk_bytes: int = 1 << 20,
         runner: ConsolidationRunner | None = None,
         store: ConsolidationStore | None = None,
         status_history: int = 20,
     ):
         self._backups = backups
+        self._restorer = restorer
+        self._chunk = chunk_bytes
         self._runner = runner
         self._store = store
         self._history = status_history
 
     async def RunConsolidation(self, request: pb.RunConsolidationRequest, context) -> pb.RunConsolidationResponse:
         """Run the mode's tasks now over the caller's tenant (or, with
-        every_tenant, every tenant's: the gateway lets only an admin ask);
+        every_tenant, every tenant's: only an admin claim may ask);
         dry unless dry_run is set false."""
+        if request.every_tenant:
+            require_admin(context, "a consolidation of every tenant")
         tasks = tasks_for_mode(request.mode)
         dry_run = request.dry_run if request.HasField("dry_run") else True
         tenants = await self._store.tenants() if request.every_tenant else [tenant_of(context)]
@@ -96,18 +152,67 @@ class ConsolidateServicer(pb_grpc.ConsolidateServiceServicer):
             pb.ScheduledTask(name=name, interval_seconds=interval, last_run=ts_to_pb(last), next_run=ts_to_pb(due))
             for name, interval, last, due in await self._runner.next_runs(tenant)
         ]
+        await self._runner.abandon_stale(tenant)  # a run that died mid-way shows as abandoned, not running
         history = await self._store.run_history(tenant, self._history) if self._history else []
         return pb.GetConsolidationStatusResponse(
             running=running, next_runs=next_runs, history=[run_to_pb(r) for r in history]
         )
 
     async def CreateBackup(self, request: pb.CreateBackupRequest, context) -> pb.CreateBackupResponse:
-        """Write the caller's tenant's graph to a backup file (see services/consolidate/backup.py)."""
-        result = await self._backups.create(tenant_of(context))
+        """Write the caller's tenant's graph (every tenant's with every_tenant:
+        the gateway lets only an admin ask) to a new archive (services/consolidate/backup.py)."""
+        tenant = tenant_of(context)
+        if request.every_tenant:
+            require_admin(context, "a backup of every tenant")
+        result = await self._backups.create(None if request.every_tenant else tenant)
         return pb.CreateBackupResponse(
             path=str(result.path),
             memories=result.memories,
             relations=result.relations,
             entities=result.entities,
             patterns=result.patterns,
+            backup=backup_to_pb(result.info),
         )
+
+    async def ListBackups(self, request: pb.ListBackupsRequest, context) -> pb.ListBackupsResponse:
+        """Every archive under the backups directory, newest first (an admin's call)."""
+        require_admin(context, "the list of backups")
+        listing = await asyncio.to_thread(self._backups.files.listing)
+        return pb.ListBackupsResponse(backups=[backup_to_pb(info) for info in listing])
+
+    async def ReadBackup(self, request: pb.ReadBackupRequest, context) -> AsyncIterator[pb.BackupChunk]:
+        """The archive's bytes, BACKUP_CHUNK_BYTES at a time (an admin's call)."""
+        require_admin(context, "a backup's download")
+        path = await asyncio.to_thread(self._backups.files.path_of, request.name)
+        async for chunk in read_chunks(path, self._chunk):
+            yield pb.BackupChunk(data=chunk)
+
+    async def UploadBackup(self, request: pb.UploadBackupRequest, context) -> pb.UploadBackupResponse:
+        """Add a chunk to an uploaded archive, for one RestoreBackup (an admin's call)."""
+        require_admin(context, "an archive's upload")
+        upload, size = await asyncio.to_thread(
+            self._backups.files.append_upload, request.upload, request.offset, request.data, request.complete, _now()
+        )
+        return pb.UploadBackupResponse(upload=upload, size_bytes=size)
+
+    async def RestoreBackup(self, request: pb.RestoreBackupRequest, context) -> AsyncIterator[pb.RestoreProgress]:
+        """Verify the archive, then write it into the graph (services/consolidate/restore.py), with progress."""
+        caller = tenant_of(context)
+        if request.every_tenant:
+            require_admin(context, "a restore into every tenant the archive names")
+        if bool(request.name) == bool(request.upload):
+            raise InvalidArgument(
+                "RESTORE_SOURCE", "name one backup ('name') or upload an archive, not both", field="name"
+            )
+        files = self._backups.files
+        path = await asyncio.to_thread(
+            files.path_of if request.name else files.upload_path, request.name or request.upload
+        )
+        try:
+            async for progress in self._restorer.restore(
+                path, caller=caller, every_tenant=request.every_tenant, merge=request.merge
+            ):
+                yield restore_to_pb(progress, request.name or request.upload)
+        finally:
+            if request.upload:
+                await asyncio.to_thread(path.unlink, missing_ok=True)

@@ -16,17 +16,19 @@ before/after, and updates a Progress the status reads; it logs a line per page.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import structlog
 
+from services.core.disputes import Disputes
 from services.core.domain import association, clustering
 from services.core.domain.association import AssociationPolicy
 from services.core.domain.clustering import ClusterPolicy
-from services.core.domain.consolidation import MemorySample, Task
-from services.core.domain.decay import DecayPolicy, moved, relevance
+from services.core.domain.consolidation import MemorySample, Task, page_pause
+from services.core.domain.decay import DecayPolicy, emits, relevance
 from services.core.domain.forgetting import ForgetPolicy, Verdict, verdict
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.times import from_micros, to_micros
@@ -120,10 +122,14 @@ class ConsolidationTasks:
         page_size: int,
         sample_size: int,
         page_pause_seconds: float = 0.0,
+        page_pause_ratio: float = 0.0,
         write_epsilon: float = 0.0,
         llm: LanguageModel | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        disputes: Disputes | None = None,
     ):
+        # A CONTRADICTS link disputes the older memory (services/core/disputes.py).
+        self._disputes = disputes
         self._store = store
         self._writer = writer
         self._submit = submit
@@ -131,6 +137,7 @@ class ConsolidationTasks:
         self._page = page_size
         self._sample = sample_size
         self._pause = page_pause_seconds
+        self._pause_ratio = page_pause_ratio
         self._write_epsilon = write_epsilon
         self._llm = llm
         self._clock = clock
@@ -171,10 +178,14 @@ class ConsolidationTasks:
         progress.total = await self._writer.count_memories(tenant)
         cursor = -1
         while True:
+            # The page's time is its read, the caller's decisions and writes (between the yield and the
+            # resumption) and the relay: what the pass took of the store, which sets the pause after it.
+            started = time.perf_counter()
             cursor, rows = await self._store.decay_page(tenant, cursor, self._page)
             if not rows:
                 return
             yield rows
+            took = time.perf_counter() - started
             progress.processed += len(rows)
             log.info(
                 "consolidation progress",
@@ -186,13 +197,16 @@ class ConsolidationTasks:
                 **progress.counts,
             )
             await heartbeat(progress)
-            if self._pause:  # FalkorDB runs one query at a time per graph: let recall's reads in between pages
-                await asyncio.sleep(self._pause)
+            # A duty cycle, so recall's queries are not queued behind a long pass (a write holds the graph).
+            pause = page_pause(took, floor_seconds=self._pause, ratio=self._pause_ratio)
+            if pause:
+                await asyncio.sleep(pause)
 
     async def decay(self, tenant: str, *, dry_run: bool, progress: RunProgress, heartbeat: Heartbeat) -> PassResult:
         """Write each memory's relevance score where it moved by more than the
         write epsilon (or is the first); a DECAYED event where it moved by
-        more than the event epsilon (or is the first)."""
+        more than the event epsilon from the score the last event carried
+        (or is the first)."""
         result = PassResult(counts=progress.counts)
         counts = result.counts
         counts.update(scanned=0, updated=0, events=0)
@@ -205,7 +219,8 @@ class ConsolidationTasks:
                 score = self._score(row, now)
                 if row.relevance_score is not None and abs(score - row.relevance_score) <= self._write_epsilon:
                     continue
-                update = RelevanceUpdate(row.id, row.version, score, moved(row.relevance_score, score, epsilon))
+                emit = emits(row.relevance_score, row.emitted_score, score, epsilon)
+                update = RelevanceUpdate(row.id, row.version, score, emit)
                 updates.append(update)
                 before[row.id] = row
             counts["scanned"] += len(rows)
@@ -332,6 +347,9 @@ class ConsolidationTasks:
             links = await self._links(sample, connected, policy)
             if links and not dry_run:
                 links = await self._store.link_discovered(tenant, links, now_us=to_micros(self._clock()))
+                contradicting = [(k.source_id, k.target_id) for k in links if k.type == association.CONTRADICTS]
+                if contradicting and self._disputes is not None:
+                    await self._disputes.contradicted(tenant, contradicting)
             sampler = _Sampler(result, self._sample)
             for link in links:
                 counts["associated"] += 1

@@ -52,6 +52,8 @@ def memory_to_pb(memory: Memory, *, with_embedding: bool = True) -> memory_pb2.M
         archived=memory.archived,
         version=memory.version,
         factuality_json="" if memory.factuality is None else json.dumps(memory.factuality, ensure_ascii=False),
+        trust_state=memory.trust_state,
+        review_rule=memory.review_rule,
     )
     if with_embedding and memory.embedding is not None:
         pb.embedding.extend(memory.embedding)
@@ -82,6 +84,8 @@ def memory_from_pb(pb: memory_pb2.Memory) -> Memory:
         relevance_score=pb.relevance_score if pb.HasField("relevance_score") else None,
         version=pb.version,
         factuality=json.loads(pb.factuality_json) if pb.factuality_json else None,
+        trust_state=pb.trust_state or "active",
+        review_rule=pb.review_rule,
         **times,
     )
 
@@ -113,6 +117,7 @@ def draft_from_pb(pb: memory_pb2.MemoryDraft) -> Draft:
         last_accessed=opt("last_accessed"),
         embedding=_value_or_none(pb, "embedding"),
         archived=opt("archived"),
+        trust_state=opt("trust_state"),
     )
 
 
@@ -125,6 +130,11 @@ def event_to_pb(event: MemoryEvent) -> events_pb2.MemoryEvent:
         version=event.version,
         content_changed=event.content_changed,
         has_embedding=event.has_embedding,
+        trust_state=event.trust_state,
+        previous_trust_state=event.previous_trust_state,
+        reason=event.reason,
+        forced=event.forced,
+        tombstone_id=event.tombstone_id,
     )
     pb.occurred_at.CopyFrom(ts_to_pb(event.occurred_at))
     if event.relation is not None:
@@ -142,6 +152,11 @@ def event_from_pb(pb: events_pb2.MemoryEvent) -> MemoryEvent:
         occurred_at=pb.occurred_at.ToDatetime(tzinfo=UTC),
         content_changed=pb.content_changed,
         has_embedding=pb.has_embedding,
+        trust_state=pb.trust_state,
+        previous_trust_state=pb.previous_trust_state,
+        reason=pb.reason,
+        forced=pb.forced,
+        tombstone_id=pb.tombstone_id,
         relation=relation_from_pb(pb.memory_id, pb.relation) if pb.HasField("relation") else None,
     )
 

@@ -34,6 +34,9 @@ def start_metrics_server(port: int, host: str = "0.0.0.0") -> None:
 
 
 GRPC_REQUESTS = Counter("memgrid_grpc_requests_total", "gRPC requests handled", ["service", "method", "code"])
+#: Calls refused for their claim (services/core/grpc/plane.py): MISSING, MALFORMED, BAD_SIGNATURE, EXPIRED,
+#: and NOT_ADMIN for an every-tenant operation asked without the admin role.
+GRPC_REFUSED = Counter("memgrid_grpc_refused_total", "gRPC calls refused by the service plane", ["service", "reason"])
 GRPC_LATENCY = Histogram(
     "memgrid_grpc_request_seconds",
     "gRPC request latency",

@@ -7,13 +7,16 @@ inject the same adapters against real servers, or fakes proved equal to them.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 from typing import Any, Protocol
 
 from services.core.domain.analysis import AnalysisFigures
+from services.core.domain.archive import ArchiveEdge, ArchiveNode
 from services.core.domain.association import Discovery
+from services.core.domain.audit import AuditEntry, Seal
 from services.core.domain.classification import Classification
 from services.core.domain.clustering import Cluster
 from services.core.domain.consolidation import MemorySample, RunRecord
@@ -23,6 +26,7 @@ from services.core.domain.projection import VectorHit, VectorQuery
 from services.core.domain.recall_request import Scope
 from services.core.domain.recall_text import TextHit
 from services.core.domain.state import Successor
+from services.core.domain.tombstones import Tombstone
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,20 +71,6 @@ class PatternNode:
     edges: list[Relation] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
-class ExportedEdge:
-    """An edge leaving a memory, as a backup writes it: the target is a
-    Memory (by id), an Entity (by tag) or a Pattern (by key)."""
-
-    source_id: str
-    type: str
-    target_label: str
-    target_key: str
-    strength: float | None
-    created_at: datetime | None
-    properties: dict[str, Any] = field(default_factory=dict)
-
-
 class GraphLifecycle(Protocol):
     """The graph store's own upkeep: schema at start-up, health, shutdown.
     Every service that holds a graph port also holds this one."""
@@ -114,8 +104,17 @@ class MemoryWriter(MemoryLookup, Protocol):
 
     async def get_idempotency(self, tenant: str, key: str, now_us: int) -> tuple[str, list[str]] | None: ...
 
-    async def update_memory(self, memory: Memory, expected_version: int, event: MemoryEvent, *, now_us: int) -> bool:
-        """Compare-and-set on the version."""
+    async def get_idempotency_many(self, tenant: str, keys: list[str], now_us: int) -> dict[str, tuple[str, list[str]]]:
+        """(request hash, memory ids) by key, for the keys held and not expired (a batch's item keys)."""
+
+    async def claim_idempotency(self, claims: list[tuple[IdempotencyClaim, list[str]]], now_us: int) -> set[str]:
+        """Claim each key for its memory ids, each on its own (an expired key
+        is taken over); returns the keys another request holds."""
+
+    async def update_memory(
+        self, memory: Memory, expected_version: int, event: MemoryEvent, *, now_us: int, before: Memory | None = None
+    ) -> bool:
+        """Compare-and-set on the version; `before` (the record as read) gives the audit entry its diff."""
 
     async def delete_memories(self, tenant: str, events: list[MemoryEvent], *, now_us: int) -> list[str]: ...
 
@@ -135,6 +134,7 @@ class MemoryWriter(MemoryLookup, Protocol):
         *,
         now_us: int,
         claim: IdempotencyClaim | None = None,
+        before: Memory | None = None,
     ) -> bool: ...
 
 
@@ -303,8 +303,11 @@ class EnrichmentStore(MemoryLookup, Protocol):
     ) -> dict[str, int]:
         """PRECEDED_BY edges from each (id, timestamp) to recent memories within the window."""
 
-    async def link_similar(self, tenant: str, pairs: list[tuple[str, str, float]], *, now_us: int) -> int:
-        """SIMILAR_TO edges for (id, neighbour, score) pairs; the edges made."""
+    async def link_similar(
+        self, tenant: str, pairs: list[tuple[str, str, float]], *, now_us: int, replace_for: list[str] | None = None
+    ) -> int:
+        """SIMILAR_TO edges for (id, neighbour, score) pairs; the edges made.
+        The outgoing SIMILAR_TO of `replace_for` not among the pairs are removed."""
 
     async def link_entities_and_patterns(
         self,
@@ -314,22 +317,63 @@ class EnrichmentStore(MemoryLookup, Protocol):
         min_members: int,
         max_members: int,
         now_us: int,
+        replace: bool = False,
     ) -> dict[str, int]:
         """MENTIONS edges to Entity nodes, and EXEMPLIFIES edges to a Pattern
-        once enough memories of one type share an entity."""
+        once enough memories of one type share an entity; with `replace`, a
+        memory's edges to what `mentions` no longer names are removed."""
 
 
 class GraphExport(Protocol):
-    """A tenant's whole graph, page by page, as a backup reads it."""
+    """A tenant's memory ids, page by page (the export listing, re-embedding)."""
 
     async def memory_ids(self, tenant: str, after_id: str, limit: int) -> list[str]:
         """A page of the tenant's memory ids, in id order after `after_id`."""
 
-    async def export_page(self, tenant: str, after_id: str, limit: int) -> tuple[list[Memory], list[ExportedEdge]]:
-        """A page of the tenant's memories (embeddings included) and the edges leaving them."""
 
-    async def export_nodes(self, tenant: str, label: str) -> list[dict[str, Any]]:
-        """Properties of the tenant's Entity or Pattern nodes."""
+class GraphSnapshot(Protocol):
+    """One point in time of the graph, read by node id windows (a backup's source)."""
+
+    async def max_node_id(self) -> int:
+        """The highest node id (-1: no nodes)."""
+
+    async def tenants(self) -> list[str]:
+        """The tenants holding memories."""
+
+    async def nodes(self, tenant: str | None, start: int, stop: int) -> list[ArchiveNode]:
+        """Exported nodes with ids in [start, stop) of the tenant (None: every tenant's), properties as stored."""
+
+    async def edges(self, tenant: str | None, start: int, stop: int) -> list[ArchiveEdge]:
+        """Edges leaving those nodes to a node of the same tenant."""
+
+
+class GraphBackup(Protocol):
+    """What a backup asks of the graph: a consistent snapshot to export."""
+
+    def snapshot(self) -> AbstractAsyncContextManager[GraphSnapshot]:
+        """A point-in-time copy, released on leaving."""
+
+
+class GraphRestore(Protocol):
+    """What a restore asks of the graph: counts, lookups by identity, and raw writes."""
+
+    async def count_memories(self, tenant: str) -> int: ...
+
+    async def count_label(self, label: str, tenant: str) -> int: ...
+
+    async def find(
+        self, label: str, prop: str | None, keys: list[tuple[str, Any]]
+    ) -> list[tuple[int, dict[str, Any]] | None]:
+        """Per (tenant, value): the stored node (id, properties) of `label` named so, or None."""
+
+    async def create_nodes(self, labels: tuple[str, ...], rows: list[dict[str, Any]]) -> list[int]:
+        """Nodes with exactly these properties; their ids in order."""
+
+    async def replace_nodes(self, rows: list[tuple[int, dict[str, Any]]]) -> None:
+        """Stored nodes (by id) given exactly these properties."""
+
+    async def create_edges(self, kind: str, rows: list[tuple[int, int, dict[str, Any]]], *, merge: bool) -> int:
+        """Edges of one type between stored nodes (by id); merge: none where one already joins them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,6 +395,9 @@ class DecayRow:
     relevance_score: float | None
     archived: bool
     has_embedding: bool
+    #: The score the last DECAYED event carried (the event threshold compares
+    #: with it, so a drift of many small writes still emits once it adds up).
+    emitted_score: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,6 +477,11 @@ class ConsolidationStore(Protocol):
 
     async def last_runs(self, tenant: str) -> dict[str, RunRecord]:
         """The tenant's latest run of each task (dry runs left out), by task."""
+
+    async def abandon_stale_runs(self, tenant: str, *, now_us: int, reason: str) -> list[str]:
+        """Finish the tenant's unfinished real runs whose lease is gone, lapsed
+        or another run's (their process died mid-way), with `reason` as an
+        error; the run ids so marked."""
 
     async def acquire_lease(self, task: str, tenant: str, owner: str, *, now_us: int, ttl_us: int) -> bool:
         """Take the (task, tenant) lease when it is free or expired, or extend
@@ -615,3 +667,80 @@ class EventBacklog(Protocol):
 
     async def pending(self) -> int:
         """Events on the stream the consumer has not handled yet."""
+
+
+class TrustStore(Protocol):
+    """Trust states, the review queue and tombstones (services/core/domain/trust.py, tombstones.py).
+    Ingest writes through it; recall lists the queue and the tombstones."""
+
+    async def get_memory(self, tenant: str, memory_id: str) -> Memory | None: ...
+
+    async def get_memories(self, tenant: str, memory_ids: list[str]) -> dict[str, Memory]: ...
+
+    async def set_trust(
+        self,
+        memory: Memory,
+        expected_version: int,
+        events: list[MemoryEvent],
+        *,
+        now_us: int,
+        tombstone: Tombstone | None = None,
+        before: Memory | None = None,
+    ) -> bool:
+        """Compare-and-set the memory's trust state with its events (and a
+        rejection's tombstone); `before` (the record as read) gives the audit entry its diff."""
+
+    async def delete_with_tombstone(
+        self, tenant: str, memory_id: str, tombstone: Tombstone, events: list[MemoryEvent], *, now_us: int
+    ) -> bool:
+        """Delete the memory and leave its tombstone, in one write; False when it is not there."""
+
+    async def set_tombstone(self, tombstone: Tombstone, event: MemoryEvent, *, now_us: int) -> None:
+        """Leave a tombstone with its event."""
+
+    async def find_tombstones(self, tenant: str, hashes: list[str]) -> dict[str, Tombstone]:
+        """The tenant's tombstones among these content hashes, by hash."""
+
+    async def get_tombstone(self, tenant: str, tombstone_id: str) -> Tombstone | None: ...
+
+    async def list_tombstones(self, tenant: str, limit: int, offset: int) -> list[Tombstone]:
+        """Newest first."""
+
+    async def remove_tombstone(self, tenant: str, tombstone_id: str, event: MemoryEvent, *, now_us: int) -> bool:
+        """Remove a tombstone with its event; False when it is not there."""
+
+    async def review_queue(self, tenant: str, limit: int, offset: int) -> list[Memory]:
+        """The tenant's pending_review memories, oldest first."""
+
+
+class AuditLog(Protocol):
+    """The audit log (services/core/domain/audit.py): entries the writes
+    appended in their own queries, read in sequence order; and the sealer's
+    head per tenant and its writes."""
+
+    async def history(self, tenant: str, memory_id: str, limit: int) -> list[AuditEntry]:
+        """One memory's entries, oldest first."""
+
+    async def list_entries(
+        self,
+        tenant: str,
+        *,
+        after_seq: int,
+        limit: int,
+        since_us: int | None = None,
+        until_us: int | None = None,
+        kind: str = "",
+        memory_id: str = "",
+        within: int | None = None,
+    ) -> list[AuditEntry]:
+        """The tenant's entries after `after_seq`, in sequence order, filtered;
+        with `within`, only those numbered up to `after_seq + within`."""
+
+    async def last_seq(self, tenant: str) -> int:
+        """The sequence number of the tenant's latest entry (0: none)."""
+
+    async def unsealed_heads(self, limit: int) -> list[tuple[str, int, str]]:
+        """(tenant, last sealed sequence, its chain hash) of tenants with entries to seal."""
+
+    async def seal(self, tenant: str, seals: list[Seal], *, expected_sealed_seq: int) -> bool:
+        """Write the seals if the tenant's sealed head is still `expected_sealed_seq`."""

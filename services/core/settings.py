@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.core.domain.association import AssociationPolicy
@@ -22,6 +22,7 @@ from services.core.domain.decompose import DecomposePolicy
 from services.core.domain.forgetting import ForgetPolicy
 from services.core.domain.limits import Limits
 from services.core.domain.recall_request import RecallPolicy
+from services.core.domain.review_policy import ReviewPolicy
 
 #: gRPC ports of the four services and their metrics ports, in one table so
 #: the launcher, the gateway and the services agree.
@@ -49,9 +50,27 @@ class Settings(BaseSettings):
     # How long after the query timeout the client gives up on a reply (a hung connection). Long, because a
     # recall process cannot read a reply while qdrant-edge optimises its index holding the GIL (minutes at 100k).
     falkordb_socket_margin_seconds: float = Field(default=300.0, gt=0)
+    # How the FalkorDB server syncs its append-only file (Redis appendfsync); the devstack starts it with
+    # appendonly yes and this, and every service logs the server's values at start-up. everysec: a host
+    # crash (power, kernel) may lose up to ~1 s of acknowledged writes, a process crash none; always: none
+    # on either, at the price of an fsync per write (docs/operations.md, Durability).
+    falkordb_appendfsync: Literal["everysec", "always"] = "everysec"
     nats_url: str = "nats://127.0.0.1:4222"  # the NATS server with JetStream
     nats_stream: str = "MEMORY_EVENTS"  # the JetStream stream holding every memory event
     nats_subject_prefix: str = "memory.events"  # events go to <prefix>.<tenant>.<kind>
+    # The stream's retention when memgrid creates it (0: unlimited). Once the stream exists they are the
+    # operator's (`nats stream edit`): memgrid never changes them on an existing stream, and logs at
+    # start-up where they differ from these. Dead letters live in their own stream, <NATS_STREAM>_DLQ.
+    nats_stream_max_age_seconds: float = Field(default=0.0, ge=0)
+    nats_stream_max_bytes: int = Field(default=0, ge=0)
+    # JetStream's fsync of its store, for the devstack's nats-server (a deployment sets sync_interval in
+    # its server config): "always" writes each message to disk before acknowledging it; an interval such
+    # as "2m" (NATS's default) may lose that much of acknowledged messages on a host crash, none on a
+    # process crash. The graph's outbox and the reconcilers re-drive what a lost event left behind.
+    nats_sync_interval: str = Field(default="always", pattern=r"^(always|\d+(ms|s|m|h))$")
+    # Copies JetStream keeps of the stream (and its durable consumers): 3 on a 3-node cluster survives the
+    # loss of one node; a single server takes only 1. Applied to an existing stream at start-up too.
+    nats_stream_replicas: int = Field(default=1, ge=1, le=5)
     qdrant_url: str | None = None  # a Qdrant server; unset: the embedded qdrant-edge index
     qdrant_api_key: str | None = None  # with QDRANT_URL
     qdrant_collection: str = "memories"  # the vector index's collection
@@ -67,10 +86,19 @@ class Settings(BaseSettings):
     vector_quantization: Literal["int8", "none"] = "int8"
 
     # Event consumers (enrich, recall's projector).
-    enrichment_max_attempts: int = 3  # deliveries of an event before it goes to the dead-letter subject
+    enrichment_max_attempts: int = 3  # deliveries of an event before it goes to the dead-letter stream
     enrichment_backoff_seconds: list[float] = [1.0, 5.0, 15.0]  # the wait before each redelivery
     consumer_ack_wait_seconds: float = 60.0  # JetStream redelivers a message not acknowledged in this time
     consumer_fetch_timeout_seconds: float = 1.0  # also how long a stop may wait for the fetch in hand
+    # While a batch is being handled, the consumer tells JetStream every this many seconds that it is still
+    # at work (an in-progress ack), so a long batch is not redelivered meanwhile; at most half the
+    # consumer's effective ack wait (JetStream's is the first backoff when one is set).
+    consumer_heartbeat_seconds: float = Field(default=10.0, gt=0)
+    # Deliveries JetStream may make past ENRICHMENT_MAX_ATTEMPTS: such a delivery is dead-lettered without
+    # being handled again, so a dead-letter publish that failed (or a process that died mid-batch) is
+    # tried again instead of the message being dropped. When these run out too, JetStream's max-deliveries
+    # advisory is what dead-letters it.
+    consumer_dead_letter_attempts: int = Field(default=10, ge=1)
     enrichment_batch_size: int = 64  # memories the models and each enrichment graph query take at once
     # Events enrich takes from the stream at once (and the reconciler and re-embed
     # per call); it works through them a batch at a time, embedding the next batch
@@ -129,8 +157,15 @@ class Settings(BaseSettings):
     # not match the other's, re-embed.
     embedding_local_quantized: bool = False
 
-    # Service addresses: each service binds its own port; the gateway dials them.
-    grpc_host: str = "127.0.0.1"  # where the services listen, and where the gateway and enrich dial them
+    # Service addresses: each service listens on GRPC_LISTEN_HOST and its own port; the gateway, enrich and
+    # the tools dial the *_ADDR addresses (host:port; unset: GRPC_HOST, else 127.0.0.1, and the service's port).
+    grpc_listen_host: str = "127.0.0.1"  # where each service (and its metrics) listens; 0.0.0.0 in a pod
+    ingest_addr: str | None = None  # where the others dial ingest, host:port
+    recall_addr: str | None = None  # where the others dial recall
+    enrich_addr: str | None = None  # where the others dial enrich
+    consolidate_addr: str | None = None  # where the others dial consolidate
+    # Deprecated (one release): one host for both listening and dialling; GRPC_LISTEN_HOST and *_ADDR win.
+    grpc_host: str | None = None
     ingest_grpc_port: int = DEFAULT_GRPC_PORTS["ingest"]  # each service's gRPC port ...
     recall_grpc_port: int = DEFAULT_GRPC_PORTS["recall"]
     enrich_grpc_port: int = DEFAULT_GRPC_PORTS["enrich"]
@@ -156,6 +191,24 @@ class Settings(BaseSettings):
 
     # Quotas: memories a tenant may hold; a tokens file entry's memory_limit wins. None: unlimited.
     tenant_memory_limit: int | None = Field(default=None, ge=0)  # the default memory limit of every tenant
+
+    # The service plane (docs/auth-and-tenants.md): every call to a service carries a claim (tenant, role,
+    # memory limit, actor) signed with HMAC-SHA256 over this key, which every process of a deployment shares
+    # (a Secret in a pod); unset: the file service_claim_key in MEMGRID_DATA_DIR, generated on first start.
+    service_claim_key: SecretStr | None = Field(default=None, min_length=32)  # at least 32 characters
+    # Also accepted, never signed with: rotating the key without downtime (docs/auth-and-tenants.md).
+    service_claim_previous_key: SecretStr | None = Field(default=None, min_length=32)
+    # A claim's lifetime: the signer makes one per call, so a captured one is useless after this; plus an
+    # allowance for the clocks of two hosts differing.
+    service_claim_ttl_seconds: float = Field(default=60.0, gt=0)
+    service_claim_skew_seconds: float = Field(default=5.0, ge=0)  # the clock allowance past a claim's expiry
+    # TLS on every gRPC server and client, on when the certificate and its key are set (PEM files). With a
+    # CA file, servers also require client certificates it signed (mutual TLS) and clients verify the
+    # servers with it; without one, clients verify against the system's roots.
+    grpc_tls_cert_file: Path | None = None  # this process's certificate (chain), PEM
+    grpc_tls_key_file: Path | None = None  # its private key, PEM
+    grpc_tls_ca_file: Path | None = None  # the CA that signed the others' certificates, PEM
+    grpc_tls_server_name: str | None = None  # the name clients expect in the servers' certificates; unset: the host
 
     # Resilience.
     dependency_wait_seconds: float = 120.0  # how long a service waits at start-up for FalkorDB and NATS
@@ -298,6 +351,21 @@ class Settings(BaseSettings):
         "manual": 0.70,
     }  # fmt: skip
     source_trust_default: float = 0.70  # the trust of any other source
+    # Trust states (docs/trust.md): recall multiplies the final score of a
+    # disputed memory (contradicted by a newer one) by this, 1 keeping it as it is ...
+    recall_disputed_weight: float = Field(default=0.6, ge=0, le=1)
+    # ... and of one whose factuality is FICTION by this.
+    recall_fiction_weight: float = Field(default=0.7, ge=0, le=1)
+    # Human review (services/core/domain/review_policy.py): the tenants whose
+    # every new memory waits for review (stored pending_review, withheld until
+    # a review or admin caller decides). The REVIEW_* defaults review nothing.
+    review_tenants: list[str] = []
+    review_low_confidence_types: list[str] = []  # e.g. ["Decision"]: these types are reviewed ...
+    review_confidence_below: float = Field(default=0.6, ge=0, le=1)  # ... when their confidence is below this
+    review_fiction: bool = False  # a new memory the factuality rules label FICTION is reviewed
+    review_contradictions: bool = False  # the newer memory of a CONTRADICTS edge is reviewed
+    review_page_default: int = Field(default=20, ge=1)  # GET /review's limit by default ...
+    review_page_max: int = Field(default=200, ge=1)  # ... and at most (GET /admin/tombstones too)
     by_tag_default_limit: int = 20  # GET /memory/by-tag's limit by default ...
     by_tag_max_limit: int = 200  # ... and at most
     startup_recall_default_limit: int = 10  # /startup-recall's results by default
@@ -322,8 +390,27 @@ class Settings(BaseSettings):
     analysis_top: int = 50  # tags and entities listed by /analyze
 
     # Admin and exports.
-    admin_timeout_seconds: float = 3600.0  # the gateway's deadline for /admin/reindex and /backup
-    backup_page_size: int = 500  # memories per graph read while a backup is written
+    admin_timeout_seconds: float = 3600.0  # the gateway's deadline for /admin/reindex, /backup and /restore
+    # Node ids per graph read while a backup is written (a window of ids, so a
+    # read holds at most this many nodes and the edges leaving them).
+    backup_page_size: int = Field(default=2000, ge=1)
+    # A backup of every tenant every this many seconds (0: none on a schedule;
+    # POST /backup still writes one on demand). One replica of consolidate
+    # takes each run (a lease), so replicas do not write one each.
+    backup_interval_seconds: float = Field(default=0.0, ge=0)
+    # Archives kept per tenant (and of every tenant), newest first; older
+    # ones are deleted after each backup. 0 keeps every archive.
+    backup_keep: int = Field(default=7, ge=0)
+    restore_page_size: int = Field(default=500, ge=1)  # records per graph write while a restore runs
+    # The largest archive POST /restore takes in its body (MAX_REQUEST_BYTES
+    # is sized for JSON requests; 100k memories with 384-dimension vectors
+    # make an archive of a few hundred MB).
+    restore_max_upload_bytes: int = Field(default=8 * 1024**3, ge=1)
+    # Bytes per chunk when an archive travels over gRPC (download, upload):
+    # well under gRPC's 4 MB message limit.
+    backup_chunk_bytes: int = Field(default=1 << 20, ge=1024, le=3 << 20)
+    export_default_limit: int = Field(default=500, ge=1)  # memories a page of GET /memories/export gives by default ...
+    export_max_limit: int = Field(default=2000, ge=1)  # ... and at most (the CLI's export asks for this many)
 
     # The consolidation service's runs (the tasks' own rules are the
     # CONSOLIDATION_* settings of decay, association, clustering, forgetting).
@@ -331,7 +418,11 @@ class Settings(BaseSettings):
     consolidation_tick_seconds: float = Field(default=60.0, ge=0)
     consolidation_page_size: int = Field(default=250, ge=1)  # memories per graph read and batched write of a pass
     consolidation_report_sample: int = Field(default=20, ge=0)  # changes a report lists (before/after), per task
-    # A pause between a pass's pages, so recall's reads of the graph are not queued behind a long run.
+    # The pause after each page of a pass is this ratio times the page's own time (its read, writes and
+    # relay), at least CONSOLIDATION_PAGE_PAUSE_SECONDS: a duty cycle, the pass holds at most 1 / (1 + ratio)
+    # of the store's time, so recall's queries are not queued behind a long run (docs/performance.md).
+    consolidation_page_pause_ratio: float = Field(default=1.0, ge=0)
+    # The least pause between a pass's pages (0: only the ratio's).
     consolidation_page_pause_seconds: float = Field(default=0.05, ge=0)
     # The consolidate process's nice value: its passes yield the CPU to recall and ingest (0: as every process).
     consolidation_nice: int = Field(default=10, ge=0, le=19)
@@ -342,6 +433,15 @@ class Settings(BaseSettings):
     consolidation_lease_seconds: float = Field(default=300.0, gt=0)
     consolidation_history_keep: int = Field(default=200, ge=1)  # run records kept per tenant (the oldest go)
     consolidation_status_history: int = Field(default=20, ge=0)  # runs GET /consolidate/status lists, newest first
+    # The audit log (docs/trust.md 'Audit log'): every write appends an entry in its own query; off, writes skip it.
+    audit_log_enabled: bool = True
+    # The sealer (consolidate) hash-chains new entries this often, in seconds (0: never; verify then sees them
+    # unsealed): an entry edited before it is sealed goes unnoticed, so this is the window to keep short.
+    audit_seal_seconds: float = Field(default=2.0, ge=0)
+    audit_seal_batch: int = Field(default=500, ge=1)  # entries sealed per tenant and query
+    audit_list_default_limit: int = Field(default=100, ge=1)  # GET /audit and /memory/{id}/history without limit
+    audit_list_max_limit: int = Field(default=1000, ge=1)  # ... and their largest limit
+    audit_verify_page: int = Field(default=2000, ge=1)  # entries verify reads per query
     # How often the scheduler runs each task per tenant, in seconds (0: only on demand).
     consolidation_decay_interval_seconds: int = Field(default=86_400, ge=0)  # daily
     consolidation_creative_interval_seconds: int = Field(default=604_800, ge=0)  # weekly
@@ -411,8 +511,26 @@ class Settings(BaseSettings):
         return getattr(self, f"{service}_metrics_port")
 
     def grpc_target(self, service: str) -> str:
-        """The address the gateway dials for a service."""
-        return f"{self.grpc_host}:{self.grpc_port(service)}"
+        """The address (host:port) the gateway, enrich and the tools dial for a service."""
+        addr = getattr(self, f"{service}_addr")
+        return addr or f"{self.grpc_host or '127.0.0.1'}:{self.grpc_port(service)}"
+
+    @property
+    def listen_host(self) -> str:
+        """Where the services listen: GRPC_LISTEN_HOST, or the deprecated GRPC_HOST when only it is set."""
+        if self.grpc_host and "grpc_listen_host" not in self.model_fields_set:
+            return self.grpc_host
+        return self.grpc_listen_host
+
+    @model_validator(mode="after")
+    def _tls_complete(self) -> Settings:
+        cert, key, ca = self.grpc_tls_cert_file, self.grpc_tls_key_file, self.grpc_tls_ca_file
+        if (cert is None) != (key is None) or (ca is not None and cert is None):
+            raise ValueError(
+                "GRPC_TLS_CERT_FILE and GRPC_TLS_KEY_FILE go together (TLS is on with both), "
+                "and GRPC_TLS_CA_FILE needs them"
+            )
+        return self
 
     @model_validator(mode="after")
     def _deletes_below_archives(self) -> Settings:
@@ -474,6 +592,8 @@ class Settings(BaseSettings):
             keyword_scan=self.recall_keyword_scan,
             bm25_k1=self.recall_bm25_k1,
             bm25_b=self.recall_bm25_b,
+            disputed_weight=self.recall_disputed_weight,
+            fiction_weight=self.recall_fiction_weight,
         )
 
     @property
@@ -532,6 +652,17 @@ class Settings(BaseSettings):
                 Task.CLUSTER.value: self.consolidation_cluster_interval_seconds,
                 Task.FORGET.value: self.consolidation_forget_interval_seconds,
             }
+        )
+
+    @property
+    def review_policy(self) -> ReviewPolicy:
+        """Which new memories wait for review."""
+        return ReviewPolicy(
+            tenants=frozenset(self.review_tenants),
+            low_confidence_types=frozenset(self.review_low_confidence_types),
+            confidence_below=self.review_confidence_below,
+            fiction=self.review_fiction,
+            contradictions=self.review_contradictions,
         )
 
     @property

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from services.core.adapters.dead_letters import DeadLetterQueue
 from services.core.adapters.edge_index import EdgeVectorIndex
 from services.core.adapters.embedders import embedder_from
 from services.core.adapters.falkor import EntityBounds, FalkorGraph
-from services.core.adapters.nats_bus import NatsEventBus
+from services.core.adapters.nats_bus import NatsEventBus, dead_letter_subject
 from services.core.adapters.nats_consumer import ConsumerSpec, Handler, JetStreamConsumer
 from services.core.adapters.nats_watch import JetStreamEventWatch, WatchTuning
 from services.core.adapters.openai_llm import OpenAILanguageModel, language_model_from
@@ -32,6 +33,8 @@ def graph_store(settings: Settings) -> FalkorGraph:
         df_cache_seconds=settings.recall_df_cache_seconds,
         query_timeout_ms=settings.falkordb_query_timeout_ms,
         socket_margin_seconds=settings.falkordb_socket_margin_seconds,
+        audit_log=settings.audit_log_enabled,
+        appendfsync=settings.falkordb_appendfsync,
         entity_bounds=EntityBounds(
             per_seed=settings.recall_entity_per_seed,
             max_mentions=settings.recall_entity_max_mentions,
@@ -48,7 +51,15 @@ def event_bus(settings: Settings) -> NatsEventBus:
         wait_seconds=settings.dependency_wait_seconds,
         retry_initial_seconds=settings.retry_initial_seconds,
         retry_max_seconds=settings.retry_max_seconds,
+        stream_replicas=settings.nats_stream_replicas,
+        stream_max_age_seconds=settings.nats_stream_max_age_seconds,
+        stream_max_bytes=settings.nats_stream_max_bytes,
     )
+
+
+def dead_letter_queue(settings: Settings) -> DeadLetterQueue:
+    """The dead-letter stream, for `python -m services.core.dlq` (async with: connects, then closes)."""
+    return DeadLetterQueue(event_bus(settings))
 
 
 def event_watch(settings: Settings, bus: NatsEventBus) -> JetStreamEventWatch:
@@ -128,7 +139,9 @@ def consumer_spec(
         backoff_seconds=settings.enrichment_backoff_seconds,
         ack_wait_seconds=settings.consumer_ack_wait_seconds,
         batch_size=batch_size,
-        dead_letter_subject=f"{settings.nats_subject_prefix}.dlq.{durable}.failed",
+        dead_letter_subject=dead_letter_subject(settings.nats_subject_prefix, durable),
+        dead_letter_attempts=settings.consumer_dead_letter_attempts,
+        heartbeat_seconds=settings.consumer_heartbeat_seconds,
         fetch_timeout_seconds=settings.consumer_fetch_timeout_seconds,
         fresh_start_if=fresh_start_if,
     )

@@ -12,6 +12,7 @@ from memgrid.v1 import enrich_service_pb2, enrich_service_pb2_grpc
 from services.core.adapters.falkor import FalkorGraph
 from services.core.adapters.nats_bus import NatsEventBus
 from services.core.grpc.app import ServiceApp, full_service_name
+from services.core.grpc.plane import ServicePlane
 from services.core.ports import Embedder, EntityExtractor, LanguageModel, NeighbourFinder
 from services.core.settings import Settings
 from services.core.wiring import (
@@ -50,7 +51,9 @@ def build_app(
     events = events or event_bus(settings)
     embedder = embedder or embedder_of(settings, parallel=settings.enrichment_embedding_parallel)
     extractor = extractor or entity_extractor(settings)
-    neighbours = neighbours or RecallNeighbours(settings.grpc_target("recall"), settings.grpc_timeout_seconds)
+    neighbours = neighbours or RecallNeighbours(
+        settings.grpc_target("recall"), settings.grpc_timeout_seconds, ServicePlane.from_settings(settings)
+    )
     relay = outbox_relay(settings, graph.outbox, events, sweeps=False)
     policy = EnrichmentPolicy(
         temporal_window=timedelta(hours=settings.enrichment_temporal_window_hours),

@@ -9,7 +9,7 @@ from prometheus_client import Counter
 
 from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
 from services.core.domain.projection import VectorHit
-from services.core.grpc.tenant import tenant_metadata
+from services.core.grpc.plane import ServicePlane
 
 log = structlog.get_logger()
 UNAVAILABLE = Counter("memgrid_enrichment_neighbour_failures_total", "Neighbour searches recall could not answer")
@@ -18,9 +18,12 @@ UNAVAILABLE = Counter("memgrid_enrichment_neighbour_failures_total", "Neighbour 
 class RecallNeighbours:
     """NeighbourFinder over RecallService.SearchMemories."""
 
-    def __init__(self, target: str, timeout_seconds: float):
+    def __init__(self, target: str, timeout_seconds: float, plane: ServicePlane):
         self._target = target
         self._timeout = timeout_seconds
+        self._plane = plane
+        # A search for one tenant's neighbours, signed as enrich's own call.
+        self._claims = plane.signer("system:enrich")
         self._channel: grpc.aio.Channel | None = None
         self._stub = None
 
@@ -28,7 +31,7 @@ class RecallNeighbours:
         if not queries:
             return []
         if self._stub is None:
-            self._channel = grpc.aio.insecure_channel(self._target)
+            self._channel = self._plane.channel(self._target)
             self._stub = recall_service_pb2_grpc.RecallServiceStub(self._channel)
         request = recall_service_pb2.FindSimilarRequest(
             queries=[recall_service_pb2.FindSimilarRequest.Query(embedding=v, exclude_id=i) for i, v in queries],
@@ -36,7 +39,9 @@ class RecallNeighbours:
             min_score=min_score,
         )
         try:
-            reply = await self._stub.FindSimilar(request, metadata=tenant_metadata(tenant), timeout=self._timeout)
+            reply = await self._stub.FindSimilar(
+                request, metadata=self._claims.metadata(tenant, "read"), timeout=self._timeout
+            )
         except grpc.aio.AioRpcError as exc:
             # Without recall, enrichment goes on without SIMILAR_TO links rather than stalling.
             UNAVAILABLE.inc()

@@ -276,7 +276,8 @@ class EnrichmentPipeline:
             result.factuality = corroborate(result.factuality, supporters, own or "manual")
             result.links = LinkCounts(temporal_links=temporal.get(memory.id, 0), semantic_neighbors=len(others))
         await asyncio.gather(
-            self._store.link_similar(tenant, pairs, now_us=now_us),
+            # An enrichment replaces the memory's links (its content may have changed since the last one).
+            self._store.link_similar(tenant, pairs, now_us=now_us, replace_for=[m.id for m in memories]),
             self._link_patterns(tenant, memories, results, now_us),
         )
 
@@ -292,6 +293,7 @@ class EnrichmentPipeline:
             min_members=self._policy.pattern_min_members,
             max_members=self._policy.pattern_max_members,
             now_us=now_us,
+            replace=True,
         )
         for memory in memories:
             results[memory.id].links.patterns_detected = counts.get(memory.id, 0)

@@ -33,7 +33,15 @@ def build_app(
         delete_page_size=settings.delete_by_tag_page_size,
         conflict_retries=settings.write_conflict_retries,
     )
-    handlers = IngestHandlers(writer=graph.writer, relay=relay, limits=settings.limits, llm=llm, policy=policy)
+    handlers = IngestHandlers(
+        writer=graph.writer,
+        relay=relay,
+        limits=settings.limits,
+        llm=llm,
+        policy=policy,
+        trust=graph.trust,
+        review=settings.review_policy,
+    )
     return ServiceApp(
         service_name=full_service_name(ingest_service_pb2, "IngestService"),
         add_servicer=ingest_service_pb2_grpc.add_IngestServiceServicer_to_server,

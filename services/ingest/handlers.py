@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from services.core.disputes import Disputes
 from services.core.domain.associations import build_relation
 from services.core.domain.classification import FALLBACK, Classification, classify_by_patterns
 from services.core.domain.drafts import Draft, build_memory, validate_batch_size, validate_content, validate_metadata
@@ -22,6 +23,7 @@ from services.core.domain.errors import (
     Aborted,
     AlreadyExists,
     DomainError,
+    FailedPrecondition,
     InvalidArgument,
     NotFound,
     ResourceExhausted,
@@ -29,10 +31,22 @@ from services.core.domain.errors import (
 from services.core.domain.ids import validate_memory_id
 from services.core.domain.limits import Limits
 from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
+from services.core.domain.review_policy import ReviewPolicy, review_rule
 from services.core.domain.supersede import close_superseded, supersession_edge, validate_supersede_relation
 from services.core.domain.times import to_micros
+from services.core.domain.tombstones import (
+    INVALIDATED,
+    REJECTED,
+    REVIEW_REJECTED,
+    Tombstone,
+    content_hash,
+    delete_leaves_tombstone,
+    refuse_tombstoned,
+    tombstone_for,
+)
+from services.core.domain.trust import TrustState, require_move, trust_of
 from services.core.domain.updates import apply_update, update_kind
-from services.core.ports import IdempotencyClaim, LanguageModel, MemoryWriter
+from services.core.ports import IdempotencyClaim, LanguageModel, MemoryWriter, TrustStore
 from services.core.relay import OutboxRelay
 
 
@@ -61,6 +75,8 @@ class Created:
     published: bool
     replayed: bool = False
     summaries: list[Summarised | None] = field(default_factory=list)
+    #: Batch items answered by their item idempotency key's first memory (not stored again).
+    replayed_items: int = 0
 
     @property
     def memory(self) -> Memory:
@@ -100,6 +116,37 @@ def _at_index(index: int, error: DomainError) -> DomainError:
     )
 
 
+def _texts(memory: Memory) -> list[str]:
+    """The texts a tombstone is looked up by: the content and, when a summary
+    replaced it, the original."""
+    original = memory.metadata.get("original_content") if isinstance(memory.metadata, dict) else None
+    return [memory.content, original] if isinstance(original, str) and original else [memory.content]
+
+
+def _item_keys(item_keys: list[tuple[str, str]] | None, count: int) -> dict[str, tuple[int, str]]:
+    """A batch's item keys by key: (index, item hash); none when no item has one.
+    A key twice in one batch is INVALID_ARGUMENT naming the second index."""
+    if not item_keys or not any(key for key, _ in item_keys):
+        return {}
+    if len(item_keys) != count:
+        raise InvalidArgument(
+            "INVALID_ARGUMENT", "item_idempotency_keys must give one key per memory", field="item_idempotency_keys"
+        )
+    keyed: dict[str, tuple[int, str]] = {}
+    for index, (key, item_hash) in enumerate(item_keys):
+        if not key:
+            continue
+        if key in keyed:
+            raise InvalidArgument(
+                "DUPLICATE_IDEMPOTENCY_KEY",
+                f"Memory at index {index}: idempotency_key repeats the one at index {keyed[key][0]}",
+                field="idempotency_key",
+                index=index,
+            )
+        keyed[key] = (index, item_hash)
+    return keyed
+
+
 class IngestHandlers:
     def __init__(
         self,
@@ -109,10 +156,17 @@ class IngestHandlers:
         limits: Limits,
         llm: LanguageModel | None = None,
         policy: WritePolicy,
+        trust: TrustStore | None = None,
+        review: ReviewPolicy | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
     ):
         self._writer = writer
+        # Without a trust store (unit tests of other rules) no tombstone is
+        # checked or left and reviews are refused.
+        self._trust = trust
+        self._review = review or ReviewPolicy()
+        self._disputes = Disputes(trust, relay.submit, self._review, clock) if trust is not None else None
         self._relay = relay
         self._limits = limits
         self._llm = llm
@@ -157,6 +211,9 @@ class IngestHandlers:
             limits=self._limits,
             classify=lambda _content: classification,
         )
+        rule = review_rule(memory, self._review) if memory.trust_state == TrustState.ACTIVE else None
+        if rule is not None:
+            memory = replace(memory, trust_state=TrustState.PENDING_REVIEW.value, review_rule=rule)
         return memory, summarised
 
     def _claim(self, tenant: str, key: str, request_hash: str, now: datetime) -> IdempotencyClaim:
@@ -218,8 +275,14 @@ class IngestHandlers:
         request_hash: str,
         now: datetime,
         memory_limit: int | None,
+        *,
+        force: bool = False,
+        batch: bool = False,
+        positions: list[int] | None = None,
     ) -> Created:
+        """`positions`: each memory's index in the request, when these are some of a batch's items."""
         events = [MemoryEvent.for_memory(EventKind.CREATED, m, now) for m in memories]
+        await self._check_tombstones(tenant, memories, events, force=force, batch=batch, positions=positions)
         claim = self._claim(tenant, idempotency_key, request_hash, now) if idempotency_key else None
         async with self._quota(tenant, memory_limit, len(memories)):
             wrote = await self._writer.create_memories(memories, events, now_us=to_micros(now), claim=claim)
@@ -231,6 +294,33 @@ class IngestHandlers:
         published = await self._relay.submit(events)
         return Created(memories, published, summaries=summaries)
 
+    async def _check_tombstones(
+        self,
+        tenant: str,
+        memories: list[Memory],
+        events: list[MemoryEvent],
+        *,
+        force: bool,
+        batch: bool,
+        positions: list[int] | None = None,
+    ) -> None:
+        """Refuse content a tombstone holds (ALREADY_EXISTS naming it; in a
+        batch the first such item refuses the whole batch), or, with force,
+        let it through with the event saying so (forced, tombstone_id)."""
+        if self._trust is None:
+            return
+        hashes = [[content_hash(t) for t in _texts(m)] for m in memories]
+        found = await self._trust.find_tombstones(tenant, [h for hs in hashes for h in hs])
+        if not found:
+            return
+        for index, (event, item_hashes) in enumerate(zip(events, hashes, strict=True)):
+            hit = next((found[h] for h in item_hashes if h in found), None)
+            if hit is None:
+                continue
+            if not force:
+                raise refuse_tombstoned(hit, (positions[index] if positions else index) if batch else None)
+            event.forced, event.tombstone_id, event.reason = True, hit.id, hit.reason
+
     # Use cases ----------------------------------------------------------------------------------------
 
     async def create_memory(
@@ -241,13 +331,18 @@ class IngestHandlers:
         idempotency_key: str = "",
         request_hash: str = "",
         memory_limit: int | None = None,
+        force: bool = False,
     ) -> Created:
-        """POST /memory; refused (ResourceExhausted) when the tenant holds `memory_limit` memories."""
+        """POST /memory; refused (ResourceExhausted) when the tenant holds
+        `memory_limit` memories, and (AlreadyExists) when a tombstone holds
+        its content, unless `force`."""
         now = self._clock()
         if idempotency_key and (replay := await self._replay(tenant, idempotency_key, request_hash, now)):
             return replay
         memory, summarised = await self._prepare(tenant, draft, now)
-        return await self._store(tenant, [memory], [summarised], idempotency_key, request_hash, now, memory_limit)
+        return await self._store(
+            tenant, [memory], [summarised], idempotency_key, request_hash, now, memory_limit, force=force
+        )
 
     async def batch_create(
         self,
@@ -257,10 +352,16 @@ class IngestHandlers:
         idempotency_key: str = "",
         request_hash: str = "",
         memory_limit: int | None = None,
+        force: bool = False,
+        item_keys: list[tuple[str, str]] | None = None,
     ) -> Created:
         """POST /memory/batch: all or nothing, one graph query; a batch that
-        would take the tenant past `memory_limit` is refused whole."""
+        would take the tenant past `memory_limit`, or holding tombstoned
+        content (without `force`), is refused whole. `item_keys`, one
+        (idempotency key or "", item hash) per draft, makes each keyed item
+        stored once: a key seen before answers with its first memory."""
         validate_batch_size(len(drafts), self._limits)
+        keyed = _item_keys(item_keys, len(drafts))
         now = self._clock()
         if idempotency_key and (replay := await self._replay(tenant, idempotency_key, request_hash, now)):
             return replay
@@ -276,7 +377,77 @@ class IngestHandlers:
         prepared = await asyncio.gather(*(self._prepare(tenant, d, now) for d in drafts))
         memories = [m for m, _ in prepared]
         summaries = [s for _, s in prepared]
-        return await self._store(tenant, memories, summaries, idempotency_key, request_hash, now, memory_limit)
+        if not keyed:
+            return await self._store(
+                tenant, memories, summaries, idempotency_key, request_hash, now, memory_limit, force=force, batch=True
+            )
+        memories, seen = await self._claim_items(tenant, memories, keyed, now)
+        fresh = [i for i in range(len(memories)) if i not in seen]
+        if not fresh:
+            return Created([seen[i] for i in range(len(memories))], True, True, [None] * len(memories), len(seen))
+        # The items' keys do the batch key's work (and answer for every item),
+        # so it is not recorded: its replay would answer for the fresh items only.
+        stored = await self._store(
+            tenant,
+            [memories[i] for i in fresh],
+            [summaries[i] for i in fresh],
+            "",
+            request_hash,
+            now,
+            memory_limit,
+            force=force,
+            batch=True,
+            positions=fresh,
+        )
+        written = dict(zip(fresh, stored.memories, strict=True))
+        return Created(
+            [seen[i] if i in seen else written[i] for i in range(len(memories))],
+            stored.published,
+            summaries=[None if i in seen else summaries[i] for i in range(len(memories))],
+            replayed_items=len(seen),
+        )
+
+    async def _claim_items(
+        self, tenant: str, memories: list[Memory], keyed: dict[str, tuple[int, str]], now: datetime
+    ) -> tuple[list[Memory], dict[int, Memory]]:
+        """Claim the items' keys for their new memories. A key held already
+        (by an earlier request, or one running now) lends its memory id to
+        the item; where that memory exists the item is answered by it (the
+        second result), else (the earlier request stopped between its claim
+        and its write) it is written now under that id, which the store
+        keeps unique. The same key with another item is ALREADY_EXISTS."""
+        now_us = to_micros(now)
+        held = await self._writer.get_idempotency_many(tenant, list(keyed), now_us)
+        owner = str(uuid.uuid4())
+        expires = to_micros(now + timedelta(seconds=self._policy.idempotency_ttl_seconds))
+        claims = [
+            (IdempotencyClaim(tenant, key, owner, item_hash, expires), [memories[index].id])
+            for key, (index, item_hash) in keyed.items()
+            if key not in held
+        ]
+        if lost := await self._writer.claim_idempotency(claims, now_us):
+            held.update(await self._writer.get_idempotency_many(tenant, sorted(lost), now_us))
+        memories = list(memories)
+        for key, (index, item_hash) in keyed.items():
+            if key not in held:
+                continue
+            prior_hash, ids = held[key]
+            if prior_hash != item_hash or len(ids) != 1:
+                raise AlreadyExists(
+                    "IDEMPOTENCY_KEY_REUSED",
+                    f"Memory at index {index}: this idempotency_key was used for a different memory",
+                    field="idempotency_key",
+                    index=index,
+                )
+            memories[index] = replace(memories[index], id=ids[0])
+        held_ids = [memories[index].id for key, (index, _) in keyed.items() if key in held]
+        found = await self._writer.get_memories(tenant, held_ids) if held_ids else {}
+        seen = {
+            index: found[memories[index].id]
+            for key, (index, _) in keyed.items()
+            if key in held and memories[index].id in found
+        }
+        return memories, seen
 
     async def update_memory(self, tenant: str, memory_id: str, draft: Draft, fields: set[str]) -> tuple[Memory, bool]:
         """PATCH /memory/{id}: compare-and-set on the version, retried on a race."""
@@ -287,20 +458,40 @@ class IngestHandlers:
             updated, content_changed = apply_update(current, draft, fields, now=now, limits=self._limits)
             kind = update_kind(current, updated, content_changed)
             event = MemoryEvent.for_memory(kind, updated, now, content_changed=content_changed)
-            if await self._writer.update_memory(updated, current.version, event, now_us=to_micros(now)):
+            if updated.trust_state != current.trust_state:
+                event.previous_trust_state = current.trust_state
+            if await self._writer.update_memory(updated, current.version, event, now_us=to_micros(now), before=current):
                 await self._relay.submit([event])
                 return updated, content_changed
         raise Aborted("CONCURRENT_UPDATE", f"memory {memory_id} kept changing; retry the update", field="id")
 
-    async def delete_memory(self, tenant: str, memory_id: str) -> str:
-        """DELETE /memory/{id}: node and edges; the vector goes through the event."""
+    async def delete_memory(
+        self, tenant: str, memory_id: str, *, reason: str = "", tombstone: bool = False
+    ) -> tuple[str, str]:
+        """DELETE /memory/{id}: node and edges; the vector goes through the
+        event. With reason=rejected (or tombstone) a tombstone of its content
+        is left in the same write, so the content cannot come back unforced.
+        Returns the id and the tombstone's id ("" when none was left)."""
         memory_id = validate_memory_id(memory_id)
+        leave = delete_leaves_tombstone(reason, tombstone)
         now = self._clock()
         events = [MemoryEvent.deleted(tenant, memory_id, now)]
+        if leave:
+            return memory_id, await self._delete_with_tombstone(tenant, memory_id, events, now)
         if not await self._writer.delete_memories(tenant, events, now_us=to_micros(now)):
             raise NotFound("MEMORY_NOT_FOUND", f"memory {memory_id} not found", field="id", id=memory_id)
         await self._relay.submit(events)
-        return memory_id
+        return memory_id, ""
+
+    async def _delete_with_tombstone(self, tenant: str, memory_id: str, events: list[MemoryEvent], now) -> str:
+        trust = self._require_trust()
+        memory = await self._require(tenant, memory_id)
+        stone = tombstone_for(tenant, memory_id, memory.content, REJECTED, now)
+        events.append(MemoryEvent.tombstone(EventKind.TOMBSTONE_SET, tenant, memory_id, stone.id, stone.reason, now))
+        if not await trust.delete_with_tombstone(tenant, memory_id, stone, events, now_us=to_micros(now)):
+            raise NotFound("MEMORY_NOT_FOUND", f"memory {memory_id} not found", field="id", id=memory_id)
+        await self._relay.submit(events)
+        return stone.id
 
     async def delete_by_tags(self, tenant: str, tags: list[str]) -> int:
         """DELETE /memory/by-tag: exact, case-insensitive, any-of, page by page."""
@@ -350,7 +541,68 @@ class IngestHandlers:
                     raise NotFound("MEMORY_NOT_FOUND", f"'{name}' {gone} not found", field=name, id=gone)
                 failed.append((index, f"'{name}' {gone} not found"))
         await self._relay.submit([e for k, e in enumerate(events) if k in written])
+        contradictions = [(r.source_id, r.target_id) for _, r in created if r.type == "CONTRADICTS"]
+        if contradictions and self._disputes is not None:
+            await self._disputes.contradicted(tenant, contradictions)
         return AssociationOutcome(created, sorted(failed))
+
+    async def review(self, tenant: str, memory_id: str, *, approve: bool, note: str = "") -> tuple[Memory, str]:
+        """POST /review/{id}/approve|reject: a pending memory becomes verified,
+        or rejected with a tombstone of its content (one write, with the
+        REVIEWED and TOMBSTONE_SET events). A memory not pending review is
+        FAILED_PRECONDITION. Returns the memory and the tombstone's id."""
+        trust = self._require_trust()
+        memory_id = validate_memory_id(memory_id)
+        target = TrustState.VERIFIED if approve else TrustState.REJECTED
+        for _ in range(self._policy.conflict_retries):
+            now = self._clock()
+            memory = await self._require(tenant, memory_id)
+            current = trust_of(memory.trust_state)
+            if current != TrustState.PENDING_REVIEW:
+                raise FailedPrecondition(
+                    "NOT_PENDING_REVIEW",
+                    f"memory {memory_id} is not waiting for review (trust state '{current.value}')",
+                    field="id",
+                    trust_state=current.value,
+                )
+            require_move(current, target, field="id")
+            updated = replace(memory, trust_state=target.value, version=memory.version + 1, updated_at=now)
+            events = [
+                MemoryEvent.trust_moved(
+                    EventKind.REVIEWED, updated, current.value, now, reason=note or memory.review_rule
+                )
+            ]
+            stone: Tombstone | None = None
+            if not approve:
+                stone = tombstone_for(tenant, memory_id, memory.content, REVIEW_REJECTED, now)
+                events.append(
+                    MemoryEvent.tombstone(EventKind.TOMBSTONE_SET, tenant, memory_id, stone.id, stone.reason, now)
+                )
+            if await trust.set_trust(
+                updated, memory.version, events, now_us=to_micros(now), tombstone=stone, before=memory
+            ):
+                await self._relay.submit(events)
+                return updated, stone.id if stone else ""
+        raise Aborted("CONCURRENT_UPDATE", f"memory {memory_id} kept changing; retry the review", field="id")
+
+    async def remove_tombstone(self, tenant: str, tombstone_id: str) -> str:
+        """DELETE /admin/tombstones/{id}: the content may be stored again."""
+        trust = self._require_trust()
+        tombstone_id = (tombstone_id or "").strip()
+        found = await trust.get_tombstone(tenant, tombstone_id) if tombstone_id else None
+        if found is None:
+            raise NotFound("TOMBSTONE_NOT_FOUND", f"tombstone {tombstone_id!r} not found", field="id", id=tombstone_id)
+        now = self._clock()
+        event = MemoryEvent.tombstone(EventKind.TOMBSTONE_REMOVED, tenant, found.memory_id, found.id, found.reason, now)
+        if not await trust.remove_tombstone(tenant, found.id, event, now_us=to_micros(now)):
+            raise NotFound("TOMBSTONE_NOT_FOUND", f"tombstone {tombstone_id!r} not found", field="id", id=tombstone_id)
+        await self._relay.submit([event])
+        return found.id
+
+    def _require_trust(self) -> TrustStore:
+        if self._trust is None:
+            raise FailedPrecondition("TRUST_STORE_MISSING", "this ingest service has no trust store")
+        return self._trust
 
     async def supersede(
         self,
@@ -363,10 +615,13 @@ class IngestHandlers:
         idempotency_key: str = "",
         request_hash: str = "",
         memory_limit: int | None = None,
+        force: bool = False,
     ) -> Superseded:
         """Store a replacement, close the old memory and link old -> new, in
         one graph query: all of it or none of it. The replacement is a new
-        memory, so it counts against `memory_limit`."""
+        memory, so it counts against `memory_limit`, and a tombstoned one is
+        refused unless `force`. The old memory becomes superseded; with
+        INVALIDATED_BY (it was wrong) its content is tombstoned too."""
         old_id = validate_memory_id(old_id, "supersedes_memory_id")
         relation_type = validate_supersede_relation(relation)
         now = self._clock()
@@ -383,16 +638,31 @@ class IngestHandlers:
                 MemoryEvent.for_memory(EventKind.SUPERSEDED, closed, now),
                 MemoryEvent.associated(tenant, edge),
             ]
+            events[1].previous_trust_state = old.trust_state
+            await self._check_tombstones(tenant, [replacement], events[:1], force=force, batch=False)
             async with self._quota(tenant, memory_limit, 1):
                 wrote = await self._writer.supersede(
-                    closed, old.version, replacement, edge, events, now_us=to_micros(now), claim=claim
+                    closed, old.version, replacement, edge, events, now_us=to_micros(now), claim=claim, before=old
                 )
             if wrote:
                 published = await self._relay.submit(events)
+                if relation_type == "INVALIDATED_BY":
+                    await self._tombstone_invalidated(tenant, old, now)
                 return Superseded(replacement, closed, relation_type, published, summarised)
             if claim and (replay := await self._replay(tenant, idempotency_key, request_hash, now)):
                 return await self._superseded_replay(tenant, old_id, relation_type, replay)
         raise Aborted("CONCURRENT_UPDATE", f"memory {old_id} kept changing; retry", field="supersedes_memory_id")
+
+    async def _tombstone_invalidated(self, tenant: str, old: Memory, now: datetime) -> None:
+        """The content INVALIDATED_BY declared wrong stays out: a tombstone and
+        its event in one write, right after the supersede's (which is done
+        whatever becomes of this one)."""
+        if self._trust is None:
+            return
+        stone = tombstone_for(tenant, old.id, old.content, INVALIDATED, now)
+        event = MemoryEvent.tombstone(EventKind.TOMBSTONE_SET, tenant, old.id, stone.id, stone.reason, now)
+        await self._trust.set_tombstone(stone, event, now_us=to_micros(now))
+        await self._relay.submit([event])
 
     async def _superseded_replay(self, tenant: str, old_id: str, relation: str, replay: Created) -> Superseded:
         old = await self._require(tenant, old_id, field_name="supersedes_memory_id")

@@ -24,6 +24,20 @@ def request_hash(request) -> str:
     return hashlib.sha256(copy.SerializeToString(deterministic=True)).hexdigest()
 
 
+def _item_hash(draft) -> str:
+    """A batch item's fingerprint, which its idempotency key is held to."""
+    return hashlib.sha256(draft.SerializeToString(deterministic=True)).hexdigest()
+
+
+def _batch_item_keys(request: pb.BatchCreateMemoriesRequest) -> list[tuple[str, str]] | None:
+    """(key, item fingerprint) per item; None without item keys (a count that
+    differs from the items' is the handler's to refuse)."""
+    keys, drafts = list(request.item_idempotency_keys), request.memories
+    if not keys:
+        return None
+    return [(key, _item_hash(drafts[i]) if i < len(drafts) else "") for i, key in enumerate(keys)]
+
+
 def _statuses(created_memory, published: bool) -> dict:
     """What the REST surface reports as queued: the vector comes through the
     projection, enrichment through the event (pending until the bus has it)."""
@@ -78,6 +92,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             idempotency_key=request.idempotency_key,
             request_hash=request_hash(request),
             memory_limit=memory_limit_of(context),
+            force=request.force,
         )
         return self._create_response(created)
 
@@ -88,10 +103,15 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             idempotency_key=request.idempotency_key,
             request_hash=request_hash(request),
             memory_limit=memory_limit_of(context),
+            force=request.force,
+            item_keys=_batch_item_keys(request),
         )
+        # A batch key's replay answers for every item; else the items their own keys answered.
+        replayed = created.replayed_items or (len(created.memories) if created.replayed else 0)
         return pb.BatchCreateMemoriesResponse(
             memory_ids=[m.id for m in created.memories],
             replayed=created.replayed,
+            replayed_count=replayed,
             qdrant=f"{QUEUED} ({len(created.memories)})",
             enrichment=QUEUED if created.published else "pending",
         )
@@ -104,7 +124,10 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         return pb.UpdateMemoryResponse(memory=memory_to_pb(memory), content_changed=changed)
 
     async def DeleteMemory(self, request: pb.DeleteMemoryRequest, context) -> pb.DeleteMemoryResponse:
-        return pb.DeleteMemoryResponse(id=await self._handlers.delete_memory(tenant_of(context), request.id))
+        deleted, tombstone_id = await self._handlers.delete_memory(
+            tenant_of(context), request.id, reason=request.reason, tombstone=request.tombstone
+        )
+        return pb.DeleteMemoryResponse(id=deleted, tombstone_id=tombstone_id)
 
     async def DeleteMemoriesByTag(self, request: pb.DeleteMemoriesByTagRequest, context):
         count = await self._handlers.delete_by_tags(tenant_of(context), list(request.tags))
@@ -138,6 +161,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             idempotency_key=request.idempotency_key,
             request_hash=request_hash(request),
             memory_limit=memory_limit_of(context),
+            force=request.force,
         )
         summary = done.summary
         return pb.SupersedeMemoryResponse(
@@ -150,3 +174,12 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             replayed=done.replayed,
             **_statuses(done.replacement, done.published),
         )
+
+    async def ReviewMemory(self, request: pb.ReviewMemoryRequest, context) -> pb.ReviewMemoryResponse:
+        memory, tombstone_id = await self._handlers.review(
+            tenant_of(context), request.id, approve=request.approve, note=request.note
+        )
+        return pb.ReviewMemoryResponse(memory=memory_to_pb(memory, with_embedding=False), tombstone_id=tombstone_id)
+
+    async def RemoveTombstone(self, request: pb.RemoveTombstoneRequest, context) -> pb.RemoveTombstoneResponse:
+        return pb.RemoveTombstoneResponse(id=await self._handlers.remove_tombstone(tenant_of(context), request.id))

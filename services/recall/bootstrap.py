@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
+from memgrid.v1 import audit_service_pb2, audit_service_pb2_grpc, recall_service_pb2, recall_service_pb2_grpc
 from services.core.adapters.falkor import FalkorGraph
 from services.core.adapters.nats_bus import NatsEventBus
 from services.core.domain.times import to_micros
@@ -14,17 +14,21 @@ from services.core.settings import Settings
 from services.core.wiring import consumer_spec, event_bus, event_consumer, event_watch, graph_store, vector_index
 from services.core.wiring import embedder as embedder_of
 from services.recall.access import AccessRecorder
+from services.recall.audit import AuditLimits, AuditReads
+from services.recall.audit_servicer import AuditServicer
 from services.recall.current_state import CurrentStatePass
 from services.recall.df_warmer import FrequencyWarmer
 from services.recall.event_watch import EventWatches
+from services.recall.exports import MemoryExports
 from services.recall.graph_views import GraphLimits, GraphViews
 from services.recall.index_admin import IndexAdmin
 from services.recall.listings import Listings, ReadLimits, StartupRules
-from services.recall.projector import Projector
+from services.recall.projector import Projector, projected_subjects
 from services.recall.ranked import RankedRecall
 from services.recall.reads import MemoryReads
 from services.recall.servicer import RecallServicer
 from services.recall.text_arms import TextArms
+from services.recall.trust_reads import TrustReads
 from services.recall.vector_arm import VectorArm
 
 
@@ -115,6 +119,13 @@ def build_app(
             max_watches=settings.recall_max_watches,
             heartbeat_seconds=settings.recall_watch_heartbeat_seconds,
         ),
+        exports=MemoryExports(
+            export=graph.export,
+            lookup=reader,
+            default_limit=settings.export_default_limit,
+            max_limit=settings.export_max_limit,
+        ),
+        trust=TrustReads(graph.trust, page_default=settings.review_page_default, page_max=settings.review_page_max),
     )
 
     async def warm_embedder() -> None:
@@ -137,7 +148,7 @@ def build_app(
         consumer_spec(
             settings,
             settings.projector_durable,
-            [f"{settings.nats_subject_prefix}.*.*"],
+            projected_subjects(settings.nats_subject_prefix),
             settings.projector_batch_size,
         ),
         projector.handle,
@@ -158,4 +169,20 @@ def build_app(
         ],
         # What recall returned is written before the graph closes.
         shutdowns=[warmer.stop, access.stop, consumer.stop, events.close, vectors.close, lifecycle.close],
+        extra_services=[
+            (
+                full_service_name(audit_service_pb2, "AuditService"),
+                audit_service_pb2_grpc.add_AuditServiceServicer_to_server,
+                AuditServicer(
+                    AuditReads(
+                        graph.audit,
+                        AuditLimits(
+                            default_limit=settings.audit_list_default_limit,
+                            max_limit=settings.audit_list_max_limit,
+                            verify_page=settings.audit_verify_page,
+                        ),
+                    )
+                ),
+            )
+        ],
     )

@@ -17,6 +17,7 @@ from services.core.domain.model import Memory
 from services.core.domain.recall_ranking import Candidate, stand_in
 from services.core.domain.recall_request import Scope
 from services.core.domain.state import Successor, Verdict, judge, to_load
+from services.core.domain.trust import VISIBLE_BY_DEFAULT, visible
 from services.core.ports import MemoryReader
 
 
@@ -71,7 +72,10 @@ class CurrentStatePass:
     ) -> list[Candidate]:
         """Withhold what is not current; put the head of a chain in the place
         of a superseded memory (debug lists both: state_filter). History mode
-        keeps everything as found."""
+        keeps everything as found, but for the trust states the scope does
+        not show (pending_review, rejected, deprecated by default), withheld
+        in every mode."""
+        candidates = self.trusted(candidates, scope.trust_states, debug)
         if scope.history or not candidates:
             return candidates
         verdicts = await self.verdicts(tenant, [c.memory for c in candidates], scope.at, known)
@@ -80,6 +84,11 @@ class CurrentStatePass:
             verdict = verdicts[candidate.id]
             if verdict.kept:
                 kept.append(candidate)
+            elif verdict.replaced and not visible(verdict.head.trust_state, scope.trust_states):
+                # The replacement waits for review (or was rejected): neither stands for now.
+                debug.setdefault("withheld", []).append(
+                    {"id": candidate.id, "state": f"trust:{verdict.head.trust_state}", "head": verdict.head.id}
+                )
             elif verdict.replaced:
                 kept.append(stand_in(candidate, verdict.head))
                 debug.setdefault("replaced", []).append(
@@ -88,6 +97,24 @@ class CurrentStatePass:
             else:
                 debug.setdefault("withheld", []).append({"id": candidate.id, "state": verdict.state.value})
         return kept
+
+    @staticmethod
+    def trusted(candidates: list[Candidate], states, debug: dict | None = None) -> list[Candidate]:
+        """The candidates whose trust state is among `states` (the vector arm's
+        hits and expansion's finds, which no graph scope filtered)."""
+        kept = []
+        for candidate in candidates:
+            memory = candidate.memory
+            if memory is None or visible(memory.trust_state, states):
+                kept.append(candidate)
+            elif debug is not None:
+                debug.setdefault("withheld", []).append({"id": candidate.id, "state": f"trust:{memory.trust_state}"})
+        return kept
+
+    @staticmethod
+    def trusted_memories(memories: list[Memory], states=VISIBLE_BY_DEFAULT) -> list[Memory]:
+        """The memories a read shows by trust state (graph neighbours, related memories)."""
+        return [m for m in memories if visible(m.trust_state, states)]
 
     async def page(self, tenant: str, memories: list[Memory], scope: Scope, via: str) -> list[Candidate]:
         """A listing through the pass; a head already listed is not repeated."""

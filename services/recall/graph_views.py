@@ -196,6 +196,7 @@ class GraphViews:
                 break
             # Withheld memories take no room: read some spare.
             found = [m for m, _ in await self._views.frontier(tenant, frontier, sorted(taken), 2 * room)]
+            found = self._state.trusted_memories(found)  # a memory under review or rejected is no neighbour
             verdicts = await self._state.verdicts(tenant, found, now)
             added = shown(found, verdicts, history=history, room=room, taken=taken)
             nodes += added

@@ -14,6 +14,7 @@ from services.core.domain.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS, M
 from services.core.domain.recall_ranking import Candidate
 from services.core.domain.recall_request import RecallPolicy, Scope, clamp_limit, clean_tags
 from services.core.domain.state import State, resolve_state_mode
+from services.core.domain.trust import parse_trust_states
 from services.core.ports import MemoryReader
 from services.recall.access import AccessRecorder
 from services.recall.current_state import CurrentStatePass
@@ -85,7 +86,14 @@ class Listings:
         self._clock = clock
 
     async def list_by_tag(
-        self, tenant: str, tags: list[str], *, limit: int, offset: int, state_mode: str = ""
+        self,
+        tenant: str,
+        tags: list[str],
+        *,
+        limit: int,
+        offset: int,
+        state_mode: str = "",
+        trust_states: list[str] | None = None,
     ) -> tuple[list[TaggedMemory], bool, int, int]:
         """Memories with any of the tags (exact, case-insensitive), ordered
         importance desc, timestamp desc, id asc; has_more says whether
@@ -104,7 +112,14 @@ class Listings:
             raise InvalidArgument("INVALID_ARGUMENT", "offset must be 0 or more", field="offset")
         limit = clamp_limit(limit, self._limits.by_tag_default, self._limits.by_tag_max)
         now = self._clock()
-        scope = Scope(tenant=tenant, at=now, history=history, tags=wanted, tag_match="exact")
+        scope = Scope(
+            tenant=tenant,
+            at=now,
+            history=history,
+            tags=wanted,
+            tag_match="exact",
+            trust_states=parse_trust_states(trust_states or ()),
+        )
         found = await self._reader.list_memories(scope, "importance", limit + 1, offset, with_archived=history)
         if not history:
             page = await self._state.page(tenant, found[:limit], scope, "tag")
@@ -178,7 +193,10 @@ class Listings:
                 min_importance=0.0,
             )  # fmt: skip
             frontier = []
+            shown = {m.id for m in self._state.trusted_memories([m for _, m in found])}
             for relation, memory in found:
+                if memory.id not in shown:  # under review, rejected or deprecated: not walked through either
+                    continue
                 if memory.id not in reached and len(edges) < limit:
                     reached.add(memory.id)
                     frontier.append(memory.id)

@@ -24,7 +24,17 @@ log = structlog.get_logger()
 #: in the payload (services/core/domain/projection.py), so a daily decay pass
 #: costs the index nothing. ARCHIVED and RESTORED re-project (the payload's
 #: lifecycle follows the record), DELETED removes the point (the record is gone).
-_UNPROJECTED = frozenset({EventKind.DECAYED, EventKind.CLUSTERED})
+#: A tombstone is no memory's point (TRUST_CHANGED and REVIEWED re-project: the payload holds trust_state).
+_UNPROJECTED = frozenset({EventKind.DECAYED, EventKind.CLUSTERED, EventKind.TOMBSTONE_SET, EventKind.TOMBSTONE_REMOVED})
+
+
+def projected_subjects(prefix: str) -> list[str]:
+    """The subjects the projector's durable consumer listens to: every kind
+    but the unprojected ones (<prefix>.<tenant>.<kind>). Filtered at the bus,
+    a decay pass's events never reach recall: a first pass over 100k
+    memories emits 100k, and decoding and acknowledging each in recall's
+    event loop queued its queries behind them."""
+    return [f"{prefix}.*.{kind.value}" for kind in EventKind if kind not in _UNPROJECTED]
 
 
 def _projects(event) -> bool:

@@ -2,7 +2,9 @@
 
 Asks the running recall service (RebuildIndex) and prints its progress; the
 index is a projection, so nothing but the graph is read. Start the stack
-first (`make run`); RECALL_GRPC_PORT and GRPC_HOST say where recall listens.
+first (`make run`); RECALL_ADDR says where recall listens. It signs an admin
+claim with the service key (SERVICE_CLAIM_KEY, or the key file in the data
+directory `make run` generated), as `system:reindex`.
 """
 
 from __future__ import annotations
@@ -14,16 +16,21 @@ import sys
 import grpc
 
 from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
+from services.core.grpc.claims import ADMIN_ROLE
+from services.core.grpc.plane import ServicePlane
 from services.core.settings import Settings
 
 
-async def rebuild(target: str, batch_size: int, out=sys.stdout) -> recall_service_pb2.RebuildIndexProgress | None:
+async def rebuild(
+    target: str, batch_size: int, plane: ServicePlane, out=sys.stdout
+) -> recall_service_pb2.RebuildIndexProgress | None:
     """Stream the rebuild's progress to `out`; returns the last report."""
     last = None
-    async with grpc.aio.insecure_channel(target) as channel:
+    metadata = plane.signer("system:reindex").metadata(None, ADMIN_ROLE)
+    async with plane.channel(target) as channel:
         stub = recall_service_pb2_grpc.RecallServiceStub(channel)
         async for progress in stub.RebuildIndex(
-            recall_service_pb2.RebuildIndexRequest(batch_size=batch_size, every_tenant=True)
+            recall_service_pb2.RebuildIndexRequest(batch_size=batch_size, every_tenant=True), metadata=metadata
         ):
             last = progress
             share = (
@@ -45,7 +52,7 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=settings.reindex_batch_size)
     args = parser.parse_args()
     try:
-        last = asyncio.run(rebuild(args.target, args.batch_size))
+        last = asyncio.run(rebuild(args.target, args.batch_size, ServicePlane.from_settings(settings)))
     except grpc.aio.AioRpcError as exc:
         print(f"reindex failed: {exc.code().name}: {exc.details()}", file=sys.stderr)
         return 1

@@ -10,14 +10,16 @@ from services.core.codec import event_to_pb, memory_to_pb, relation_seen_from, s
 from services.core.domain.model import Relation
 from services.core.domain.recall_ranking import EXPANSIONS, Candidate
 from services.core.domain.times import format_iso
-from services.core.grpc.tenant import tenant_if_any, tenant_of
+from services.core.grpc.tenant import require_admin, tenant_if_any, tenant_of
 from services.core.ports import SequencedEvent, WatchGap, WatchHeartbeat, WatchOpened
 from services.recall.event_watch import EventWatches
+from services.recall.exports import MemoryExports
 from services.recall.graph_views import GraphView, GraphViews
 from services.recall.index_admin import IndexAdmin
 from services.recall.listings import Listings
 from services.recall.ranked import RankedRecall, RecallOutcome
 from services.recall.reads import MemoryReads
+from services.recall.trust_reads import TrustReads
 
 #: Entities (entity_expansion) and priority tags (context_priority) an answer lists at most, as AutoMem's.
 ENTITIES_REPORTED = 10
@@ -163,6 +165,8 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         default_limit: int,
         rebuild_batch_size: int = 1000,
         watches: EventWatches | None = None,
+        exports: MemoryExports | None = None,
+        trust: TrustReads | None = None,
     ):
         self._reads = reads
         self._ranked = ranked
@@ -172,6 +176,8 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         self._default_limit = default_limit
         self._rebuild_batch_size = rebuild_batch_size
         self._watches = watches
+        self._exports = exports
+        self._trust = trust
 
     async def GetMemory(self, request: pb.GetMemoryRequest, context) -> pb.GetMemoryResponse:
         read = await self._reads.get_memory(tenant_of(context), request.id, request.state_mode)
@@ -222,13 +228,14 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             context=request.context,
             language=request.language,
             active_path=request.active_path,
+            trust_states=list(request.trust_states),
         )
         return search_to_pb(await self._ranked.search(recall))
 
     async def ListMemoriesByTag(self, request: pb.ListMemoriesByTagRequest, context) -> pb.ListMemoriesByTagResponse:
         page, has_more, limit, offset = await self._listings.list_by_tag(
             tenant_of(context), list(request.tags), limit=request.limit, offset=request.offset,
-            state_mode=request.state_mode,
+            state_mode=request.state_mode, trust_states=list(request.trust_states),
         )  # fmt: skip
         return pb.ListMemoriesByTagResponse(
             results=[result_to_pb(t.candidate) for t in page],
@@ -236,6 +243,49 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             has_more=has_more,
             limit=limit,
             offset=offset,
+        )
+
+    def _trust_reads(self) -> TrustReads:
+        if self._trust is None:
+            raise RuntimeError("this recall service was built without trust reads")
+        return self._trust
+
+    async def ListReviewQueue(self, request: pb.ListReviewQueueRequest, context) -> pb.ListReviewQueueResponse:
+        page = await self._trust_reads().review_queue(tenant_of(context), limit=request.limit, offset=request.offset)
+        return pb.ListReviewQueueResponse(
+            memories=[memory_to_pb(m, with_embedding=False) for m in page.items],
+            has_more=page.has_more,
+            limit=page.limit,
+            offset=page.offset,
+        )
+
+    async def ListTombstones(self, request: pb.ListTombstonesRequest, context) -> pb.ListTombstonesResponse:
+        page = await self._trust_reads().tombstones(tenant_of(context), limit=request.limit, offset=request.offset)
+        return pb.ListTombstonesResponse(
+            tombstones=[
+                pb.Tombstone(
+                    id=t.id,
+                    content_hash=t.content_hash,
+                    reason=t.reason,
+                    memory_id=t.memory_id,
+                    created_at=ts_to_pb(t.created_at),
+                    excerpt=t.excerpt,
+                )
+                for t in page.items
+            ],
+            has_more=page.has_more,
+            limit=page.limit,
+            offset=page.offset,
+        )
+
+    async def ExportMemories(self, request: pb.ExportMemoriesRequest, context) -> pb.ExportMemoriesResponse:
+        if self._exports is None:
+            raise RuntimeError("this recall service was built without exports")
+        memories, next_token, limit = await self._exports.page(tenant_of(context), request.page_token, request.limit)
+        return pb.ExportMemoriesResponse(
+            memories=[memory_to_pb(m, with_embedding=request.with_embedding) for m in memories],
+            next_page_token=next_token,
+            limit=limit,
         )
 
     async def StartupRecall(self, request: pb.StartupRecallRequest, context) -> pb.StartupRecallResponse:
@@ -273,6 +323,8 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         return pb.ListRelatedMemoriesResponse(related=related)
 
     async def RebuildIndex(self, request: pb.RebuildIndexRequest, context):
+        if request.every_tenant:
+            require_admin(context, "a rebuild of every tenant's index")
         tenant = None if request.every_tenant else tenant_of(context)
         batch_size = request.batch_size or self._rebuild_batch_size
         async for progress in self._index.rebuild_index(batch_size, tenant):

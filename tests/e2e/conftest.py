@@ -18,6 +18,7 @@ from services.core.grpc.server import start
 from services.enrich.bootstrap import build_app as build_enrich
 from services.ingest.bootstrap import build_app as build_ingest
 from services.recall.bootstrap import build_app as build_recall
+from tests.conftest import plane_of
 
 API_TOKEN = "e2e-token"
 BUILDERS = {"ingest": build_ingest, "recall": build_recall, "enrich": build_enrich, "consolidate": build_consolidate}
@@ -36,7 +37,9 @@ async def stack_services(stack_settings):
     services = {}
     try:
         for name, build in BUILDERS.items():
-            services[name] = await start(name, build(stack_settings), host="127.0.0.1", port=0, grace_seconds=1.0)
+            services[name] = await start(
+                name, build(stack_settings), host="127.0.0.1", port=0, grace_seconds=1.0, plane=plane_of(stack_settings)
+            )
         yield services
     finally:
         for service in services.values():
@@ -60,14 +63,15 @@ async def serving(app) -> AsyncIterator[str]:
         await task
 
 
-def connect(services: dict) -> ServiceClients:
-    return ServiceClients.connect({name: f"127.0.0.1:{s.port}" for name, s in services.items()})
+def connect(services: dict, settings) -> ServiceClients:
+    """Clients of the started services, signing with the test stack's key."""
+    return ServiceClients.connect({name: f"127.0.0.1:{s.port}" for name, s in services.items()}, plane_of(settings))
 
 
 @pytest.fixture
 async def gateway_url(stack_settings, stack_services):
     """The gateway over real HTTP on a free port, dialling the services."""
-    async with serving(create_app(stack_settings, API_TOKEN, connect(stack_services))) as url:
+    async with serving(create_app(stack_settings, API_TOKEN, connect(stack_services, stack_settings))) as url:
         yield url
 
 

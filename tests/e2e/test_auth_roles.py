@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import uuid
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -50,6 +51,8 @@ def stack_settings(settings, tokens_path):
             "memgrid_tokens_file": tokens_path,
             "tokens_file_check_seconds": 0.1,
             "admin_api_token": ADMIN,
+            # A low-confidence Decision waits for review, so the review routes have something to decide.
+            "review_low_confidence_types": ["Decision"],
         }
     )
 
@@ -74,11 +77,35 @@ def routes(owner: httpx.AsyncClient, kept: str, other: str) -> list[tuple[str, s
     make a fresh one first (as `owner`, an admin of the same tenant)."""
 
     async def supersede(c):
-        old = await store(owner, "Deploys go out on Fridays")
+        # Unique: a supersede (INVALIDATED_BY) tombstones the old content, which a later call stores again.
+        old = await store(owner, f"Deploys go out on Fridays {uuid.uuid4()}")
         return await c.post("/memory", json={"content": "Deploys go out on Thursdays", "supersedes_memory_id": old})
 
     async def delete(c):
         return await c.delete(f"/memory/{await store(owner, 'A note to delete')}")
+
+    async def pending() -> str:
+        # REVIEW_LOW_CONFIDENCE_TYPES holds Decision (stack_settings): this one waits for review.
+        reply = await owner.post(
+            "/memory", json={"content": f"Maybe move to Rust {uuid.uuid4()}", "type": "Decision", "confidence": 0.3}
+        )
+        assert reply.status_code == 201 and reply.json()["memory_id"], reply.text
+        return reply.json()["memory_id"]
+
+    async def approve(c):
+        return await c.post(f"/review/{await pending()}/approve")
+
+    async def reject(c):
+        return await c.post(f"/review/{await pending()}/reject", json={"note": "not ours"})
+
+    async def reject_by_delete(c):
+        return await c.delete(f"/memory/{await store(owner, f'A rejected note {uuid.uuid4()}')}?reason=rejected")
+
+    async def remove_tombstone(c):
+        gone = await store(owner, f"A tombstoned note {uuid.uuid4()}")
+        deleted = await owner.delete(f"/memory/{gone}", params={"tombstone": "true"})
+        assert deleted.status_code == 200, deleted.text
+        return await c.delete(f"/admin/tombstones/{deleted.json()['tombstone_id']}")
 
     return [
         ("GET /memory/{id}", "read", lambda c: c.get(f"/memory/{kept}")),
@@ -95,6 +122,15 @@ def routes(owner: httpx.AsyncClient, kept: str, other: str) -> list[tuple[str, s
         ("DELETE /memory/{id}", "write", delete),
         ("DELETE /memory/by-tag", "write", lambda c: c.delete("/memory/by-tag", params={"tags": "nothing-here"})),
         ("POST /enrichment/reprocess", "admin", lambda c: c.post("/enrichment/reprocess", json={"ids": [kept]})),
+        ("GET /memory/{id}/history", "read", lambda c: c.get(f"/memory/{kept}/history")),
+        ("GET /audit", "admin", lambda c: c.get("/audit", params={"limit": 5})),
+        ("POST /admin/audit/verify", "admin", lambda c: c.post("/admin/audit/verify")),
+        ("GET /review", "review", lambda c: c.get("/review")),
+        ("POST /review/{id}/approve", "review", approve),
+        ("POST /review/{id}/reject", "review", reject),
+        ("DELETE /memory/{id}?reason=rejected", "write", reject_by_delete),
+        ("GET /admin/tombstones", "admin", lambda c: c.get("/admin/tombstones")),
+        ("DELETE /admin/tombstones/{id}", "admin", remove_tombstone),
     ]
 
 
@@ -130,7 +166,7 @@ async def test_each_role_reaches_exactly_its_routes(gateway_url, role):
 
 async def test_the_single_tenant_token_writes_but_needs_x_admin_token_for_admin_routes(gateway_url):
     for name, (needed, status) in (await answers(gateway_url, API_TOKEN, API_TOKEN)).items():
-        if needed == "admin":
+        if needed in ("review", "admin"):
             assert status == 403, (name, status)
         else:
             assert 200 <= status < 300, (name, status)

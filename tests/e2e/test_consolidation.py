@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from services.core.grpc.server import start
+from tests.conftest import plane_of
 from tests.e2e.conftest import BUILDERS
 from tests.waiting import wait_for
 
@@ -271,7 +272,12 @@ async def test_the_history_survives_a_restart_of_the_consolidate_service(tokens,
     port = old.port
     await old.stop()
     stack_services["consolidate"] = await start(
-        "consolidate", BUILDERS["consolidate"](stack_settings), host="127.0.0.1", port=port, grace_seconds=1.0
+        "consolidate",
+        BUILDERS["consolidate"](stack_settings),
+        host="127.0.0.1",
+        port=port,
+        grace_seconds=1.0,
+        plane=plane_of(stack_settings),
     )
 
     async def answered():

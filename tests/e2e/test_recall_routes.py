@@ -344,10 +344,11 @@ async def test_by_tag_pages_in_a_stable_order(client):
     assert over["limit"] == 200
 
 
-async def test_rebuild_from_the_graph_reproduces_the_index(client, stack_services):
+async def test_rebuild_from_the_graph_reproduces_the_index(client, stack_services, stack_settings):
     import io
 
     from services.recall.reindex import rebuild
+    from tests.conftest import plane_of
 
     expired = (datetime.now(UTC) + timedelta(seconds=2)).isoformat()
     ids = [await store(client, f"Rebuild check memory {i} about vector projections") for i in range(6)]
@@ -361,7 +362,9 @@ async def test_rebuild_from_the_graph_reproduces_the_index(client, stack_service
     query = {"query": "rebuild check memory vector projections", "limit": 20, "diversity_factor": 0}
     before = (await client.get("/recall", params=query)).json()["results"]
     out = io.StringIO()
-    last = await rebuild(f"127.0.0.1:{stack_services['recall'].port}", batch_size=3, out=out)
+    last = await rebuild(
+        f"127.0.0.1:{stack_services['recall'].port}", batch_size=3, plane=plane_of(stack_settings), out=out
+    )
     assert last.done and last.total >= 8 and last.indexed == last.total - last.skipped
     lines = out.getvalue().splitlines()
     assert len(lines) >= 3 and lines[-1].endswith("done")  # progress per batch of 3

@@ -24,6 +24,7 @@ from services.core.adapters.nats_bus import event_subject
 from services.core.codec import event_to_pb
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.grpc.server import start
+from tests.conftest import plane_of
 from tests.e2e.conftest import API_TOKEN, BUILDERS, connect, serving
 from tests.waiting import wait_for
 
@@ -50,7 +51,11 @@ def stack_settings(settings):
 @pytest.fixture
 async def other_tenant(stack_settings, stack_services):
     """A second gateway over the same services whose token belongs to tenant `other`."""
-    app = create_app(stack_settings.model_copy(update={"default_tenant": "other"}), API_TOKEN, connect(stack_services))
+    app = create_app(
+        stack_settings.model_copy(update={"default_tenant": "other"}),
+        API_TOKEN,
+        connect(stack_services, stack_settings),
+    )
     async with serving(app) as url, httpx.AsyncClient(base_url=url, headers=AUTH) as client:
         yield client
 
@@ -249,7 +254,12 @@ async def test_a_lost_recall_is_reported_and_the_stream_resumes_without_loss(cli
             for n in range(2)
         ]
         stack_services["recall"] = await start(
-            "recall", BUILDERS["recall"](stack_settings), host="127.0.0.1", port=recall.port, grace_seconds=1.0
+            "recall",
+            BUILDERS["recall"](stack_settings),
+            host="127.0.0.1",
+            port=recall.port,
+            grace_seconds=1.0,
+            plane=plane_of(stack_settings),
         )
         seen = await stream.until(created(during[1]), within=30)
     names = [name for name, _ in seen]

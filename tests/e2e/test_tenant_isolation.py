@@ -12,6 +12,7 @@ projection tests; this file looks only through the REST surface.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hashlib
 import json
 import math
@@ -23,6 +24,7 @@ import pytest
 from devstack.servers import free_port
 from services.core.grpc.server import start
 from services.core.settings import SERVICE_NAMES
+from tests.conftest import plane_of
 from tests.e2e.conftest import BUILDERS
 from tests.e2e.test_stream import Stream
 
@@ -51,6 +53,7 @@ def stack_settings(settings, tmp_path):
             "memgrid_tokens_file": path,
             "enrichment_pattern_min_members": 2,  # patterns form from two memories, so both tenants get one
             "enrichment_similarity_threshold": 0.3,  # SIMILAR_TO links form readily
+            "review_low_confidence_types": ["Decision"],  # a low-confidence Decision waits for review
             # Fixed ports, so enrich reaches recall for neighbours (SIMILAR_TO must stay within a tenant too).
             **{f"{name}_grpc_port": free_port() for name in SERVICE_NAMES},
         }
@@ -64,7 +67,14 @@ async def stack_services(stack_settings):
     try:
         for name, build in BUILDERS.items():
             port = stack_settings.grpc_port(name)
-            services[name] = await start(name, build(stack_settings), host="127.0.0.1", port=port, grace_seconds=1.0)
+            services[name] = await start(
+                name,
+                build(stack_settings),
+                host="127.0.0.1",
+                port=port,
+                grace_seconds=1.0,
+                plane=plane_of(stack_settings),
+            )
         yield services
     finally:
         for service in services.values():
@@ -316,6 +326,23 @@ async def test_tenant_a_can_neither_see_nor_change_tenant_b(clients, stack_setti
     assert not any(foreign("alpha", b_ids)(*item) for item in a_seen), a_seen
     assert not any(foreign("beta", a_ids)(*item) for item in b_seen), b_seen
 
+    # The audit log: B's ids have no history for A, A's log and its filters hold
+    # none of B's entries, and A's verify counts A's log only.
+    for memory_id in b_ids:
+        history_ = await a.get(f"/memory/{memory_id}/history")
+        assert history_.status_code == 200 and history_.json()["entries"] == [], history_.text
+    a_log = (await admin.get("/audit", params={"limit": 1000})).json()["entries"]
+    assert a_log and not ids_in(a_log) & b_ids and as_["postgres"] in {e["memory_id"] for e in a_log}
+    assert (await admin.get("/audit", params={"memory_id": bs["postgres"]})).json()["entries"] == []
+    verdict = (await admin.post("/admin/audit/verify")).json()
+    assert verdict["ok"] and verdict["last_seq"] >= len(a_log), verdict
+    assert (await b.get("/audit")).status_code == 403  # a write token reads no log, its own tenant's neither
+    b_history = (await b.get(f"/memory/{bs['postgres']}/history")).json()["entries"]
+    b_kinds = [e["kind"] for e in b_history]  # with enrichment's entries (embedded, enriched) among them
+    assert b_kinds[0] == "created" and "associated" in b_kinds and not ids_in(b_history) & a_ids
+    # Enrichment's writes are its own: their actor is the service, not a token.
+    assert {e["actor"] for e in b_history if e["kind"] in ("embedded", "enriched")} == {"system:enrich"}, b_history
+
     # Re-embedding B's ids as A's admin touches nothing of B (checked against `before` at the end).
     reembed = await admin.post("/admin/reembed", json={"ids": sorted(b_ids)})
     assert reembed.status_code == 202, reembed.text
@@ -329,7 +356,8 @@ async def test_tenant_a_can_neither_see_nor_change_tenant_b(clients, stack_setti
     # A's backup holds A's graph and nothing of B's.
     backup = await admin.post("/backup")
     assert backup.status_code == 200 and backup.json()["memories"] == len(a_ids), backup.text
-    document = json.loads(await asyncio.to_thread(Path(backup.json()["path"]).read_text))
+    archive = gzip.decompress(await asyncio.to_thread(Path(backup.json()["path"]).read_bytes))
+    document = [json.loads(line) for line in archive.splitlines()]
     assert not ids_in(document) & b_ids, "B's ids in A's backup"
     assert not any("password" in text for text in ids_in(document)), "B's content in A's backup"
     assert a_ids <= ids_in(document)
@@ -368,6 +396,37 @@ async def test_tenant_a_can_neither_see_nor_change_tenant_b(clients, stack_setti
     assert as_["vector"] not in ids_in(found)
     related = (await b.get(f"/memories/{bs['postgres']}/related")).json()["related"]
     assert bs["helm"] in {r["id"] for r in related} and not ids_in(related) & set(as_.values())
+
+
+async def test_tombstones_and_the_review_queue_stay_within_their_tenant(clients):
+    """B's tombstones and B's memories under review are invisible to A's
+    admin (listed nowhere, not removable, not decidable), and B's tombstone
+    does not keep the same content out of A."""
+    a, admin, b = clients[A_WRITE], clients[A_ADMIN], clients[B_WRITE]
+    rejected = "Beta rejected this: the cache is flushed hourly"
+    gone = await store(b, rejected, ["b-rejected"])
+    deleted = await b.delete(f"/memory/{gone}", params={"reason": "rejected"})
+    assert deleted.status_code == 200, deleted.text
+    b_tombstone = deleted.json()["tombstone_id"]
+    again = await b.post("/memory", json={"content": rejected})
+    assert again.status_code == 409 and again.json()["details"]["tombstone_id"] == b_tombstone, again.text
+    # REVIEW_LOW_CONFIDENCE_TYPES holds Decision (stack_settings): B's waits for review.
+    pending = await store(b, "Beta might move to Rust", ["b-pending"], type="Decision", confidence=0.3)
+    assert (await read(b, pending))["trust_state"] == "pending_review"
+
+    listed = await admin.get("/admin/tombstones", params={"limit": 200})
+    assert listed.status_code == 200 and b_tombstone not in ids_in(listed.json()), listed.text
+    assert gone not in ids_in(listed.json())
+    assert_not_found(await admin.delete(f"/admin/tombstones/{b_tombstone}"), "DELETE /admin/tombstones/{B id}")
+    queue = await admin.get("/review", params={"limit": 200})
+    assert queue.status_code == 200 and pending not in ids_in(queue.json()), queue.text
+    for verdict in ("approve", "reject"):
+        assert_not_found(await admin.post(f"/review/{pending}/{verdict}"), f"POST /review/{{B id}}/{verdict}")
+    # A's own content is A's: B's tombstone keeps nothing out of A.
+    assert (await a.post("/memory", json={"content": rejected})).status_code == 201
+    # B's memory is still pending, and B's tombstone still there.
+    assert (await read(b, pending))["trust_state"] == "pending_review"
+    assert (await b.post("/memory", json={"content": rejected})).status_code == 409
 
 
 async def test_nothing_in_a_request_chooses_the_tenant(clients):

@@ -15,11 +15,11 @@ from memgrid.v1 import (
     recall_service_pb2_grpc,
 )
 from services.core.grpc.server import start
-from services.core.grpc.tenant import tenant_metadata
 from services.core.wiring import graph_store
 from services.enrich.bootstrap import build_app as build_enrich
 from services.ingest.bootstrap import build_app as build_ingest
 from services.recall.bootstrap import build_app as build_recall
+from tests.conftest import plane_of, signed
 
 
 class EnrichStack:
@@ -32,7 +32,14 @@ class EnrichStack:
     async def start(self, *names: str) -> None:
         builders = {"recall": build_recall, "ingest": build_ingest, "enrich": build_enrich}
         for name in names or ("recall", "ingest", "enrich"):
-            service = await start(name, builders[name](self.settings), host="127.0.0.1", port=0, grace_seconds=1.0)
+            service = await start(
+                name,
+                builders[name](self.settings),
+                host="127.0.0.1",
+                port=0,
+                grace_seconds=1.0,
+                plane=plane_of(self.settings),
+            )
             self.services[name] = service
             if name == "recall":
                 # enrich finds neighbours through recall: point it at the port recall got.
@@ -55,7 +62,7 @@ class EnrichStack:
     async def create(self, content: str, tenant: str = "acme", **fields) -> str:
         stub = ingest_service_pb2_grpc.IngestServiceStub(self.channel)
         request = ingest_service_pb2.CreateMemoryRequest(memory=memory_pb2.MemoryDraft(content=content, **fields))
-        return (await stub.CreateMemory(request, metadata=tenant_metadata(tenant))).memory.id
+        return (await stub.CreateMemory(request, metadata=signed(tenant))).memory.id
 
     async def wait_enriched(self, ids: list[str], tenant: str = "acme", within: float = 30.0) -> dict:
         deadline = time.monotonic() + within
@@ -76,7 +83,7 @@ class EnrichStack:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{self.services['recall'].port}") as channel:
             recall = recall_service_pb2_grpc.RecallServiceStub(channel)
             while time.monotonic() < deadline:
-                reply = await recall.SearchMemories(request, metadata=tenant_metadata(tenant))
+                reply = await recall.SearchMemories(request, metadata=signed(tenant))
                 if reply.results and reply.results[0].memory.id == memory_id:
                     return
                 await asyncio.sleep(0.05)

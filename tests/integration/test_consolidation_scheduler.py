@@ -1,18 +1,21 @@
 """The consolidation runner and scheduler (services/consolidate/scheduler.py)
 over a real FalkorDB: two schedulers racing over one store run a task once,
 a task that ran is not due again until its interval has passed, a manual run
-while the task runs is refused, and a dry run writes nothing."""
+while the task runs is refused, a dry run writes nothing, the decayed event
+follows the last emitted score, and a run that died mid-way is marked abandoned."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.consolidate.scheduler import ConsolidationRunner, ConsolidationScheduler
+from services.consolidate.scheduler import ABANDONED, ConsolidationRunner, ConsolidationScheduler
 from services.consolidate.tasks import ConsolidationTasks, TaskPolicies
-from services.core.domain.consolidation import Schedule, Task
+from services.core.domain.consolidation import RunRecord, Schedule, Task
+from services.core.domain.decay import DecayPolicy
 from services.core.domain.errors import Aborted
 from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.domain.times import to_micros
@@ -207,3 +210,67 @@ async def test_creative_association_asks_the_judge_when_there_is_one(graph, answ
     relations = (await graph.reader.relations_of("alpha", [first], 10))[first]
     assert [(r.type, {r.source_id, r.target_id}) for r in relations] == ([(made, {first, second})] if made else [])
     assert report.record.counts["associated"] == (1 if made else 0)
+
+
+async def test_the_decayed_event_compares_with_the_last_emitted_score(graph):
+    # No access term (rate 0): the score is 0.5076 x exp(-0.01 x age days), about 0.0046 less a day at day 10.
+    [only] = await seed(graph, "alpha", 1)
+    days = [10.0]
+    tasks = ConsolidationTasks(
+        store=graph.consolidation,
+        writer=graph.writer,
+        submit=lambda events: asyncio.sleep(0),
+        policies=TaskPolicies(decay=DecayPolicy(access_rate=0.0, event_epsilon=0.01)),
+        page_size=10,
+        sample_size=5,
+        clock=lambda: OLD + timedelta(days=days[0]),
+    )
+    one = ConsolidationRunner(
+        store=graph.consolidation, tasks=tasks, schedule=Schedule({}), lease_seconds=30, history_keep=10
+    )
+    emitted = []
+    for day in (10.0, 11.0, 12.0, 13.0):
+        days[0] = day
+        report = await one.run(Task.DECAY, "alpha", mode="decay", dry_run=False)
+        assert report.record.counts["updated"] == 1  # every pass writes the score
+        emitted.append(report.record.counts["events"])
+    # Day 13 is 0.0045 from day 12's written score but 0.0137 from day 10's event: it emits.
+    assert emitted == [1, 0, 0, 1]
+    [row] = (await graph.consolidation.decay_page("alpha", -1, 10))[1]
+    assert row.id == only and row.emitted_score == row.relevance_score
+
+
+async def test_a_run_that_died_mid_way_is_marked_abandoned_once_its_lease_is_gone(graph):
+    await seed(graph, "alpha", 3)
+    store = graph.consolidation
+    started = datetime.now(UTC) - timedelta(minutes=10)
+
+    def unfinished(task: str, dry_run: bool = False) -> RunRecord:
+        return RunRecord(uuid.uuid4().hex, "alpha", task, task, dry_run, started)
+
+    dead, live, dry = unfinished("decay"), unfinished("creative"), unfinished("cluster", True)
+    # The dead run's replica took its lease, recorded progress, and stopped renewing: it lapsed.
+    dead_from = to_micros(started)
+    assert await store.acquire_lease("decay", "alpha", "dead-replica", now_us=dead_from, ttl_us=1_000_000)
+    progress = {"processed": 2, "total": 3, "scanned": 2, "updated": 2, "events": 2}
+    await store.renew_lease("decay", "alpha", "dead-replica", now_us=dead_from, ttl_us=1_000_000, progress=progress)
+    # The live one's lease is held and current.
+    assert await store.acquire_lease("creative", "alpha", "live-replica", now_us=dead_from, ttl_us=3_600_000_000)
+    for record in (dead, live, dry):
+        await store.record_run(record, keep=50)
+    one = runner(graph)
+    assert await one.abandon_stale("alpha") == [dead.id]
+    runs = {r.id: r for r in await store.run_history("alpha", 10)}
+    assert runs[dead.id].finished_at == started + timedelta(seconds=1)  # when its lease lapsed
+    assert runs[dead.id].errors == [ABANDONED] and runs[dead.id].counts == progress
+    assert runs[live.id].finished_at is None and runs[dry.id].finished_at is None  # running; a dry run has no lease
+    # A later run marks one with no lease at all, and one whose lease a newer run took.
+    leaseless = unfinished("forget")
+    await store.record_run(leaseless, keep=50)
+    await store.release_lease("creative", "alpha", "live-replica")
+    report = await one.run(Task.DECAY, "alpha", mode="decay", dry_run=False)
+    runs = {r.id: r for r in await store.run_history("alpha", 10)}
+    assert runs[leaseless.id].errors == [ABANDONED] and runs[live.id].errors == [ABANDONED]
+    assert runs[leaseless.id].finished_at >= report.record.started_at - timedelta(seconds=1)
+    assert not runs[report.record.id].errors and runs[report.record.id].finished_at is not None
+    assert await one.abandon_stale("alpha") == []  # nothing left to mark

@@ -43,20 +43,62 @@ async def test_a_page_walk_covers_every_memory_of_the_tenant_once(store):
     await put(store, [memory(m) for m in mine] + [memory(m, tenant="other") for m in ids(5, "b")])
     await relate(store, "default", mine[0], mine[1])
     await relate(store, "default", mine[2], mine[0], "LEADS_TO")
+    node_ids = await store.connection.query("MATCH (n:Memory) RETURN n.id, ID(n)")
+    order = dict(node_ids.result_set)  # the walk's order: internal ids, not memory ids
     seen, cursor = [], -1
     while True:
         cursor, page = await store.consolidation.decay_page("default", cursor, 5)
         if not page:
             break
-        assert len(page) <= 5
+        assert len(page) <= 5 and cursor == order[page[-1].id]
         seen.extend(page)
-    assert [r.id for r in seen] == mine
+    assert [r.id for r in seen] == sorted(mine, key=order.get)
     rows = {r.id: r for r in seen}
     assert (rows[mine[0]].edges, rows[mine[1]].edges, rows[mine[3]].edges) == (2, 1, 0)
     first = rows[mine[0]]
     assert (first.version, first.type, first.importance, first.timestamp) == (1, "Decision", 0.7, T0)
     assert first.relevance_score is None and not first.archived and not first.has_embedding
     assert await store.consolidation.tenants() == ["default", "other"]
+
+
+async def edge_counts(store, tenant: str = "default") -> dict[str, int]:
+    cursor, counts = -1, {}
+    while True:
+        cursor, page = await store.consolidation.decay_page(tenant, cursor, 2)
+        if not page:
+            return counts
+        counts.update((r.id, r.edges) for r in page)
+
+
+async def test_the_page_edge_count_follows_every_write_that_adds_or_removes_edges(store):
+    a, b, c, d, e = ids(5)
+    await put(store, [memory(m, embedding=[1.0, float(i)]) for i, m in enumerate((a, b, c, d))] + [memory(e)])
+    await relate(store, "default", a, b)
+    await relate(store, "default", b, a, "LEADS_TO")  # a second edge between the pair counts: 2 each
+    await relate(store, "default", a, b)  # a repeat of the same edge is merged: still 2
+    assert (await edge_counts(store))[a] == 2
+    # Enrichment's links: SIMILAR_TO counts, MENTIONS (to an Entity) does not.
+    await store.enrichment.link_similar("default", [(c, a, 0.9)], now_us=NOW_US)
+    mentions = [(a, "Decision", ["entity:x"]), (c, "Decision", ["entity:x"])]
+    await store.enrichment.link_entities_and_patterns("default", mentions, min_members=2, max_members=5, now_us=1)
+    assert await edge_counts(store) == {a: 3, b: 2, c: 1, d: 0, e: 0}
+    # Consolidation's association (and nothing for a pair already joined).
+    made = await store.consolidation.link_discovered(
+        "default",
+        [Discovery(c, d, "DISCOVERED", 0.9, 0.7, "similar"), Discovery(a, c, "DISCOVERED", 0.9, 0.7)],
+        now_us=NOW_US,
+    )
+    assert [(m.source_id, m.target_id) for m in made] == [(c, d)]
+    assert await edge_counts(store) == {a: 3, b: 2, c: 2, d: 1, e: 0}
+    # Supersession: the old memory and its replacement are joined by one edge.
+    old = await store.reader.get_memory("default", e)
+    new = memory("a0009")
+    edge = Relation(e, new.id, "EVOLVED_INTO", 1.0, T0)
+    events = [MemoryEvent.for_memory(EventKind.CREATED, new, T0), MemoryEvent.associated("default", edge)]
+    assert await store.writer.supersede(replace(old, version=2), 1, new, edge, events, now_us=NOW_US)
+    # A deleted memory's edges go from its neighbours' counts.
+    await store.writer.delete_memories("default", [MemoryEvent.deleted("default", a, T0)], now_us=NOW_US)
+    assert await edge_counts(store) == {b: 0, c: 1, d: 1, e: 1, new.id: 1}
 
 
 async def test_write_relevance_writes_only_the_tenants_at_the_version_read_with_events_for_moves(store):
@@ -102,7 +144,7 @@ async def test_archive_is_compare_and_set_and_records_archived_events(store):
     [event] = await pending(store)
     assert (event.kind, event.memory_id, event.version, event.has_embedding) == (EventKind.ARCHIVED, a, 2, True)
     # Archiving again (even at the new version) does nothing.
-    again = ((await store.consolidation.decay_page("default", -1, 10))[1])[0]
+    again = {r.id: r for r in (await store.consolidation.decay_page("default", -1, 10))[1]}[a]
     assert again.archived and await store.consolidation.archive("default", [again], now_us=NOW_US) == []
     assert await store.consolidation.archive("other", [again], now_us=NOW_US) == []
 

@@ -22,9 +22,9 @@ from services.core.adapters.spacy_entities import SpacyEntityExtractor
 from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.domain.times import to_micros
 from services.core.grpc.server import start
-from services.core.grpc.tenant import tenant_metadata
 from services.enrich.bootstrap import build_app as build_enrich
 from services.enrich.embedding import EmbeddingStage
+from tests.conftest import plane_of, signed
 from tests.factories import memory_at
 from tests.integration.enrich_stack import EnrichStack
 from tests.integration.test_enrichment import enrich_settings
@@ -65,7 +65,12 @@ class HeldExtractor:
 
 async def start_enrich(stack: EnrichStack, **overrides) -> None:
     stack.services["enrich"] = await start(
-        "enrich", build_enrich(stack.settings, **overrides), host="127.0.0.1", port=0, grace_seconds=1.0
+        "enrich",
+        build_enrich(stack.settings, **overrides),
+        host="127.0.0.1",
+        port=0,
+        grace_seconds=1.0,
+        plane=plane_of(stack.settings),
     )
 
 
@@ -73,7 +78,7 @@ async def search(stack: EnrichStack, vector, tenant: str = TENANT) -> list[str]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{stack.services['recall'].port}") as channel:
         recall = recall_service_pb2_grpc.RecallServiceStub(channel)
         reply = await recall.SearchMemories(
-            recall_service_pb2.SearchMemoriesRequest(embedding=vector, limit=3), metadata=tenant_metadata(tenant)
+            recall_service_pb2.SearchMemoriesRequest(embedding=vector, limit=3), metadata=signed(tenant)
         )
         return [r.memory.id for r in reply.results]
 
@@ -82,7 +87,7 @@ async def enrichment_status(stack: EnrichStack) -> dict:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{stack.services['enrich'].port}") as channel:
         enrich = enrich_service_pb2_grpc.EnrichServiceStub(channel)
         reply = await enrich.GetEnrichmentStatus(
-            enrich_service_pb2.GetEnrichmentStatusRequest(), metadata=tenant_metadata(TENANT)
+            enrich_service_pb2.GetEnrichmentStatusRequest(), metadata=signed(TENANT)
         )
         return {"pending": reply.pending, "processed": reply.processed, **json.loads(reply.stats_json)}
 

@@ -35,6 +35,7 @@ def enrich_process(settings, log: Path, **extra: str) -> subprocess.Popen:
         "NATS_STREAM": settings.nats_stream,
         "NATS_SUBJECT_PREFIX": settings.nats_subject_prefix,
         "RECALL_GRPC_PORT": str(settings.recall_grpc_port),
+        "SERVICE_CLAIM_KEY": settings.service_claim_key.get_secret_value(),
         "ENRICH_GRPC_PORT": str(free_port()),
         "ENRICH_METRICS_PORT": str(free_port()),
         "EMBEDDING_PROVIDER": "placeholder",

@@ -12,7 +12,7 @@ import pytest
 
 from devstack.servers import free_port, start_nats
 from services.core.domain.model import EventKind, MemoryEvent
-from tests.conftest import make_settings
+from tests.conftest import make_settings, plane_of, signed
 from tests.integration.enrich_stack import EnrichStack
 
 pytestmark = pytest.mark.integration
@@ -89,7 +89,6 @@ async def test_links_preceded_by_similar_to_and_patterns(stack):
 async def test_an_enriched_memory_is_searchable_by_vector(stack):
     from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
     from services.core.adapters.embedders import PlaceholderEmbedder
-    from services.core.grpc.tenant import tenant_metadata
 
     memory_id = await stack.create("The staging cluster runs on Kubernetes", type="Context")
     await stack.wait_enriched([memory_id])
@@ -100,14 +99,14 @@ async def test_an_enriched_memory_is_searchable_by_vector(stack):
         recall = recall_service_pb2_grpc.RecallServiceStub(channel)
         for _ in range(50):
             reply = await recall.SearchMemories(
-                recall_service_pb2.SearchMemoriesRequest(embedding=vector, limit=3), metadata=tenant_metadata("acme")
+                recall_service_pb2.SearchMemoriesRequest(embedding=vector, limit=3), metadata=signed("acme")
             )
             if reply.results:
                 break
             await asyncio.sleep(0.1)
         assert reply.results[0].memory.id == memory_id and reply.results[0].match_score > 0.99
         other = await recall.SearchMemories(
-            recall_service_pb2.SearchMemoriesRequest(embedding=vector, limit=3), metadata=tenant_metadata("other")
+            recall_service_pb2.SearchMemoriesRequest(embedding=vector, limit=3), metadata=signed("other")
         )
         assert list(other.results) == []
 
@@ -133,7 +132,6 @@ async def test_enrichment_never_overwrites_a_concurrent_update(stack):
 
 async def test_a_content_change_re_embeds_and_re_enriches(stack):
     from memgrid.v1 import ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
-    from services.core.grpc.tenant import tenant_metadata
 
     memory_id = await stack.create("We host everything on Docker", type="Context")
     first = (await stack.wait_enriched([memory_id]))[memory_id]
@@ -142,7 +140,7 @@ async def test_a_content_change_re_embeds_and_re_enriches(stack):
         id=memory_id, memory=memory_pb2.MemoryDraft(content="We moved everything to Kubernetes")
     )
     request.update_mask.paths.append("content")
-    await stub.UpdateMemory(request, metadata=tenant_metadata("acme"))
+    await stub.UpdateMemory(request, metadata=signed("acme"))
     for _ in range(100):
         current = await stack.store.reader.get_memory("acme", memory_id)
         if current.enriched_at and current.enriched_at > first.enriched_at:
@@ -151,6 +149,12 @@ async def test_a_content_change_re_embeds_and_re_enriches(stack):
     assert current.summary == "We moved everything to Kubernetes"
     assert "entity:tools:kubernetes" in current.tags
     assert current.embedding != first.embedding
+    # The old text's derived tag and entity link are replaced, not kept beside the new ones.
+    assert "entity:tools:docker" in first.tags and "entity:tools:docker" not in current.tags
+    mentions = await stack.store.connection.query(
+        "MATCH (:Memory {id: $id})-[:MENTIONS]->(e:Entity) RETURN e.tag", {"id": memory_id}
+    )
+    assert [row[0] for row in mentions.result_set] == ["entity:tools:kubernetes"]
 
 
 async def test_memories_stored_while_nats_is_down_are_enriched_once_it_returns(falkordb_server, tmp_path):
@@ -198,14 +202,19 @@ async def test_a_failing_embedder_dead_letters_after_the_last_attempt(falkordb_s
         from services.core.grpc.server import start
 
         stack.services["enrich"] = await start(
-            "enrich", build_enrich(stack.settings, embedder=embedder), host="127.0.0.1", port=0, grace_seconds=1.0
+            "enrich",
+            build_enrich(stack.settings, embedder=embedder),
+            host="127.0.0.1",
+            port=0,
+            grace_seconds=1.0,
+            plane=plane_of(stack.settings),
         )
         memory_id = await stack.create("This one cannot be embedded", type="Context")
-        from tests.integration.test_nats_bus import read_all
+        from tests.integration.test_dead_letters import read_dead
 
         dead = []
         for _ in range(100):
-            dead = await read_all(settings, f"{settings.nats_subject_prefix}.dlq.{settings.embed_durable}.failed")
+            dead = await read_dead(settings, settings.embed_durable)
             if dead:
                 break
             await asyncio.sleep(0.1)
@@ -246,7 +255,6 @@ async def test_a_client_supplied_embedding_is_searchable_without_enrichment(falk
 
     from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
     from services.core.adapters.embedders import PlaceholderEmbedder
-    from services.core.grpc.tenant import tenant_metadata
 
     stack = EnrichStack(enrich_settings(falkordb_server.port, nats_server.port, tmp_path / "data"))
     try:
@@ -260,7 +268,7 @@ async def test_a_client_supplied_embedding_is_searchable_without_enrichment(falk
             recall = recall_service_pb2_grpc.RecallServiceStub(channel)
             request = recall_service_pb2.SearchMemoriesRequest(embedding=vector, limit=1)
             for _ in range(100):
-                reply = await recall.SearchMemories(request, metadata=tenant_metadata("acme"))
+                reply = await recall.SearchMemories(request, metadata=signed("acme"))
                 if reply.results:
                     break
                 await asyncio.sleep(0.05)

@@ -66,6 +66,15 @@ async def scenario(writer, outbox) -> list:
     seen.append(await writer.get_idempotency("a", "k", NOW_US))
     seen.append(await writer.get_idempotency("b", "k", NOW_US))
     seen.append(await writer.get_idempotency("a", "k", NOW_US + 120_000_000))
+    # A batch's item keys: each claim stands alone; one held by another request is reported, not taken.
+    seen.append(await writer.claim_idempotency([(_claim("one", "i1"), ["m1"]), (_claim("one", "i2"), ["m2"])], NOW_US))
+    seen.append(await writer.claim_idempotency([(_claim("two", "i2"), ["x"]), (_claim("two", "i3"), ["m3"])], NOW_US))
+    seen.append(sorted((await writer.get_idempotency_many("a", ["i1", "i2", "i3", "k", "none"], NOW_US)).items()))
+    seen.append(await writer.get_idempotency_many("b", ["i1"], NOW_US))
+    later = NOW_US + 120_000_000  # past the claims' expiry: another request takes i1 over
+    taking_over = _claim("three", "i1", expires=NOW + timedelta(hours=1))
+    seen.append(await writer.claim_idempotency([(taking_over, ["n1"])], later))
+    seen.append(await writer.get_idempotency_many("a", ["i1", "i2"], later))
     seen.append(await writer.count_memories("a"))
     seen.append(await writer.count_memories("b"))
     seen.append(await writer.count_memories())

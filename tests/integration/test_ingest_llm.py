@@ -10,9 +10,8 @@ import pytest
 
 from memgrid.v1 import ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
 from services.core.grpc.server import start
-from services.core.grpc.tenant import tenant_metadata
 from services.ingest.bootstrap import build_app
-from tests.conftest import make_settings
+from tests.conftest import make_settings, plane_of, signed
 from tests.integration.test_openai_llm import completion, stub  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.integration
@@ -31,7 +30,9 @@ def llm_settings(falkordb_server, nats_server, tmp_path, stub):  # noqa: F811
 
 @pytest.fixture
 async def ingest(llm_settings):
-    service = await start("ingest", build_app(llm_settings), host="127.0.0.1", port=0, grace_seconds=1.0)
+    service = await start(
+        "ingest", build_app(llm_settings), host="127.0.0.1", port=0, grace_seconds=1.0, plane=plane_of(llm_settings)
+    )
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
     yield ingest_service_pb2_grpc.IngestServiceStub(channel)
     await channel.close()
@@ -40,7 +41,7 @@ async def ingest(llm_settings):
 
 async def create(ingest, **fields) -> ingest_service_pb2.CreateMemoryResponse:
     request = ingest_service_pb2.CreateMemoryRequest(memory=memory_pb2.MemoryDraft(**fields))
-    return await ingest.CreateMemory(request, metadata=tenant_metadata("default"))
+    return await ingest.CreateMemory(request, metadata=signed("default"))
 
 
 async def test_the_llm_classifies_what_no_pattern_matches(ingest, stub):  # noqa: F811
@@ -88,7 +89,9 @@ async def test_auto_summarize_off_keeps_long_content(falkordb_server, nats_serve
         openai_base_url=stub.base_url,
         memory_auto_summarize=False,
     )
-    service = await start("ingest", build_app(settings), host="127.0.0.1", port=0, grace_seconds=1.0)
+    service = await start(
+        "ingest", build_app(settings), host="127.0.0.1", port=0, grace_seconds=1.0, plane=plane_of(settings)
+    )
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{service.port}") as channel:
             content = "x " * 400

@@ -12,10 +12,9 @@ import pytest
 from devstack.servers import free_port, start_nats
 from memgrid.v1 import ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
 from services.core.grpc.server import start
-from services.core.grpc.tenant import tenant_metadata
 from services.core.wiring import graph_store
 from services.ingest.bootstrap import build_app
-from tests.conftest import make_settings
+from tests.conftest import make_settings, plane_of, signed
 from tests.integration.test_nats_bus import read_all
 
 pytestmark = pytest.mark.integration
@@ -28,7 +27,9 @@ async def test_writes_during_an_outage_are_published_once_nats_returns(falkordb_
     settings = make_settings(
         falkordb_server.port, nats_port, tmp_path / "data", outbox_sweep_seconds=0.2, outbox_grace_seconds=0.0
     )
-    service = await start("ingest", build_app(settings), host="127.0.0.1", port=0, grace_seconds=1.0)
+    service = await start(
+        "ingest", build_app(settings), host="127.0.0.1", port=0, grace_seconds=1.0, plane=plane_of(settings)
+    )
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
     store = graph_store(settings)
     try:
@@ -38,7 +39,7 @@ async def test_writes_during_an_outage_are_published_once_nats_returns(falkordb_
         for i in range(5):
             reply = await ingest.CreateMemory(
                 ingest_service_pb2.CreateMemoryRequest(memory=memory_pb2.MemoryDraft(content=f"during outage {i}")),
-                metadata=tenant_metadata("acme"),
+                metadata=signed("acme"),
             )
             assert reply.enrichment == "pending"
             ids.append(reply.memory.id)

@@ -25,18 +25,16 @@ from memgrid.v1 import (
 from services.consolidate.bootstrap import build_app as build_consolidate
 from services.core.grpc.errors import error_info
 from services.core.grpc.server import start
-from services.core.grpc.tenant import tenant_metadata
 from services.core.wiring import graph_store
 from services.enrich.bootstrap import build_app as build_enrich
 from services.ingest.bootstrap import build_app as build_ingest
 from services.recall.bootstrap import build_app as build_recall
-from tests.conftest import make_settings
+from tests.conftest import make_settings, plane_of, signed
 from tests.integration.test_nats_bus import read_all
 
 pytestmark = pytest.mark.integration
 
 BUILDERS = {"ingest": build_ingest, "recall": build_recall, "enrich": build_enrich, "consolidate": build_consolidate}
-TENANT = tenant_metadata("acme")
 
 
 @pytest.fixture
@@ -45,7 +43,9 @@ async def stack(settings):
     running = {}
     try:
         for name, build in BUILDERS.items():
-            service = await start(name, build(settings), host="127.0.0.1", port=0, grace_seconds=1.0)
+            service = await start(
+                name, build(settings), host="127.0.0.1", port=0, grace_seconds=1.0, plane=plane_of(settings)
+            )
             running[name] = (service, grpc.aio.insecure_channel(f"127.0.0.1:{service.port}"))
         yield running
     finally:
@@ -83,7 +83,7 @@ async def test_create_writes_the_graph_and_publishes_an_event(stack, settings):
         ingest_service_pb2.CreateMemoryRequest(
             memory=draft(content="Decided to use FalkorDB", tags=struct_pb2.Value(string_value="db"))
         ),
-        metadata=TENANT,
+        metadata=signed("acme"),
     )
     memory = reply.memory
     assert memory.tenant == "acme" and memory.type == "Decision" and memory.confidence == pytest.approx(0.6)
@@ -102,17 +102,15 @@ async def test_create_writes_the_graph_and_publishes_an_event(stack, settings):
     assert events[0].kind == events_pb2.MEMORY_EVENT_KIND_CREATED and events[0].version == 1
 
     recall = recall_service_pb2_grpc.RecallServiceStub(stack["recall"][1])
-    got = await recall.GetMemory(recall_service_pb2.GetMemoryRequest(id=memory.id), metadata=TENANT)
+    got = await recall.GetMemory(recall_service_pb2.GetMemoryRequest(id=memory.id), metadata=signed("acme"))
     assert got.memory.content == memory.content and got.memory.id == memory.id
     with pytest.raises(grpc.aio.AioRpcError) as other_tenant:
-        await recall.GetMemory(recall_service_pb2.GetMemoryRequest(id=memory.id), metadata=tenant_metadata("other"))
+        await recall.GetMemory(recall_service_pb2.GetMemoryRequest(id=memory.id), metadata=signed("other"))
     assert other_tenant.value.code() == grpc.StatusCode.NOT_FOUND
-    status = await recall.GetSystemStatus(recall_service_pb2.GetSystemStatusRequest())
+    status = await recall.GetSystemStatus(recall_service_pb2.GetSystemStatusRequest(), metadata=signed(None, "admin"))
     assert status.memory_count == 1
     for tenant, count in (("acme", 1), ("other", 0)):  # with a tenant, its own count
-        scoped = await recall.GetSystemStatus(
-            recall_service_pb2.GetSystemStatusRequest(), metadata=tenant_metadata(tenant)
-        )
+        scoped = await recall.GetSystemStatus(recall_service_pb2.GetSystemStatusRequest(), metadata=signed(tenant))
         assert scoped.memory_count == count
     assert {c.name: c.status for c in status.components} == {
         "falkordb": "connected",
@@ -129,7 +127,7 @@ async def test_validation_errors_carry_reason_and_numbers(stack):
     ingest = ingest_service_pb2_grpc.IngestServiceStub(stack["ingest"][1])
     with pytest.raises(grpc.aio.AioRpcError) as too_long:
         await ingest.CreateMemory(
-            ingest_service_pb2.CreateMemoryRequest(memory=draft(content="x" * 2001)), metadata=TENANT
+            ingest_service_pb2.CreateMemoryRequest(memory=draft(content="x" * 2001)), metadata=signed("acme")
         )
     assert too_long.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     info = error_info(too_long.value)
@@ -147,19 +145,28 @@ async def test_calls_without_a_tenant_are_refused(stack):
 async def test_consolidation_refuses_an_unknown_mode_naming_it(stack):
     consolidate = consolidate_service_pb2_grpc.ConsolidateServiceStub(stack["consolidate"][1])
     with pytest.raises(grpc.aio.AioRpcError) as refused:
-        await consolidate.RunConsolidation(consolidate_service_pb2.RunConsolidationRequest(mode="nap"), metadata=TENANT)
+        await consolidate.RunConsolidation(
+            consolidate_service_pb2.RunConsolidationRequest(mode="nap"), metadata=signed("acme")
+        )
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error_info(refused.value).reason == "INVALID_MODE"
     assert dict(error_info(refused.value).metadata)["field"] == "mode"
     # dry_run unset: a dry run.
     reply = await consolidate.RunConsolidation(
-        consolidate_service_pb2.RunConsolidationRequest(mode="decay"), metadata=TENANT
+        consolidate_service_pb2.RunConsolidationRequest(mode="decay"), metadata=signed("acme")
     )
     assert reply.dry_run is True
 
 
 async def test_graceful_shutdown_reports_not_serving_first(settings):
-    service = await start("consolidate", build_consolidate(settings), host="127.0.0.1", port=0, grace_seconds=1.0)
+    service = await start(
+        "consolidate",
+        build_consolidate(settings),
+        host="127.0.0.1",
+        port=0,
+        grace_seconds=1.0,
+        plane=plane_of(settings),
+    )
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
     try:
         health = health_pb2_grpc.HealthStub(channel)
@@ -179,14 +186,17 @@ async def test_a_write_is_kept_when_nats_is_down(falkordb_server, tmp_path):
     nats_dir = tmp_path / "nats"
     nats_server = start_nats(free_port(), nats_dir)
     settings = make_settings(falkordb_server.port, nats_server.port, tmp_path / "data")
-    service = await start("ingest", build_ingest(settings), host="127.0.0.1", port=0, grace_seconds=1.0)
+    service = await start(
+        "ingest", build_ingest(settings), host="127.0.0.1", port=0, grace_seconds=1.0, plane=plane_of(settings)
+    )
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
     store = graph_store(settings)
     try:
         nats_server.stop()
         ingest = ingest_service_pb2_grpc.IngestServiceStub(channel)
         reply = await ingest.CreateMemory(
-            ingest_service_pb2.CreateMemoryRequest(memory=draft(content="stored while NATS is down")), metadata=TENANT
+            ingest_service_pb2.CreateMemoryRequest(memory=draft(content="stored while NATS is down")),
+            metadata=signed("acme"),
         )
         assert reply.enrichment == "pending"
         stored = await store.reader.get_memory("acme", reply.memory.id)

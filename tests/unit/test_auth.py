@@ -22,7 +22,9 @@ from services.core.settings import Settings
 TOKEN = "s3cret-token"
 #: Routes only admins reach, besides everything under /admin and /backup
 #: (POST /consolidate is a writer's; its every_tenant an admin's, checked in the route).
-ADMIN_ROUTES = {("POST", "/enrichment/reprocess")}
+ADMIN_ROUTES = {("POST", "/enrichment/reprocess"), ("POST", "/restore"), ("GET", "/audit")}
+#: The human review's routes: the review role, GET included (the queue shows what recall withholds).
+REVIEW_ROUTES = {("GET", "/review"), ("POST", "/review/{memory_id}/approve"), ("POST", "/review/{memory_id}/reject")}
 #: Routes that read although their method is not GET (a query too large for a URL, say).
 READ_ONLY_ROUTES: set[tuple[str, str]] = set()
 
@@ -167,6 +169,15 @@ def test_parse_tokens_reads_every_field():
     entries = parse_tokens(json.dumps([entry("t1", memory_limit=10), entry("t2", "beta", "admin")]))
     assert entries[token_digest("t1")] == TokenEntry(token_digest("t1"), "acme", "write", 10)
     assert entries[token_digest("t2")].role == "admin" and entries[token_digest("t2")].memory_limit is None
+
+
+def test_a_token_s_id_names_it_in_the_audit_log_and_never_the_token():
+    entries = parse_tokens(json.dumps([entry("t1", id="ci-bot"), entry("t2")]))
+    assert entries[token_digest("t1")].token_id == "ci-bot"
+    assert entries[token_digest("t2")].token_id == f"sha256-{sha('t2')[:12]}"
+    for bad in ("system:ingest", "", "x" * 65, 7):
+        with pytest.raises(TokensFileError, match="'id'"):
+            parse_tokens(json.dumps([entry("t1", id=bad)]))
 
 
 def test_an_uppercase_digest_is_accepted():
@@ -405,6 +416,8 @@ def test_every_route_but_health_requires_a_role():
     for (method, path), (role,) in roles.items():
         if (method, path) in ADMIN_ROUTES or path.startswith(("/admin", "/backup")):
             assert role == "admin", (method, path)
+        elif (method, path) in REVIEW_ROUTES:
+            assert role == "review", (method, path)
         elif method == "GET" or (method, path) in READ_ONLY_ROUTES:
             assert role == "read", (method, path)
         else:

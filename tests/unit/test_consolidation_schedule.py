@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.core.domain.consolidation import TASK_ORDER, Progress, Schedule, Task, tasks_for_mode
+from services.core.domain.consolidation import TASK_ORDER, Progress, Schedule, Task, page_pause, tasks_for_mode
 from services.core.domain.errors import InvalidArgument
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
@@ -35,3 +35,11 @@ def test_progress_fraction():
     assert Progress("decay", done=50, total=200).fraction == 0.25
     assert Progress("decay", done=5).fraction is None
     assert Progress("decay", done=300, total=200).fraction == 1.0
+
+
+def test_the_pause_after_a_page_is_a_duty_cycle_with_a_floor():
+    # ratio x the page's time: the pass holds at most 1 / (1 + ratio) of the store.
+    assert page_pause(0.2, floor_seconds=0.05, ratio=1.5) == pytest.approx(0.3)
+    assert page_pause(0.01, floor_seconds=0.05, ratio=1.5) == 0.05  # a quick page still waits the floor
+    assert page_pause(0.2, floor_seconds=0.0, ratio=0.0) == 0.0  # both off: no pause
+    assert page_pause(-1.0, floor_seconds=0.0, ratio=2.0) == 0.0  # a clock step back is no negative pause

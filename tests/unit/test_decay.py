@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.core.domain.decay import DecayPolicy, access_factor, moved, relationship_factor, relevance
+from services.core.domain.decay import DecayPolicy, access_factor, emits, moved, relationship_factor, relevance
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 POLICY = DecayPolicy()
@@ -80,3 +80,14 @@ def test_an_event_is_worth_it_only_when_the_score_moved_beyond_epsilon():
     assert moved(None, 0.5, 0.01)
     assert not moved(0.5, 0.505, 0.01)
     assert moved(0.5, 0.52, 0.01) and moved(0.5, 0.48, 0.01)
+
+
+def test_the_event_threshold_compares_with_the_last_emitted_score_not_the_last_written():
+    assert emits(None, None, 0.5, 0.01)  # the first score
+    assert emits(None, 0.5, 0.5, 0.01)  # no score written (a restore dropped it): first again
+    # Written 0.496 (no event), emitted 0.5: 0.492 is 0.004 from the written one but 0.008 from the emitted: quiet.
+    assert not emits(0.496, 0.5, 0.492, 0.01)
+    # A drift in steps each below epsilon emits once it adds up beyond it from the last event.
+    assert not moved(0.496, 0.489, 0.01) and emits(0.496, 0.5, 0.489, 0.01)
+    # No event on record (scores written before it was kept): the written score stands in.
+    assert not emits(0.5, None, 0.505, 0.01) and emits(0.5, None, 0.52, 0.01)

@@ -36,3 +36,12 @@ def test_without_a_limit_every_entity_tag_is_added_and_a_full_memory_keeps_its_o
     assert len(enrich(memory, _enrichment(["pytest", "docker"]), forced=False, now=NOW).tags) == 4
     full = memory_at("m", NOW, tags=["a", "b", "c"])
     assert enrich(full, _enrichment(["pytest"]), forced=False, now=NOW, max_tags=2).tags == ["a", "b", "c"]
+
+
+def test_a_re_enrichment_replaces_the_entity_tags_of_the_old_text():
+    memory = memory_at("m", NOW, tags=["mine"])
+    first = enrich(memory, _enrichment(["docker"]), forced=False, now=NOW)
+    assert first.tags == ["mine", "entity:tools:docker"]
+    again = enrich(first, _enrichment(["redis"]), forced=False, now=NOW)
+    assert again.tags == ["mine", "entity:tools:redis"]
+    assert "entity:tools:docker" not in again.tag_prefixes

@@ -10,7 +10,7 @@ import struct
 import pytest
 import redis.exceptions as redis_errors
 
-from services.core.adapters.falkor.connection import _retryable, timed_out
+from services.core.adapters.falkor.connection import _not_sent, _retryable, is_read, timed_out
 from services.core.adapters.falkor.rows import decode_embedding, encode_embedding, memory_to_row, row_to_memory
 from services.core.domain.text_policy import rarest_within
 
@@ -141,6 +141,38 @@ def test_encode_of_none_is_none():
 )
 def test_only_transient_errors_are_retried(error, retry):
     assert _retryable(error) is retry
+
+
+@pytest.mark.parametrize(
+    "error, unsent",
+    [
+        (redis_errors.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused."), True),
+        (redis_errors.ConnectionError("Error connecting to 127.0.0.1:6379. boom."), True),
+        (redis_errors.TimeoutError("Timeout connecting to server"), True),
+        (redis_errors.BusyLoadingError("Redis is loading the dataset in memory"), True),
+        # The command went out: a write may have been applied, so it is not sent blindly again.
+        (redis_errors.ConnectionError("Connection closed by server."), False),
+        (redis_errors.ConnectionError("Error while reading from 127.0.0.1:6379 : (104, 'reset')"), False),
+        (redis_errors.TimeoutError("Timeout reading from socket"), False),
+    ],
+)
+def test_a_write_is_resent_only_when_it_never_reached_the_server(error, unsent):
+    assert _not_sent(error) is unsent
+
+
+@pytest.mark.parametrize(
+    "cypher, read",
+    [
+        ("MATCH (m:Memory) RETURN m.id", True),
+        ("CALL db.idx.fulltext.queryNodes('Memory', $q) YIELD node RETURN node", True),
+        ("UNWIND $rows AS r CREATE (m:Memory) SET m = r.node", False),
+        ("MATCH (m) WHERE m.id = $id set m.x = 1", False),
+        ("MATCH (x:Outbox {id: $id}) DELETE x", False),
+        ("MERGE (k:IdempotencyKey {key: $k})", False),
+    ],
+)
+def test_a_query_without_a_write_clause_counts_as_a_read(cypher, read):
+    assert is_read(cypher) is read
 
 
 @pytest.mark.parametrize(

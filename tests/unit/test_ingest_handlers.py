@@ -25,11 +25,11 @@ class RacingGraph(InMemoryGraph):
 
     racing: bool = False
 
-    async def update_memory(self, memory, expected_version, event, *, now_us):
+    async def update_memory(self, memory, expected_version, event, *, now_us, before=None):
         key = (memory.tenant, memory.id)
         if self.racing:
             self.memories[key] = replace(self.memories[key], version=self.memories[key].version + 1)
-        return await super().update_memory(memory, expected_version, event, now_us=now_us)
+        return await super().update_memory(memory, expected_version, event, now_us=now_us, before=before)
 
 
 class Rig:

@@ -15,7 +15,15 @@ from gateway.app import create_app
 from services.core.settings import Settings
 
 #: Routes whose every body field is optional (an empty body is fine).
-OPTIONAL_BODIES = {("POST", "/admin/reindex"), ("POST", "/admin/reembed"), ("POST", "/consolidate")}
+OPTIONAL_BODIES = {
+    ("POST", "/admin/reindex"),
+    ("POST", "/admin/reembed"),
+    ("POST", "/consolidate"),
+    ("POST", "/backup"),
+    ("POST", "/restore"),  # a JSON name, or the archive itself (application/gzip)
+    ("POST", "/review/{memory_id}/approve"),  # an optional note
+    ("POST", "/review/{memory_id}/reject"),
+}
 #: Query parameters read outside a route module (the token, by auth).
 NOT_ROUTE_PARAMETERS = {"api_key"}
 
@@ -90,7 +98,7 @@ def test_every_body_the_routes_read_is_described(app, description):
     described = {(method, path): operation for method, path, operation in operations(description)}
     for method, path, route in routes(app):
         source = inspect.getsource(route.endpoint)
-        reads = "json_body(" in source or "optional_json_object(" in source
+        reads = "json_body(" in source or "optional_json_object(" in source or "decode_json(" in source
         body = described[(method, path)].get("requestBody")
         assert bool(body) == reads, (method, path)
         if body:

@@ -64,6 +64,13 @@ class TestApplyUpdate:
         same, unchanged = apply_update(stored(), Draft(content="old text"), {"content"}, now=NOW, limits=LIMITS)
         assert not unchanged and same.embedding == [1.0, 0.0, 0.0]
 
+    def test_a_content_change_makes_the_memory_unenriched_so_a_failed_enrichment_is_re_driven(self):
+        enriched = stored(enriched_at=T0, summary="Old text.")
+        updated, _ = apply_update(enriched, Draft(content="new text"), {"content"}, now=NOW, limits=LIMITS)
+        assert updated.enriched_at is None and updated.summary == ""
+        same, _ = apply_update(enriched, Draft(importance=0.1), {"importance"}, now=NOW, limits=LIMITS)
+        assert same.enriched_at == T0 and same.summary == "Old text."
+
     def test_null_clears_t_invalid_but_not_content(self):
         updated, _ = apply_update(stored(t_invalid=NOW), Draft(), {"t_invalid"}, now=NOW, limits=LIMITS)
         assert updated.t_invalid is None

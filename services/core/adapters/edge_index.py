@@ -1,7 +1,10 @@
 """EdgeVectorIndex: Qdrant's engine in-process (qdrant-edge-py), the
 embedded default for recall's vector projection.
 
-One process owns the shard. Calls run in a worker thread so the event loop
+One process owns the shard: open() takes an exclusive lock file beside it
+(<collection>.lock, held until close), so a second process on the same
+directory refuses to start with VectorIndexInUse instead of failing deep in
+qdrant-edge's WAL. Calls run in a worker thread so the event loop
 never blocks; HNSW optimisation runs in the background after enough upserts
 (searches keep working meanwhile, on the unoptimised segments).
 `clear()` drops the shard directory and creates it anew.
@@ -10,7 +13,9 @@ never blocks; HNSW optimisation runs in the background after enough upserts
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
+import os
 import shutil
 import threading
 import time
@@ -62,6 +67,11 @@ INDEXED_FIELDS = {
 #: VECTOR_QUANTIZATION: int8 copies of the vectors in RAM (searched first,
 #: the best rescored with the float32 vectors), or none.
 QUANTIZATIONS = {"int8": ScalarQuantizationConfig(type=ScalarType.Int8, always_ram=True), "none": None}
+
+
+class VectorIndexInUse(RuntimeError):
+    """Another process holds the embedded index: qdrant-edge's shard belongs
+    to one process, so several recall replicas need a Qdrant server."""
 
 
 def _of_tenant(tenant: str) -> FieldCondition:
@@ -136,6 +146,8 @@ class EdgeVectorIndex:
         self._quantization = quantization
         self._since_optimize = 0
         self._optimizing: asyncio.Task | None = None
+        self._lock_path = path.parent / f"{collection}.lock"
+        self._lock_fd: int | None = None
 
     def open(self) -> None:
         """Load the shard when it exists, else create it with its payload indexes.
@@ -145,6 +157,41 @@ class EdgeVectorIndex:
         are never truncated or padded to fit)."""
         if self._shard is not None:
             return
+        self._take_lock()
+        try:
+            self._open_locked()
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def _take_lock(self) -> None:
+        """Hold <collection>.lock for the life of the open index (flock: the
+        kernel drops it when the process dies, so a crash leaves no stale lock)."""
+        if self._lock_fd is not None:
+            return
+        self._lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise VectorIndexInUse(
+                f"the embedded vector index {self._path} is in use by another process (pid {holder}): "
+                "it belongs to one recall process; run one recall replica, or set QDRANT_URL so replicas share "
+                "a Qdrant server"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            fd, self._lock_fd = self._lock_fd, None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def _open_locked(self) -> None:
         shutil.rmtree(self._cleared, ignore_errors=True)
         self._path.mkdir(parents=True, exist_ok=True)
         existing = any(self._path.iterdir())
@@ -315,3 +362,4 @@ class EdgeVectorIndex:
             shard, self._shard = self._shard, None
             with self._lock:
                 await asyncio.to_thread(shard.close)
+        self._release_lock()  # after the shard is closed: its WAL is free for the next owner

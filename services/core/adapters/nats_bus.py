@@ -34,8 +34,24 @@ def event_subject(prefix: str, tenant: str, kind: str) -> str:
     return f"{prefix}.{safe}.{kind}"
 
 
+def dead_letter_stream(stream: str) -> str:
+    """The stream holding the dead letters of `stream`'s consumers."""
+    return f"{stream}_DLQ"
+
+
+def dead_letter_subject(prefix: str, durable: str) -> str:
+    """Where the consumer `durable` dead-letters: <prefix>_dlq.<durable>, outside
+    the events' <prefix>.> (so no consumer of events, nor /stream, sees it)."""
+    return f"{prefix}_dlq.{durable}"
+
+
 def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, (NoServersError, OSError, NatsTimeout, ConnectionClosedError, TimeoutError))
+
+
+def _limit(value: float | int | None) -> float:
+    """A stream limit as a number, unlimited (0, -1 or None in NATS) as infinity."""
+    return float("inf") if value is None or value <= 0 else float(value)
 
 
 class NatsEventBus:
@@ -51,8 +67,17 @@ class NatsEventBus:
         retry_initial_seconds: float = 0.1,
         retry_max_seconds: float = 2.0,
         publish_timeout_seconds: float = 2.0,
+        stream_replicas: int = 1,
+        stream_max_age_seconds: float = 0.0,
+        stream_max_bytes: int = 0,
     ):
         self._url = url
+        self._replicas = stream_replicas
+        #: Retention when the stream is created (0: unlimited); an existing stream's are the operator's.
+        self._max_age = stream_max_age_seconds
+        self._max_bytes = stream_max_bytes
+        #: The stream's retention as found at connect: (max age seconds, max bytes), inf: unlimited.
+        self.effective_limits: tuple[float, float] | None = None
         self._stream = stream
         self._prefix = subject_prefix
         self._wait = wait_seconds
@@ -65,6 +90,10 @@ class NatsEventBus:
     @property
     def stream(self) -> str:
         return self._stream
+
+    @property
+    def subject_prefix(self) -> str:
+        return self._prefix
 
     @property
     def subjects(self) -> str:
@@ -97,19 +126,85 @@ class NatsEventBus:
         self._js = self._nc.jetstream()
         await self.ensure_stream()
 
+    @property
+    def dead_letter_stream(self) -> str:
+        return dead_letter_stream(self._stream)
+
     async def ensure_stream(self) -> None:
-        config = StreamConfig(
-            name=self._stream, subjects=[self.subjects], storage=StorageType.FILE, duplicate_window=120.0
+        """Create the events' stream and the dead-letter stream where absent.
+        An existing stream keeps what an operator set: memgrid updates only
+        the fields it owns (its subjects, its replicas) and never its
+        retention limits, which a reconnect used to reset (docs/operations.md,
+        Durability); where they differ from the settings, a warning says so."""
+        await self._ensure(
+            StreamConfig(
+                name=self._stream,
+                subjects=[self.subjects],
+                storage=StorageType.FILE,
+                duplicate_window=120.0,
+                num_replicas=self._replicas,
+                max_age=self._max_age or None,
+                max_bytes=self._max_bytes or None,
+            ),
+            limits_checked=True,
         )
+        # Dead letters are kept until replayed (python -m services.core.dlq): no retention limit of memgrid's.
+        await self._ensure(
+            StreamConfig(
+                name=self.dead_letter_stream,
+                subjects=[f"{self._prefix}_dlq.>"],
+                storage=StorageType.FILE,
+                duplicate_window=120.0,
+                num_replicas=self._replicas,
+            )
+        )
+
+    async def _ensure(self, wanted: StreamConfig, *, limits_checked: bool = False) -> None:
         try:
-            await self._js.stream_info(self._stream)
-            await self._js.update_stream(config)
+            info = await self._js.stream_info(wanted.name)
         except NotFoundError:
-            await self._js.add_stream(config)
+            await self._js.add_stream(wanted)
+            info = await self._js.stream_info(wanted.name)
+        else:
+            current = info.config
+            owned = {"subjects": sorted(set(current.subjects or []) | set(wanted.subjects or []))}
+            if wanted.num_replicas and wanted.num_replicas != current.num_replicas:
+                owned["num_replicas"] = wanted.num_replicas
+            if owned["subjects"] != sorted(current.subjects or []) or "num_replicas" in owned:
+                # The stream as it is, with only memgrid's own fields changed.
+                await self._js.update_stream(current.evolve(**owned))
+        if not limits_checked:
+            return
+        config = info.config
+        self.effective_limits = (_limit(config.max_age), _limit(config.max_bytes))
+        # The server's sync_interval is not visible to a client: docs/operations.md, Durability.
+        log.info(
+            "nats durability",
+            stream=wanted.name,
+            storage=str(getattr(config.storage, "value", config.storage)),
+            replicas=config.num_replicas,
+            max_age_seconds=config.max_age or "unlimited",
+            max_bytes=config.max_bytes if config.max_bytes and config.max_bytes > 0 else "unlimited",
+        )
+        if self.effective_limits != (_limit(self._max_age), _limit(self._max_bytes)):
+            log.warning(
+                "the stream's retention differs from the settings; the stream's is kept (an operator's)",
+                stream=wanted.name,
+                max_age_seconds=config.max_age,
+                max_bytes=config.max_bytes,
+                setting_max_age_seconds=self._max_age,
+                setting_max_bytes=self._max_bytes,
+                hint="change it with `nats stream edit`; the settings apply when memgrid creates the stream",
+            )
 
     @property
     def connected(self) -> bool:
         return self._nc is not None and self._nc.is_connected
+
+    @property
+    def nats(self):
+        """The NATS connection (core subscriptions: JetStream's advisories)."""
+        return self._nc
 
     @property
     def jetstream(self):

@@ -3,12 +3,24 @@ ack, retry with backoff, or dead-letter after the last attempt.
 
 Replicas that share the durable name share the work (each message goes to
 one of them), which is how recall and enrich scale out.
+
+No message is dropped silently. memgrid dead-letters itself: a message whose
+last attempt failed is published to the dead-letter stream (with the reason
+and the original subject and headers) and only then acknowledged; a failed
+dead-letter publish keeps the message (a nak with delay) and JetStream
+delivers it again, past max_attempts, when it is dead-lettered without being
+handled again. JetStream stops after max_attempts + dead_letter_attempts
+deliveries; its max-deliveries advisory then dead-letters the message from
+the stream. `python -m services.core.dlq replay` re-drives dead letters.
+While a batch is handled the consumer heartbeats (in-progress acks), so a
+long batch is not redelivered under it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -44,6 +56,20 @@ class ConsumerSpec:
     #: (an older release's): this durable, made new beside it, starts with new
     #: messages instead of replaying all of them. None: it always starts at the beginning.
     fresh_start_if: str | None = None
+    #: Deliveries past max_attempts JetStream still makes (each is dead-lettered without handling).
+    dead_letter_attempts: int = 10
+    #: How often a batch in hand is reported in progress (at most half the effective ack wait).
+    heartbeat_seconds: float = 10.0
+
+    @property
+    def max_deliver(self) -> int:
+        """JetStream's max_deliver: memgrid's attempts, then its dead-letter attempts."""
+        return self.max_attempts + self.dead_letter_attempts
+
+
+def _header(value: str) -> str:
+    """A header value: one line (NATS headers hold no CR or LF)."""
+    return " ".join(str(value).split())
 
 
 class JetStreamConsumer:
@@ -67,6 +93,10 @@ class JetStreamConsumer:
         self._sub = None
         self._stopping = False
         self.inflight = 0
+        self._advisories = None
+        #: The consumer's ack wait as JetStream applies it (its first backoff when one is set).
+        self._ack_wait = spec.ack_wait_seconds
+        self.dead_lettered = 0
 
     async def _subscribe(self) -> None:
         js = self._bus.jetstream
@@ -77,7 +107,7 @@ class JetStreamConsumer:
             ack_policy=AckPolicy.EXPLICIT,
             deliver_policy=DeliverPolicy.ALL,
             ack_wait=spec.ack_wait_seconds,
-            max_deliver=spec.max_attempts,
+            max_deliver=spec.max_deliver,
             backoff=spec.backoff_seconds[: max(0, spec.max_attempts - 1)] or None,
             max_ack_pending=spec.batch_size * 20,
         )
@@ -92,11 +122,76 @@ class JetStreamConsumer:
             existing = info.config.filter_subjects or (
                 [info.config.filter_subject] if info.config.filter_subject else []
             )
-            if sorted(existing) != sorted(spec.filter_subjects):
-                # A durable made by an older release listens to other subjects: update it in place.
-                log.info("consumer subjects updated", consumer=spec.durable, subjects=spec.filter_subjects)
+            if sorted(existing) != sorted(spec.filter_subjects) or info.config.max_deliver != spec.max_deliver:
+                # A durable made by an older release listens to other subjects, or lets
+                # JetStream drop a message at memgrid's last attempt: update it in place.
+                log.info(
+                    "consumer updated",
+                    consumer=spec.durable,
+                    subjects=spec.filter_subjects,
+                    max_deliver=spec.max_deliver,
+                )
                 await js.add_consumer(self._stream, config)
+        info = await js.consumer_info(self._stream, spec.durable)
+        self._ack_wait = float(info.config.ack_wait or spec.ack_wait_seconds)
         self._sub = await js.pull_subscribe_bind(durable=spec.durable, stream=self._stream)
+        await self._watch_advisories()
+
+    async def _watch_advisories(self) -> None:
+        """Dead-letter what JetStream gave up on (its max-deliveries advisory):
+        a message whose every delivery failed before memgrid could dead-letter
+        it (the bus was down, the process died). One replica takes each advisory
+        (a queue group); the dead letter's id makes a second one a duplicate."""
+        nc = getattr(self._bus, "nats", None)
+        if nc is None or self._advisories is not None:
+            return
+        subject = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{self._stream}.{self._spec.durable}"
+        self._advisories = await nc.subscribe(subject, queue=f"{self._spec.durable}-dlq", cb=self._on_max_deliveries)
+
+    async def _on_max_deliveries(self, advisory) -> None:
+        try:
+            notice = json.loads(advisory.data)
+            sequence = int(notice["stream_seq"])
+            deliveries = int(notice.get("deliveries", self._spec.max_deliver))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            log.error("unreadable max-deliveries advisory", consumer=self._spec.durable, data=advisory.data[:200])
+            return
+        delays = self._spec.backoff_seconds or [1.0]
+        for attempt in range(self._spec.dead_letter_attempts):
+            try:
+                original = await self._bus.jetstream.get_msg(self._stream, sequence)
+            except NotFoundError:
+                log.error("a message JetStream gave up on is gone from the stream", sequence=sequence)
+                return
+            except Exception as exc:  # the bus is away: tried again after a pause
+                log.error("could not read a message to dead-letter", sequence=sequence, error=str(exc))
+                await asyncio.sleep(delays[min(attempt, len(delays) - 1)])
+                continue
+            try:
+                await self._publish_dead_letter(
+                    data=original.data or b"",
+                    subject=original.subject,
+                    headers=original.headers,
+                    sequence=sequence,
+                    deliveries=deliveries,
+                    reason=f"JetStream stopped after {deliveries} deliveries",
+                )
+            except Exception as exc:  # tried again after a pause: the message is still in the stream
+                log.error(
+                    "dead-letter publish failed; trying again",
+                    consumer=self._spec.durable,
+                    sequence=sequence,
+                    error=str(exc),
+                )
+                await asyncio.sleep(delays[min(attempt, len(delays) - 1)])
+                continue
+            self.dead_lettered += 1
+            CONSUMED.labels(self._spec.durable, "dead_lettered").inc()
+            return
+        # The message is still in the stream (limits retention); say where, loudly.
+        log.critical(
+            "could not dead-letter a message", consumer=self._spec.durable, stream=self._stream, sequence=sequence
+        )
 
     async def _exists(self, durable: str) -> bool:
         try:
@@ -113,9 +208,68 @@ class JetStreamConsumer:
             return 0
         return int(info.num_pending) + int(info.num_ack_pending)
 
+    async def _publish_dead_letter(
+        self, *, data: bytes, subject: str, headers: dict | None, sequence: int, deliveries: int, reason: str
+    ) -> None:
+        """Publish a dead letter: the message as it was, its headers (the
+        original Nats-Msg-Id kept as Memgrid-Original-Msg-Id), why and from
+        where. Its own Nats-Msg-Id (consumer and stream sequence) makes a
+        second dead letter of the same message a duplicate JetStream drops."""
+        kept = {k: v for k, v in (headers or {}).items() if not k.startswith("Memgrid-")}
+        original_id = kept.pop("Nats-Msg-Id", None)
+        kept.update(
+            {
+                "Nats-Msg-Id": f"{self._spec.durable}:{self._stream}:{sequence}",
+                "Memgrid-Reason": _header(reason)[:500],
+                "Memgrid-Subject": subject,
+                "Memgrid-Stream": self._stream,
+                "Memgrid-Stream-Seq": str(sequence),
+                "Memgrid-Consumer": self._spec.durable,
+                "Memgrid-Deliveries": str(deliveries),
+            }
+        )
+        if original_id:
+            kept["Memgrid-Original-Msg-Id"] = original_id
+        await self._bus.jetstream.publish(self._spec.dead_letter_subject, data, headers=kept)
+
     async def _dead_letter(self, msg, reason: str) -> None:
-        headers = {"Memgrid-Reason": reason[:200], "Memgrid-Subject": msg.subject}
-        await self._bus.jetstream.publish(self._spec.dead_letter_subject, msg.data, headers=headers)
+        """Dead-letter a delivery, then acknowledge it; when the publish fails,
+        keep it (nak with delay: JetStream delivers it again, and that
+        delivery, past max_attempts, is dead-lettered in turn)."""
+        meta = msg.metadata
+        try:
+            await self._publish_dead_letter(
+                data=msg.data,
+                subject=msg.subject,
+                headers=msg.headers,
+                sequence=meta.sequence.stream,
+                deliveries=meta.num_delivered,
+                reason=reason,
+            )
+        except Exception as exc:
+            log.error(
+                "dead-letter publish failed; the message is kept and tried again",
+                consumer=self._spec.durable,
+                sequence=meta.sequence.stream,
+                error=str(exc),
+            )
+            backoff = self._spec.backoff_seconds or [1.0]
+            await msg.nak(delay=backoff[-1])
+            CONSUMED.labels(self._spec.durable, "dead_letter_failed").inc()
+            return
+        await msg.ack()
+        self.dead_lettered += 1
+        CONSUMED.labels(self._spec.durable, "dead_lettered").inc()
+
+    async def _heartbeat(self, msgs) -> None:
+        """Report the batch in progress until cancelled, so JetStream's ack wait
+        restarts instead of running out while a long batch is handled."""
+        interval = max(0.05, min(self._spec.heartbeat_seconds, self._ack_wait / 2))
+        while True:
+            await asyncio.sleep(interval)
+            for msg in msgs:
+                with contextlib.suppress(Exception):  # a lost connection: the fetch loop will see it
+                    await msg.in_progress()
 
     async def run_once(self) -> int:
         """Fetch and handle one batch; returns how many messages it saw."""
@@ -139,20 +293,38 @@ class JetStreamConsumer:
                 event = event_from_pb(events_pb2.MemoryEvent.FromString(msg.data))
             except Exception as exc:  # a message no one can read: keep it aside, don't loop on it
                 await self._dead_letter(msg, f"undecodable: {exc}")
-                await msg.ack()
-                CONSUMED.labels(self._spec.durable, "dead_lettered").inc()
                 continue
-            deliveries.append(Delivery(event, msg.metadata.num_delivered))
+            attempt = msg.metadata.num_delivered
+            if attempt > self._spec.max_attempts:
+                # Handled max_attempts times already: its dead-letter publish failed, or the
+                # process died before it could say. Dead-lettered, not handled yet again.
+                await self._dead_letter(
+                    msg, f"not handled in {self._spec.max_attempts} attempts (ENRICHMENT_MAX_ATTEMPTS)"
+                )
+                continue
+            deliveries.append(Delivery(event, attempt))
             handled.append(msg)
         if not deliveries:
             return len(msgs)
         self.inflight = len(deliveries)
+        # Until every message is settled: the dead-letter publishes take time too.
+        heartbeat = asyncio.create_task(self._heartbeat(handled))
+        try:
+            await self._handle(handled, deliveries)
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+        return len(msgs)
+
+    async def _handle(self, handled, deliveries: list[Delivery]) -> None:
+        """Run the handler on a batch, then settle each message as it says."""
         try:
             outcomes = await self._handler(deliveries)
         except Exception as exc:
             log.exception("consumer handler failed", consumer=self._spec.durable)
             outcomes = [Outcome.RETRY] * len(deliveries)
-            reason = str(exc)
+            reason = f"{type(exc).__name__}: {exc}"
         else:
             reason = "handler asked for a retry"
         finally:
@@ -160,8 +332,6 @@ class JetStreamConsumer:
         for msg, delivery, outcome in zip(handled, deliveries, outcomes, strict=True):
             if outcome is Outcome.RETRY and delivery.attempt >= self._spec.max_attempts:
                 await self._dead_letter(msg, reason)
-                await msg.ack()
-                CONSUMED.labels(self._spec.durable, "dead_lettered").inc()
             elif outcome is Outcome.RETRY:
                 backoff = self._spec.backoff_seconds
                 delay = backoff[min(delivery.attempt - 1, len(backoff) - 1)] if backoff else 1.0
@@ -170,7 +340,6 @@ class JetStreamConsumer:
             else:
                 await msg.ack()
                 CONSUMED.labels(self._spec.durable, outcome.value).inc()
-        return len(msgs)
 
     async def _loop(self) -> None:
         while not self._stopping:
@@ -203,3 +372,7 @@ class JetStreamConsumer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._sub.unsubscribe(), timeout=self._spec.fetch_timeout_seconds + 1)
             self._sub = None
+        if self._advisories is not None:
+            with contextlib.suppress(Exception):
+                await self._advisories.unsubscribe()
+            self._advisories = None

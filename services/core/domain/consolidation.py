@@ -41,6 +41,15 @@ def tasks_for_mode(mode: str) -> tuple[Task, ...]:
     raise InvalidArgument("INVALID_MODE", f"'mode' must be one of {', '.join(MODES)}: {mode!r}", field="mode")
 
 
+def page_pause(page_seconds: float, *, floor_seconds: float, ratio: float) -> float:
+    """The pause after a pass's page: `ratio` times what the page took (its
+    reads, writes and relay), never less than `floor_seconds`. A duty cycle:
+    the pass holds at most 1 / (1 + ratio) of the time whatever a page costs
+    on this store, so a page that got slower (a loaded store, bigger writes)
+    waits longer and recall's queries get the store in between."""
+    return max(0.0, floor_seconds, ratio * max(0.0, page_seconds))
+
+
 @dataclass(frozen=True, slots=True)
 class MemorySample:
     """What association and clustering read of a memory: its vector and enough to describe it."""

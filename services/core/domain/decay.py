@@ -91,3 +91,14 @@ def relevance(
 def moved(previous: float | None, score: float, epsilon: float) -> bool:
     """Whether a new score is worth an event: the first score, or a change above epsilon."""
     return previous is None or abs(score - previous) > epsilon
+
+
+def emits(written: float | None, emitted: float | None, score: float, epsilon: float) -> bool:
+    """Whether a new score is worth a DECAYED event: the first score (none
+    written yet), or one that moved by more than epsilon from the score the
+    last event carried (`emitted`; the written one when no event is on
+    record). Comparing with the last written score would let a score drift
+    any distance in steps each below epsilon without a single event."""
+    if written is None:
+        return True
+    return moved(written if emitted is None else emitted, score, epsilon)

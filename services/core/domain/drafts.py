@@ -17,6 +17,7 @@ from services.core.domain.limits import Limits
 from services.core.domain.model import Memory
 from services.core.domain.tags import tag_prefixes, tag_segments
 from services.core.domain.times import parse_iso
+from services.core.domain.trust import TrustState, from_metadata
 
 #: The largest finite float32, the type vectors are stored in.
 FLOAT32_MAX = 3.4028234663852886e38
@@ -44,6 +45,8 @@ class Draft:
     embedding: Any = None
     #: PATCH only: True archives, False brings an archived memory back.
     archived: Any = None
+    #: PATCH only: "deprecated", or "active" to undo it (trust.PATCHABLE).
+    trust_state: Any = None
     #: The text a summary replaced (set by ingest, never by a client): kept in
     #: metadata.original_content, outside the client's metadata limit.
     original_content: str | None = None
@@ -251,6 +254,8 @@ def build_memory(
         tag_prefixes=tag_prefixes(tags),
         metadata=metadata,
         embedding=embedding,
+        # The MCP client marks a memory deprecated through metadata keys.
+        trust_state=(from_metadata(metadata) or TrustState.ACTIVE).value,
     )
 
 

@@ -60,8 +60,13 @@ def enrich(memory: Memory, result: Enrichment, *, forced: bool, now: datetime, m
     """The memory with enrichment's fields written; everything else as it was.
     The entity tags it adds stop at `max_tags` in all (the client's own tags
     come first), so a client that sends a memory's tags back in a PATCH stays
-    within the write limit."""
-    tags = merge_tags(memory.tags, entity_tags(result.entities))
+    within the write limit. The entity tags of the previous enrichment
+    (metadata.entities) are replaced, not added to."""
+    # The entity tags the last enrichment derived go (they may name what the
+    # old text mentioned); the client's own tags and the new entity tags stay.
+    previous = memory.metadata.get("entities") if isinstance(memory.metadata, dict) else None
+    derived = {tag.casefold() for tag in entity_tags(previous)} if isinstance(previous, dict) else set()
+    tags = merge_tags([t for t in memory.tags if t.casefold() not in derived], entity_tags(result.entities))
     if max_tags is not None:
         tags = tags[: max(max_tags, len(memory.tags))]
     metadata = {

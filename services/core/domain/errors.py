@@ -57,6 +57,12 @@ class Unauthenticated(DomainError):
     status = "UNAUTHENTICATED"
 
 
+class PermissionDenied(DomainError):
+    """The caller is known but may not do this (e.g. restore another tenant's records)."""
+
+    status = "PERMISSION_DENIED"
+
+
 class Aborted(DomainError):
     """A concurrent write won; the caller may retry."""
 

@@ -69,6 +69,15 @@ class EventKind(StrEnum):
     CLUSTERED = "clustered"
     #: An archived memory was brought back (PATCH {"archived": false}).
     RESTORED = "restored"
+    #: The trust state moved (disputed by a CONTRADICTS edge, deprecated by a
+    #: PATCH, ...): trust_state and previous_trust_state say from what to what.
+    TRUST_CHANGED = "trust_changed"
+    #: A review decided a pending memory: verified or rejected (trust_state).
+    REVIEWED = "reviewed"
+    #: A tombstone now keeps this memory's content out (tombstone_id, reason).
+    TOMBSTONE_SET = "tombstone_set"
+    #: An admin removed a tombstone (memory_id: the memory it was left for).
+    TOMBSTONE_REMOVED = "tombstone_removed"
 
 
 @dataclass(slots=True)
@@ -102,6 +111,10 @@ class Memory:
     #: until enriched. Kept beside metadata, never in it: metadata holds what
     #: the client sent, plus only the keys reserved for enrichment.
     factuality: dict | None = None
+    #: How far the memory may be relied on (services/core/domain/trust.py).
+    trust_state: str = "active"
+    #: The review rule that held it back (review_policy.RULES); "" when none did.
+    review_rule: str = ""
 
 
 @dataclass(slots=True)
@@ -129,6 +142,16 @@ class MemoryEvent:
     content_changed: bool = False
     relation: Relation | None = None
     has_embedding: bool = False
+    #: The trust state after the change (every event of a change that set one).
+    trust_state: str = ""
+    #: TRUST_CHANGED and REVIEWED: the trust state before.
+    previous_trust_state: str = ""
+    #: Why: a review rule, a tombstone's reason, a delete's reason.
+    reason: str = ""
+    #: The write went through a tombstone because the request said force=true.
+    forced: bool = False
+    #: TOMBSTONE_SET / TOMBSTONE_REMOVED, and a forced CREATED: the tombstone.
+    tombstone_id: str = ""
 
     @staticmethod
     def for_memory(
@@ -144,6 +167,35 @@ class MemoryEvent:
             occurred_at=occurred_at,
             content_changed=content_changed,
             has_embedding=memory.embedding is not None,
+            trust_state=memory.trust_state,
+        )
+
+    @staticmethod
+    def trust_moved(
+        kind: EventKind, memory: Memory, previous: str, occurred_at: datetime, *, reason: str = ""
+    ) -> MemoryEvent:
+        """TRUST_CHANGED or REVIEWED for `memory` (its trust state already
+        moved from `previous`); stable per (memory, kind, version)."""
+        event = MemoryEvent.for_memory(kind, memory, occurred_at)
+        event.previous_trust_state = previous
+        event.reason = reason
+        return event
+
+    @staticmethod
+    def tombstone(
+        kind: EventKind, tenant: str, memory_id: str, tombstone_id: str, reason: str, occurred_at: datetime
+    ) -> MemoryEvent:
+        """TOMBSTONE_SET or TOMBSTONE_REMOVED, keyed on the tombstone and the time."""
+        stamp = int(occurred_at.timestamp() * 1_000_000)
+        return MemoryEvent(
+            event_id=f"{tombstone_id}:{kind.value}:{stamp}",
+            tenant=tenant,
+            kind=kind,
+            memory_id=memory_id,
+            version=0,
+            occurred_at=occurred_at,
+            reason=reason,
+            tombstone_id=tombstone_id,
         )
 
     @staticmethod

@@ -42,6 +42,8 @@ def vector_payload(memory: Memory) -> dict:
         "factuality": factuality.get("label") if isinstance(factuality, dict) else None,
         "source": metadata.get("source"),
         "version": memory.version,
+        # The state pass withholds by it (services/recall/current_state.py); here so every arm agrees.
+        "trust_state": memory.trust_state,
     }
 
 

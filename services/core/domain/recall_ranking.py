@@ -11,9 +11,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from services.core.domain.factuality import FICTION
 from services.core.domain.model import Memory
 from services.core.domain.recall_request import RecallPolicy, RecallRequest
 from services.core.domain.recall_text import all_words, tokens
+from services.core.domain.tombstones import normalise_content
+from services.core.domain.trust import TrustState
 
 #: Score components, in the order score_components reports them.
 COMPONENTS = (
@@ -175,11 +178,23 @@ def score(candidate: Candidate, request: RecallRequest, policy: RecallPolicy, we
     }
     candidate.components = {name: round(components[name], 6) for name in COMPONENTS}
     candidate.final = sum(weights.get(name, 0.0) * value for name, value in components.items())
+    candidate.final *= trust_weight(memory, policy)
+
+
+def trust_weight(memory: Memory, policy: RecallPolicy) -> float:
+    """The multiplier of a memory's final score: a disputed memory and one
+    whose factuality is FICTION rank below an otherwise equal one
+    (RECALL_DISPUTED_WEIGHT, RECALL_FICTION_WEIGHT)."""
+    weight = policy.disputed_weight if memory.trust_state == TrustState.DISPUTED else 1.0
+    factuality = memory.factuality
+    if isinstance(factuality, dict) and factuality.get("label") == FICTION:
+        weight *= policy.fiction_weight
+    return weight
 
 
 def fingerprint(content: str) -> str:
     """Content identity for de-duplication: case and whitespace ignored."""
-    return hashlib.sha1(" ".join(content.lower().split()).encode()).hexdigest()
+    return hashlib.sha1(normalise_content(content).encode()).hexdigest()
 
 
 def dedupe(candidates: list[Candidate]) -> list[Candidate]:

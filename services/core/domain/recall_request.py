@@ -17,6 +17,7 @@ from services.core.domain.ids import validate_memory_id
 from services.core.domain.model import Memory
 from services.core.domain.recall_text import tokens
 from services.core.domain.timewindow import Window
+from services.core.domain.trust import VISIBLE_BY_DEFAULT, parse_trust_states, visible
 
 SORTS = ("score", "time_desc", "time_asc", "updated_desc", "updated_asc")
 INTENTS = ("recall", "browse")
@@ -60,6 +61,8 @@ class RecallPolicy:
     decompose: DecomposePolicy = field(default_factory=DecomposePolicy)
     related_max_depth: int = 3  # GET /memories/{id}/related's max_depth at most
     relevance_unscored: float = 1.0  # the relevance component of a memory decay has not scored
+    disputed_weight: float = 1.0  # the final score of a disputed memory is multiplied by this
+    fiction_weight: float = 1.0  # ... and of one whose factuality is FICTION by this
 
     def candidates_per_arm(self, limit: int) -> int:
         """How many candidates each arm fetches for `limit` results."""
@@ -92,6 +95,9 @@ class Scope:
     tag_match: str = "prefix"
     exclude_tags: tuple[str, ...] = ()
     window: Window = field(default_factory=Window)
+    #: The trust states shown (trust.parse_trust_states); by default all but
+    #: pending_review, rejected and deprecated, in history mode too.
+    trust_states: tuple[str, ...] = VISIBLE_BY_DEFAULT
 
     @property
     def current_at(self) -> datetime | None:
@@ -250,6 +256,7 @@ def build_request(
     context: str = "",
     language: str = "",
     active_path: str = "",
+    trust_states: Iterable[str] = (),
 ) -> RecallRequest:
     """Validate and default every parameter (INVALID_ARGUMENT names the field)."""
     texts, multi = _queries(policy, query, queries, auto_decompose)
@@ -275,6 +282,7 @@ def build_request(
         tag_match=_choice(tag_match, TAG_MATCHES, "prefix", "tag_match"),
         exclude_tags=clean_tags(exclude_tags),
         window=window,
+        trust_states=parse_trust_states(trust_states),
     )
     return RecallRequest(
         queries=texts,
@@ -310,6 +318,8 @@ def in_scope(memory: Memory, scope: Scope, *, respect_tags: bool = True) -> bool
     filters and time window (the arms apply the same rules in their stores);
     without `respect_tags`, only exclude_tags of the tag filters apply."""
     if memory.tenant != scope.tenant or memory.archived:
+        return False
+    if not visible(memory.trust_state, scope.trust_states):
         return False
     if scope.as_of is not None and memory.recorded_at > scope.as_of:
         return False

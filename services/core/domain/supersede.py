@@ -8,6 +8,7 @@ from datetime import datetime
 
 from services.core.domain.errors import InvalidArgument
 from services.core.domain.model import SUPERSESSION_RELATIONS, Memory, Relation
+from services.core.domain.trust import TrustState, moved, trust_of
 
 DEFAULT_SUPERSEDE_RELATION = "INVALIDATED_BY"
 #: Strength of the supersession edge.
@@ -34,8 +35,16 @@ def close_superseded(old: Memory, replacement: Memory, *, reason: str, now: date
     metadata = {**old.metadata, "superseded_by": replacement.id}
     if reason:
         metadata["supersede_reason"] = reason
+    # Its trust state follows (a pending or rejected one stays as it is: trust.TRANSITIONS).
+    trust = moved(trust_of(old.trust_state), TrustState.SUPERSEDED).value
     return replace(
-        old, t_invalid=t_invalid, superseded_at=now, updated_at=now, metadata=metadata, version=old.version + 1
+        old,
+        t_invalid=t_invalid,
+        superseded_at=now,
+        updated_at=now,
+        metadata=metadata,
+        version=old.version + 1,
+        trust_state=trust,
     )
 
 

@@ -25,12 +25,13 @@ from services.core.domain.limits import Limits
 from services.core.domain.model import EventKind, Memory
 from services.core.domain.tags import normalize_tags, tag_prefixes
 from services.core.domain.times import parse_iso
+from services.core.domain.trust import TrustState, from_metadata, parse_patch_state, require_move, trust_of
 
 #: The fields a PATCH may change; id, tenant and system times are immutable.
 UPDATABLE_FIELDS = frozenset(
     {
         "content", "type", "confidence", "importance", "tags", "metadata", "embedding",
-        "timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed", "archived",
+        "timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed", "archived", "trust_state",
     }
 )  # fmt: skip
 #: Fields a PATCH may clear by sending null.
@@ -77,6 +78,9 @@ def apply_update(
         changes["embedding"] = validate_embedding(sent["embedding"], limits)
     if "archived" in sent:  # before the times: a sent last_accessed wins over a restore's
         changes.update(_archive_changes(memory, sent["archived"], now))
+    trust = _trust_change(memory, sent, changes.get("metadata"))
+    if trust is not None:
+        changes["trust_state"] = trust.value
     for name in ("timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed"):
         if name in sent:
             changes[name] = None if sent[name] is None else parse_iso(sent[name], name)
@@ -85,7 +89,26 @@ def apply_update(
     content_changed = "content" in changes and changes["content"] != memory.content
     if content_changed and "embedding" not in changes:
         changes["embedding"] = None  # the old vector describes the old text; enrichment re-embeds
+    if content_changed:
+        # Not enriched since: the reconciler re-drives it should the events'
+        # enrichment fail (dead-lettered), and the old text's summary goes.
+        changes["enriched_at"] = None
+        changes["summary"] = ""
     return replace(memory, **changes, version=memory.version + 1), content_changed
+
+
+def _trust_change(memory: Memory, sent: dict, metadata: dict | None) -> TrustState | None:
+    """The trust state a PATCH moves the memory to: trust_state as sent
+    (deprecated, or active to undo it), else what the MCP client's metadata
+    keys mean (deprecated, superseded_by); None: unchanged. A move the
+    memory's state does not allow (a pending memory deprecated) is refused."""
+    current = trust_of(memory.trust_state)
+    if "trust_state" in sent:
+        return require_move(current, parse_patch_state(sent["trust_state"]))
+    meant = from_metadata(metadata) if metadata is not None else None
+    if meant is None or meant == current:
+        return None
+    return require_move(current, meant, field="metadata")
 
 
 def update_kind(before: Memory, after: Memory, content_changed: bool) -> EventKind:
@@ -93,8 +116,11 @@ def update_kind(before: Memory, after: Memory, content_changed: bool) -> EventKi
     archived flag, UPDATED otherwise, and always when the content changed
     (enrichment re-embeds on UPDATED with content_changed; the projector
     re-reads the record on every kind, so the point's lifecycle follows)."""
-    if content_changed or before.archived == after.archived:
+    if content_changed:
         return EventKind.UPDATED
+    if before.archived == after.archived:
+        # A PATCH that deprecates (or un-deprecates) says so, for the audit.
+        return EventKind.TRUST_CHANGED if before.trust_state != after.trust_state else EventKind.UPDATED
     return EventKind.ARCHIVED if after.archived else EventKind.RESTORED
 
 

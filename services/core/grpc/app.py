@@ -26,13 +26,17 @@ class ServiceApp:
     startups: list[Callable[[], Awaitable[None] | None]] = field(default_factory=list)
     shutdowns: list[Callable[[], Awaitable[None] | None]] = field(default_factory=list)
     step_timeout_seconds: float = 15.0
+    #: More services the same process serves: (full name, add_servicer, servicer).
+    extra_services: list[tuple[str, Callable[[object, grpc.aio.Server], None], object]] = field(default_factory=list)
 
     @property
     def service_names(self) -> list[str]:
-        return [self.service_name]
+        return [self.service_name, *(name for name, _, _ in self.extra_services)]
 
     def register(self, server: grpc.aio.Server) -> None:
         self.add_servicer(self.servicer, server)
+        for _, add, servicer in self.extra_services:
+            add(servicer, server)
 
     async def start(self) -> None:
         for step in self.startups:

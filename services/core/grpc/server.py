@@ -17,8 +17,10 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from services.core.actor import acting_as, system_actor
 from services.core.domain.errors import DomainError
 from services.core.grpc.errors import to_grpc_status
+from services.core.grpc.plane import ClaimInterceptor, ServicePlane
 from services.core.observability import GRPC_LATENCY, GRPC_REQUESTS
 
 if TYPE_CHECKING:
@@ -147,21 +149,28 @@ class RunningService:
         log.info("stopped")
 
 
-async def start(name: str, app: Application, *, host: str, port: int, grace_seconds: float) -> RunningService:
-    """Bind, answer health as NOT_SERVING, start the app, then mark SERVING."""
-    server = grpc.aio.server(interceptors=[ErrorAndMetricsInterceptor(name)], options=MESSAGE_OPTIONS)
+async def start(
+    name: str, app: Application, *, host: str, port: int, grace_seconds: float, plane: ServicePlane
+) -> RunningService:
+    """Bind (with TLS when the plane has it), answer health as NOT_SERVING,
+    start the app, then mark SERVING. Every call but health and reflection
+    must carry a claim signed with the plane's key."""
+    interceptors = [ErrorAndMetricsInterceptor(name), ClaimInterceptor(name, plane)]
+    server = grpc.aio.server(interceptors=interceptors, options=MESSAGE_OPTIONS)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     app.register(server)
     names = [*app.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME]
     reflection.enable_server_reflection(names, server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    bound = plane.add_port(server, f"{host}:{port}")
     for service_name in ("", *app.service_names):
         await health_servicer.set(service_name, health_pb2.HealthCheckResponse.NOT_SERVING)
     await server.start()
-    log.info("grpc listening", host=host, port=bound)
+    log.info("grpc listening", host=host, port=bound, tls=plane.tls)
     try:
-        await app.start()
+        # What app.start() starts (loops, consumers) writes as the service itself, in the audit log.
+        with acting_as(system_actor(name)):
+            await app.start()
     except BaseException:
         await server.stop(0)
         raise
@@ -195,16 +204,18 @@ def main(name: str, build_app, *, nice: Callable[[Settings], int] | None = None)
     if nice is not None and nice(settings):
         os.nice(nice(settings))
     configure_logging(name, level=settings.log_level, json_logs=settings.log_json)
-    start_metrics_server(settings.metrics_port(name), host=settings.grpc_host)
+    start_metrics_server(settings.metrics_port(name), host=settings.listen_host)
+    plane = ServicePlane.from_settings(settings)
 
     async def serve() -> None:
         app = build_app(settings)
         running = await start(
             name,
             app,
-            host=settings.grpc_host,
+            host=settings.listen_host,
             port=settings.grpc_port(name),
             grace_seconds=settings.shutdown_grace_seconds,
+            plane=plane,
         )
         await run_until_signalled(running)
 

@@ -1,54 +1,58 @@
-"""The caller's tenant, and its memory limit, travel in call metadata, set by the gateway."""
+"""The caller of the current call: its tenant, role, memory limit and actor,
+taken from the claim the call carries (services/core/grpc/claims.py), which
+ClaimInterceptor verified before the call reached its servicer. Nothing a
+client writes in call metadata itself counts."""
 
 from __future__ import annotations
 
-from services.core.domain.errors import InvalidArgument, Unauthenticated
-
-#: Metadata key carrying the tenant on every call.
-TENANT_METADATA_KEY = "x-memgrid-tenant"
-#: Metadata key carrying the tenant's memory limit (quotas); absent: unlimited.
-MEMORY_LIMIT_METADATA_KEY = "x-memgrid-memory-limit"
+from services.core.domain.errors import PermissionDenied, Unauthenticated
+from services.core.grpc.claims import Claim
+from services.core.grpc.plane import count_refusal, current_claim, current_service
 
 
-def tenant_metadata(tenant: str) -> tuple[tuple[str, str], ...]:
-    """Call metadata for a request made on behalf of `tenant`."""
-    return ((TENANT_METADATA_KEY, tenant),)
-
-
-def caller_metadata(tenant: str, memory_limit: int | None = None) -> tuple[tuple[str, str], ...]:
-    """Call metadata for a request on behalf of `tenant`, with its memory limit when it has one."""
-    if memory_limit is None:
-        return tenant_metadata(tenant)
-    return (*tenant_metadata(tenant), (MEMORY_LIMIT_METADATA_KEY, str(memory_limit)))
-
-
-def _metadata_value(context, key: str) -> str | None:
-    for name, value in context.invocation_metadata() or ():
-        if name == key and value:
-            return value
-    return None
+def _claim() -> Claim:
+    claim = current_claim()
+    if claim is None:  # only a servicer called outside a server could get here
+        raise Unauthenticated("CLAIM_MISSING", "the call carries no verified claim")
+    return claim
 
 
 def tenant_if_any(context) -> str | None:
-    """The tenant of the current call, or None for a call on no tenant's behalf."""
-    return _metadata_value(context, TENANT_METADATA_KEY)
+    """The tenant of the current call, or None for a call on no tenant's
+    behalf, which only an admin claim may make (the every-tenant status)."""
+    claim = _claim()
+    if claim.tenant is None:
+        require_admin(context, "a call on no tenant's behalf")
+    return claim.tenant
 
 
 def tenant_of(context) -> str:
-    """The tenant of the current call; refused when absent."""
-    tenant = _metadata_value(context, TENANT_METADATA_KEY)
+    """The tenant of the current call; refused when the claim names none."""
+    tenant = _claim().tenant
     if tenant is None:
-        raise Unauthenticated("TENANT_REQUIRED", f"call metadata '{TENANT_METADATA_KEY}' is required")
+        raise Unauthenticated("TENANT_REQUIRED", "the call's claim names no tenant")
     return tenant
 
 
 def memory_limit_of(context) -> int | None:
-    """The memory limit of the current call's tenant; None when unlimited."""
-    text = _metadata_value(context, MEMORY_LIMIT_METADATA_KEY)
-    if text is None:
-        return None
-    if not (text.isascii() and text.isdigit()):
-        raise InvalidArgument(
-            "MEMORY_LIMIT_INVALID", f"call metadata '{MEMORY_LIMIT_METADATA_KEY}' must be a whole number >= 0"
-        )
-    return int(text)
+    """The memory limit of the current call's tenant; None when unlimited.
+    Signed into the claim, so a caller cannot lift it by leaving it out."""
+    return _claim().memory_limit
+
+
+def role_of(context) -> str:
+    """The role the current call's claim carries."""
+    return _claim().role
+
+
+def actor_of(context) -> str:
+    """Who made the current call: the token id the gateway signed in, or
+    `system:<service>` for a service's own calls."""
+    return _claim().actor or f"system:{current_service()}"
+
+
+def require_admin(context, what: str = "an operation over every tenant") -> None:
+    """Refuse (PERMISSION_DENIED) unless the current call's claim has the admin role."""
+    if not _claim().admin:
+        count_refusal("NOT_ADMIN")
+        raise PermissionDenied("ADMIN_REQUIRED", f"{what} needs the admin role")

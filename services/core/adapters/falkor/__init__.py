@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.core.adapters.falkor.audit import AuditTail, FalkorAuditLog
+from services.core.adapters.falkor.backups import FalkorGraphBackup, FalkorGraphRestore
 from services.core.adapters.falkor.connection import FalkorConnection, timed_out
 from services.core.adapters.falkor.consolidation import FalkorConsolidationStore
 from services.core.adapters.falkor.enrichment import FalkorEnrichmentStore
@@ -22,6 +24,7 @@ from services.core.adapters.falkor.outbox import FalkorOutbox
 from services.core.adapters.falkor.reads import EntityBounds, FalkorIndexSource, FalkorMemoryReader
 from services.core.adapters.falkor.rows import memory_to_row, row_to_memory
 from services.core.adapters.falkor.schema import FalkorLifecycle
+from services.core.adapters.falkor.trust import FalkorTrustStore
 from services.core.adapters.falkor.views import FalkorGraphExport, FalkorGraphViews
 from services.core.adapters.falkor.writes import FalkorMemoryWriter
 
@@ -43,7 +46,8 @@ class FalkorGraph:
     `lifecycle` (GraphLifecycle), `writer` (MemoryWriter), `outbox` (Outbox),
     `reader` (MemoryReader), `text` (TextSearch), `index_source` (IndexSource),
     `views` (GraphViews), `export` (GraphExport), `enrichment` (EnrichmentStore),
-    `consolidation` (ConsolidationStore);
+    `consolidation` (ConsolidationStore), `trust` (TrustStore), `backups` (GraphBackup), `restore` (GraphRestore),
+    `audit` (AuditLog);
     `connection` is the FalkorConnection they share.
     """
 
@@ -52,9 +56,11 @@ class FalkorGraph:
         *,
         df_cache_seconds: float = DF_CACHE_SECONDS,
         entity_bounds: EntityBounds | None = None,
+        audit_log: bool = True,
         **connection: Any,
     ):
-        """`connection`: FalkorConnection's keyword arguments (host, port, graph, retries, query timeout)."""
+        """`connection`: FalkorConnection's keyword arguments (host, port, graph, retries, query timeout);
+        `audit_log`: whether writes append audit entries (AUDIT_LOG_ENABLED)."""
         self.connection = FalkorConnection(**connection)
         self.lifecycle = FalkorLifecycle(self.connection)
         self.writer = FalkorMemoryWriter(self.connection)
@@ -66,3 +72,11 @@ class FalkorGraph:
         self.export = FalkorGraphExport(self.connection)
         self.enrichment = FalkorEnrichmentStore(self.connection)
         self.consolidation = FalkorConsolidationStore(self.connection)
+        self.trust = FalkorTrustStore(self.connection)
+        self.backups = FalkorGraphBackup(self.connection)
+        self.restore = FalkorGraphRestore(self.connection)
+        self.audit = FalkorAuditLog(self.connection)
+        if not audit_log:
+            tail = AuditTail(enabled=False)
+            for store in (self.writer, self.enrichment, self.consolidation, self.trust):
+                store._audit = tail

@@ -8,6 +8,7 @@ timeouts and an unreachable server into domain errors.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import redis.exceptions as redis_errors
@@ -22,16 +23,37 @@ log = structlog.get_logger()
 
 #: How FalkorDB refuses a query whose TIMEOUT is above its TIMEOUT_MAX.
 _ABOVE_TIMEOUT_MAX = "The query TIMEOUT parameter value cannot exceed"
-def _retryable(exc: BaseException) -> bool:
-    """Errors after which the query surely did not run: retried while FalkorDB
-    comes up. A timeout is not among them: FalkorDB stopped the query
-    ("Query timed out"), or the reply was lost after it ran; running it again
-    would cost the same time again, or repeat a write."""
+#: A clause that changes the graph: a query without one is a read, safe to send again.
+_WRITE_CLAUSE = re.compile(r"\b(CREATE|MERGE|SET|DELETE|REMOVE)\b", re.IGNORECASE)
+
+
+def _not_sent(exc: BaseException) -> bool:
+    """Errors raised before the query reached FalkorDB, or with FalkorDB
+    refusing it unrun (still loading its data): any query may be sent again."""
     if isinstance(exc, redis_errors.TimeoutError):
         return str(exc).startswith("Timeout connecting")
-    if isinstance(exc, (redis_errors.ConnectionError, redis_errors.BusyLoadingError)):
+    if isinstance(exc, redis_errors.BusyLoadingError):
         return True
+    if isinstance(exc, redis_errors.ConnectionError):
+        # redis-py words a failed connect "Error <n> connecting to <host>" (or
+        # "Error connecting to"); a connection lost after the command went out
+        # reads "Connection closed by server" or "Error while reading ...".
+        return "connecting to" in str(exc)
     return isinstance(exc, redis_errors.ResponseError) and str(exc).startswith("LOADING")
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Errors after which running the query again is harmless when it is
+    idempotent: those of _not_sent, and a connection lost mid-call (the query
+    may have run). A timeout is not among them: FalkorDB stopped the query
+    ("Query timed out"), or the reply was lost after it ran; running it again
+    would cost the same time again."""
+    return _not_sent(exc) or isinstance(exc, redis_errors.ConnectionError)
+
+
+def is_read(cypher: str) -> bool:
+    """Whether a query has no clause that writes (so running it twice is harmless)."""
+    return _WRITE_CLAUSE.search(cypher) is None
 
 
 def timed_out(exc: BaseException) -> bool:
@@ -63,6 +85,7 @@ class FalkorConnection:
         request_retry_seconds: float = 3.0,
         query_timeout_ms: int = 0,
         socket_margin_seconds: float = 300.0,
+        appendfsync: str | None = None,
     ):
         self._connect_args: dict[str, Any] = {"host": host, "port": port, "password": password}
         #: Sent with every query (GRAPH.QUERY ... TIMEOUT); 0 sends none.
@@ -82,15 +105,34 @@ class FalkorConnection:
         self._initial = retry_initial_seconds
         self._max = retry_max_seconds
         self._request_retry = request_retry_seconds
+        #: The appendfsync FALKORDB_APPENDFSYNC expects of the server (None: not checked).
+        self._appendfsync = appendfsync
+        #: The server's (appendonly, appendfsync) as check_durability read them; None: not read.
+        self.durability: tuple[str, str] | None = None
 
-    async def query(self, cypher: str, params: dict[str, Any] | None = None, *, deadline: float | None = None):
+    async def query(
+        self,
+        cypher: str,
+        params: dict[str, Any] | None = None,
+        *,
+        deadline: float | None = None,
+        idempotent: bool | None = None,
+    ):
         """Run one query (retried while FalkorDB is coming up, for at most
-        `deadline` seconds, by default the request retry budget)."""
+        `deadline` seconds, by default the request retry budget).
+
+        A connection lost mid-call leaves unknown whether the query ran: it is
+        sent again only when `idempotent` (running it twice leaves what running
+        it once does; a create keyed by id is). None: idempotent when the query
+        has no write clause. A write that is not is sent again only where it
+        surely never reached the server; otherwise the caller gets
+        FALKORDB_WRITE_UNCONFIRMED, never a second, blind attempt."""
+        repeatable = is_read(cypher) if idempotent is None else idempotent
         try:
             return await with_backoff(
                 "falkordb",
                 lambda: self._attempt(cypher, params),
-                retryable=_retryable,
+                retryable=_retryable if repeatable else _not_sent,
                 deadline_seconds=self._request_retry if deadline is None else deadline,
                 initial_seconds=self._initial,
                 max_seconds=self._max,
@@ -102,8 +144,15 @@ class FalkorConnection:
                     f"the graph query did not finish within {self._timeout_ms} ms (FALKORDB_QUERY_TIMEOUT_MS): {exc}",
                     timeout_ms=self._timeout_ms,
                 ) from exc
-            if _retryable(exc):
+            if _not_sent(exc) or (repeatable and _retryable(exc)):
                 raise Unavailable("FALKORDB_UNAVAILABLE", f"FalkorDB is unavailable: {exc}") from exc
+            if _retryable(exc):
+                raise Unavailable(
+                    "FALKORDB_WRITE_UNCONFIRMED",
+                    "the connection to FalkorDB was lost during a write, which may or may not have been applied"
+                    " (not sent again: it is not idempotent); read before retrying, or retry with an"
+                    f" Idempotency-Key: {exc}",
+                ) from exc
             raise
 
     async def _attempt(self, cypher: str, params: dict[str, Any] | None):
@@ -131,6 +180,24 @@ class FalkorConnection:
         return await self._graph.execute_command(
             "GRAPH.QUERY", self._graph_name, params_header(params) + cypher, "--compact", *timeout
         )
+
+    async def command(self, *args: str):
+        """Send one raw command about this graph (GRAPH.CONSTRAINT and the
+        like), after the first query opened the connection; sent again only
+        where it never reached the server."""
+        assert self._graph is not None
+        return await with_backoff(
+            "falkordb",
+            lambda: self._graph.execute_command(*args),
+            retryable=_not_sent,
+            deadline_seconds=self._request_retry,
+            initial_seconds=self._initial,
+            max_seconds=self._max,
+        )
+
+    @property
+    def graph_name(self) -> str:
+        return self._graph_name
 
     async def check_timeouts(self) -> tuple[int, int] | None:
         """Read the server's TIMEOUT_DEFAULT and TIMEOUT_MAX (milliseconds, 0:
@@ -168,6 +235,41 @@ class FalkorConnection:
         if not self._timeout_ms:
             log.warning("FALKORDB_QUERY_TIMEOUT_MS is 0: memgrid's queries carry no timeout of their own")
         return self.server_timeouts
+
+    async def check_durability(self) -> tuple[str, str] | None:
+        """Read the server's appendonly and appendfsync, log them, and warn
+        where a write FalkorDB acknowledged could be lost on a crash beyond
+        what FALKORDB_APPENDFSYNC accepts (docs/operations.md, Durability).
+        Not a refusal: a managed server may not let us read or change them.
+        None when the server does not answer CONFIG GET."""
+        assert self._graph is not None
+        try:
+            values = {}
+            for name in ("appendonly", "appendfsync"):
+                reply = await self._graph.execute_command("CONFIG", "GET", name)
+                value = reply.get(name) if isinstance(reply, dict) else (reply[1] if len(reply) == 2 else None)
+                values[name] = value.decode() if isinstance(value, bytes) else str(value)
+        except (redis_errors.ResponseError, TypeError, IndexError) as exc:
+            log.warning("could not read FalkorDB's persistence settings", where=self.where, error=str(exc))
+            return None
+        self.durability = (values["appendonly"], values["appendfsync"])
+        log.info(
+            "falkordb durability", where=self.where, appendonly=values["appendonly"], appendfsync=values["appendfsync"]
+        )
+        if values["appendonly"] != "yes":
+            log.warning(
+                "FalkorDB runs without its append-only file: a crash loses every write since the last snapshot",
+                where=self.where,
+                hint="start it with --appendonly yes (the devstack does)",
+            )
+        elif self._appendfsync and values["appendfsync"] != self._appendfsync:
+            log.warning(
+                "FalkorDB's appendfsync is not FALKORDB_APPENDFSYNC",
+                where=self.where,
+                server=values["appendfsync"],
+                expected=self._appendfsync,
+            )
+        return self.durability
 
     async def close(self) -> None:
         if self._db is not None:

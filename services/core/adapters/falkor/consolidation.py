@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
+from services.core.adapters.falkor.audit import AuditTail
 from services.core.adapters.falkor.consolidation_runs import FalkorRunStore
 from services.core.adapters.falkor.rows import outbox_row, relation_row
 from services.core.domain.association import Discovery, pair_key
@@ -51,6 +53,8 @@ def _now(now_us: int) -> datetime:
 class FalkorConsolidationStore(FalkorRunStore):
     """ConsolidationStore on FalkorDB (history and leases: FalkorRunStore)."""
 
+    _audit = AuditTail()
+
     async def tenants(self) -> list[str]:
         """The tenants holding at least one memory, sorted."""
         result = await self._conn.query("MATCH (n:Memory) RETURN DISTINCT n.tenant AS t ORDER BY t")
@@ -58,24 +62,31 @@ class FalkorConsolidationStore(FalkorRunStore):
 
     async def decay_page(self, tenant: str, cursor: int, limit: int) -> tuple[int, list[DecayRow]]:
         """Up to `limit` of the tenant's memories (archived too) after the
-        internal node id `cursor` (-1 to start), and the next cursor. The id
-        range is a seek (as scan_memories'), so a page costs its own size, not
-        the tenant's: paging by memory id re-sorted the rest of the tenant on
-        every page. The edge count is the memory's edges to other memories
-        either way, each counted once (a pattern comprehension over its own
-        adjacency: it costs the node's degree, not the graph)."""
+        internal node id `cursor` (-1 to start), in id order, and the next
+        cursor. The read is an id seek with no label in the MATCH: FalkorDB
+        walks node ids upwards from the cursor and stops at the limit, so a
+        page costs its own size (with the label or the tenant in the MATCH
+        it scanned the tenant's index instead: about 6.5 ms a page at 100k,
+        whatever the page's size). The edge count is the memory's edges to
+        other memories either way, each counted once (a named edge: with an
+        anonymous one FalkorDB folds parallel edges to one neighbour into
+        one), by one traversal over the page rather than one per node."""
         result = await self._conn.query(
             """
-            MATCH (n:Memory {tenant: $tenant}) WHERE ID(n) > $after
-            WITH n ORDER BY ID(n) LIMIT $limit
+            MATCH (n) WHERE ID(n) > $after AND n:Memory AND n.tenant = $tenant
+            WITH n LIMIT $limit
+            OPTIONAL MATCH (n)-[e]-(:Memory)
+            WITH n, count(e) AS edges
             RETURN ID(n), n.id, n.version, n.type, n.importance, n.confidence, n.timestamp, n.last_accessed,
-                   size([(n)-[]-(o:Memory) | 1]), n.relevance_score, coalesce(n.archived, false),
+                   edges, n.relevance_score, n.relevance_emitted, coalesce(n.archived, false),
                    n.embedding IS NOT NULL
             """,
             {"tenant": tenant, "after": cursor, "limit": max(0, limit)},
         )
         rows = []
-        for _, mid, version, type_, imp, conf, ts, accessed, edges, score, archived, vector in result.result_set:
+        # The aggregation does not keep the seek's order: the page is sorted here (the cursor is its last id).
+        ordered = sorted(result.result_set, key=lambda row: row[0])
+        for _, mid, version, type_, imp, conf, ts, accessed, edges, score, emitted, archived, vector in ordered:
             timestamp = from_micros(ts)
             rows.append(
                 DecayRow(
@@ -90,13 +101,18 @@ class FalkorConsolidationStore(FalkorRunStore):
                     relevance_score=None if score is None else float(score),
                     archived=bool(archived),
                     has_embedding=bool(vector),
+                    # A score written before the emitted one was kept: the written one stands in.
+                    emitted_score=float(emitted) if emitted is not None else (None if score is None else float(score)),
                 )
             )
-        return (int(result.result_set[-1][0]) if result.result_set else cursor), rows
+        return (int(ordered[-1][0]) if ordered else cursor), rows
 
     async def write_relevance(self, tenant: str, updates: list[RelevanceUpdate], *, now_us: int) -> list[str]:
         """Scores where the version is still the one read, with a DECAYED
-        event for each written update that emits, in one query; the ids written."""
+        event for each written update that emits, in one query; the ids
+        written. An emitting update also records its score as the last one
+        emitted (`relevance_emitted`), which the next pass's event threshold
+        compares with."""
         if not updates:
             return []
         at = _now(now_us)
@@ -105,6 +121,7 @@ class FalkorConsolidationStore(FalkorRunStore):
                 "id": u.id,
                 "version": u.version,
                 "score": float(u.score),
+                "emit": bool(u.emit),
                 "outbox": [
                     outbox_row(
                         MemoryEvent.consolidated(EventKind.DECAYED, tenant, u.id, u.version, at, has_embedding=False),
@@ -120,13 +137,16 @@ class FalkorConsolidationStore(FalkorRunStore):
             """
             UNWIND $items AS it
             MATCH (n:Memory {id: it.id}) WHERE n.tenant = $tenant AND n.version = it.version
-            SET n.relevance_score = it.score
+            SET n.relevance_score = it.score,
+                n.relevance_emitted = CASE WHEN it.emit THEN it.score ELSE n.relevance_emitted END
             FOREACH (o IN it.outbox | CREATE (x:Outbox) SET x = o)
-            RETURN it.id
-            """,
+            """
+            # Only the updates that emit an event are audited (it.outbox[0] is null for the others).
+            + self._audit({"ids": "collect(it.id)"}, row="it.outbox[0]", tenant="$tenant")
+            + " RETURN ids",
             {"tenant": tenant, "items": items},
         )
-        return [row[0] for row in result.result_set]
+        return [i for row in result.result_set for i in row[0]]
 
     async def archive(self, tenant: str, rows: list[DecayRow], *, now_us: int) -> list[str]:
         """Archive each memory still at the row's version and not archived
@@ -146,11 +166,12 @@ class FalkorConsolidationStore(FalkorRunStore):
             WHERE n.tenant = $tenant AND n.version = it.version AND NOT coalesce(n.archived, false)
             SET n.archived = true, n.archived_at = $now, n.version = it.version + 1
             CREATE (x:Outbox) SET x = it.outbox
-            RETURN it.id
-            """,
+            """
+            + self._audit({"ids": "collect(it.id)"})
+            + " RETURN ids",
             {"tenant": tenant, "items": items, "now": now_us},
         )
-        return [row[0] for row in result.result_set]
+        return [i for row in result.result_set for i in row[0]]
 
     async def association_sample(self, tenant: str, limit: int, *, now_us: int | None = None) -> list[MemorySample]:
         """A random sample of the tenant's current memories with vectors (not
@@ -224,11 +245,12 @@ class FalkorConsolidationStore(FalkorRunStore):
                 MATCH (b:Memory {{id: it.dst}}) WHERE b.tenant = $tenant AND NOT (a)-[]-(b)
                 CREATE (a)-[e:{rel_type}]->(b) SET e = it.props
                 CREATE (x:Outbox) SET x = it.outbox
-                RETURN it.key
-                """,
+                """
+                + self._audit({"keys": "collect(it.key)"})
+                + " RETURN keys",
                 {"tenant": tenant, "items": items},
             )
-            made.extend(chosen[tuple(row[0])] for row in result.result_set)
+            made.extend(chosen[tuple(key)] for row in result.result_set for key in row[0])
         return made
 
     async def cluster_inputs(
@@ -293,11 +315,13 @@ class FalkorConsolidationStore(FalkorRunStore):
             MATCH (m:Memory {{id: mem.id}}) WHERE m.tenant = $tenant
             CREATE (m)-[:{IN_PATTERN} {{created_at: $now, rank: mem.rank}}]->(p)
             CREATE (x:Outbox) SET x = mem.outbox
-            RETURN p.id, count(m)
-            """,
+            """
+            + self._audit({"linked": "collect(p.id)"})
+            + " RETURN linked",
             {"tenant": tenant, "task": task, "rows": rows, "now": now_us},
         )
-        linked = {pattern_id: int(count) for pattern_id, count in result.result_set}
+        # One p.id per member linked.
+        linked = Counter(pattern_id for row in result.result_set for pattern_id in row[0])
         if any(linked.get(r["node"]["id"], 0) != r["node"]["size"] for r in rows):
             # Members deleted since they were read: the size says what is linked, and a pattern left with none goes.
             # (FalkorDB drops a SET followed by a DELETE in one query's WITH chain: two queries.)

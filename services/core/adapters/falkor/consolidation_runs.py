@@ -106,6 +106,30 @@ class FalkorRunStore:
         )
         return {task: _run_record(dict(last)) for task, last in result.result_set}
 
+    async def abandon_stale_runs(self, tenant: str, *, now_us: int, reason: str) -> list[str]:
+        """Finish the tenant's unfinished real runs that nobody runs any more,
+        in one query: a real run holds its (task, tenant) lease from before it
+        is recorded until after it is finished, so an unfinished one whose
+        lease is gone, lapsed, or was taken after it started (another run's)
+        died mid-way. Its finish is when its own lease lapsed (else now), its
+        counts the progress its lease last recorded, `reason` its last error.
+        Dry runs take no lease and are left as they are. The ids marked."""
+        result = await self._conn.query(
+            """
+            MATCH (r:ConsolidationRun {tenant: $tenant})
+            WHERE r.finished_at IS NULL AND NOT coalesce(r.dry_run, false)
+            OPTIONAL MATCH (l:Lease {tenant: $tenant}) WHERE l.task = r.task
+            WITH r, l, l IS NOT NULL AND l.acquired_at <= r.started_at AS own
+            WHERE l IS NULL OR l.expires_at <= $now OR NOT own
+            SET r.finished_at = CASE WHEN own THEN l.expires_at ELSE $now END,
+                r.counts = CASE WHEN own AND l.progress <> '{}' THEN l.progress ELSE r.counts END,
+                r.errors = coalesce(r.errors, []) + [$reason]
+            RETURN r.id
+            """,
+            {"tenant": tenant, "now": now_us, "reason": reason},
+        )
+        return [row[0] for row in result.result_set]
+
     async def acquire_lease(self, task: str, tenant: str, owner: str, *, now_us: int, ttl_us: int) -> bool:
         """Take the (task, tenant) lease when absent or expired, or extend it
         when `owner` holds it, in one query; whether `owner` holds it now."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from services.core.adapters.falkor.audit import AuditTail
 from services.core.adapters.falkor.reads import FalkorLookup
 from services.core.adapters.falkor.rows import encode_embedding, memory_to_row, outbox_row
 from services.core.domain.model import Memory, MemoryEvent
@@ -15,12 +16,15 @@ _ENRICHMENT_FIELDS = (
 class FalkorEnrichmentStore(FalkorLookup):
     """EnrichmentStore on FalkorDB; every write is where the version is still the one read."""
 
+    _audit = AuditTail()
+
     async def find_unenriched(self, recorded_before_us: int, limit: int) -> list[tuple[str, str]]:
-        """(tenant, id) of memories enrichment has not finished, oldest first."""
+        """(tenant, id) of memories enrichment has not finished (never, or not
+        since their content changed), last changed before the time, oldest first."""
         result = await self._conn.query(
             """
-            MATCH (m:Memory) WHERE m.enriched_at IS NULL AND m.recorded_at < $before
-            RETURN m.tenant, m.id ORDER BY m.recorded_at LIMIT $limit
+            MATCH (m:Memory) WHERE m.enriched_at IS NULL AND coalesce(m.updated_at, m.recorded_at) < $before
+            RETURN m.tenant, m.id ORDER BY coalesce(m.updated_at, m.recorded_at) LIMIT $limit
             """,
             {"before": recorded_before_us, "limit": limit},
         )
@@ -67,11 +71,12 @@ class FalkorEnrichmentStore(FalkorLookup):
             WHERE m.tenant = $tenant AND m.version = it.version AND m.content = it.content
             SET m += it.row
             CREATE (x:Outbox) SET x = it.outbox
-            RETURN it.id
-            """,
+            """
+            + self._audit({"ids": "collect(it.id)"})
+            + " RETURN ids",
             {"tenant": tenant, "items": rows},
         )
-        return [row[0] for row in result.result_set]
+        return [i for row in result.result_set for i in row[0]]
 
     async def embedding_models(self, tenant: str, memory_ids: list[str]) -> dict[str, str]:
         """The model the embedding stage recorded for each memory's vector (none: client-supplied or older)."""
@@ -118,11 +123,12 @@ class FalkorEnrichmentStore(FalkorLookup):
             MATCH (m:Memory {id: it.id}) WHERE m.tenant = $tenant AND m.version = it.version
             SET m += it.row
             CREATE (x:Outbox) SET x = it.outbox
-            RETURN it.id
-            """,
+            """
+            + self._audit({"ids": "collect(it.id)"})
+            + " RETURN ids",
             {"tenant": tenant, "items": items},
         )
-        return [row[0] for row in result.result_set]
+        return [i for row in result.result_set for i in row[0]]
 
     async def link_preceding(
         self, tenant: str, items: list[tuple[str, int]], *, window_us: int, limit: int, now_us: int
@@ -210,8 +216,26 @@ class FalkorEnrichmentStore(FalkorLookup):
         )
         return {memory_id: int(count) for memory_id, count in result.result_set}
 
-    async def link_similar(self, tenant: str, pairs: list[tuple[str, str, float]], *, now_us: int) -> int:
-        """SIMILAR_TO edges (source, neighbour, cosine score)."""
+    async def link_similar(
+        self, tenant: str, pairs: list[tuple[str, str, float]], *, now_us: int, replace_for: list[str] | None = None
+    ) -> int:
+        """SIMILAR_TO edges (source, neighbour, cosine score). With
+        `replace_for`, those memories' outgoing SIMILAR_TO edges not among the
+        pairs are removed first: a re-enrichment (after a content change)
+        replaces the old text's neighbours instead of adding to them."""
+        if replace_for:
+            keep: dict[str, list[str]] = {i: [] for i in replace_for}
+            for src, dst, _ in pairs:
+                keep.setdefault(src, []).append(dst)
+            await self._conn.query(
+                """
+                UNWIND $items AS it
+                MATCH (a:Memory {id: it.id})-[e:SIMILAR_TO]->(b:Memory)
+                WHERE a.tenant = $tenant AND NOT b.id IN it.keep
+                DELETE e
+                """,
+                {"tenant": tenant, "items": [{"id": i, "keep": k} for i, k in keep.items()]},
+            )
         if not pairs:
             return 0
         result = await self._conn.query(
@@ -235,12 +259,39 @@ class FalkorEnrichmentStore(FalkorLookup):
         min_members: int,
         max_members: int,
         now_us: int,
+        replace: bool = False,
     ) -> dict[str, int]:
         """MENTIONS edges from memories to their Entity nodes, then a Pattern
         (with EXEMPLIFIES edges) wherever at least `min_members` memories of
         one type mention one entity. `mentions` holds (memory id, type,
-        entity tags). Returns, per memory id, how many patterns it exemplifies."""
+        entity tags). With `replace`, a memory's MENTIONS and EXEMPLIFIES
+        edges to what `mentions` no longer names are removed first (a
+        re-enrichment after a content change replaces the old text's). Returns,
+        per memory id, how many patterns it exemplifies."""
         items = [{"id": i, "type": t, "tag": tag} for i, t, tags in mentions for tag in tags]
+        if replace and mentions:
+            named: dict[str, dict[str, set[str]]] = {}
+            for memory_id, memory_type, tags in mentions:
+                entry = named.setdefault(memory_id, {"tags": set(), "keys": set()})
+                entry["tags"] |= set(tags)
+                entry["keys"] |= {f"{memory_type}|{tag}" for tag in tags}
+            await self._conn.query(
+                """
+                UNWIND $items AS it
+                MATCH (m:Memory {id: it.id}) WHERE m.tenant = $tenant
+                OPTIONAL MATCH (m)-[r:MENTIONS]->(e:Entity) WHERE NOT e.tag IN it.tags
+                DELETE r
+                WITH DISTINCT m, it
+                OPTIONAL MATCH (m)-[x:EXEMPLIFIES]->(p:Pattern) WHERE NOT p.key IN it.keys
+                DELETE x
+                """,
+                {
+                    "tenant": tenant,
+                    "items": [
+                        {"id": i, "tags": sorted(v["tags"]), "keys": sorted(v["keys"])} for i, v in named.items()
+                    ],
+                },
+            )
         if not items:
             return {}
         await self._conn.query(

@@ -30,7 +30,9 @@ class FalkorOutbox:
         return entries
 
     async def delete_outbox(self, event_ids: list[str]) -> None:
-        await self._conn.query("UNWIND $ids AS id MATCH (x:Outbox {id: id}) DELETE x", {"ids": event_ids})
+        await self._conn.query(
+            "UNWIND $ids AS id MATCH (x:Outbox {id: id}) DELETE x", {"ids": event_ids}, idempotent=True
+        )
 
     async def count_outbox(self) -> int:
         result = await self._conn.query("MATCH (x:Outbox) RETURN count(x)")
@@ -39,6 +41,8 @@ class FalkorOutbox:
     async def purge_idempotency(self, now_us: int) -> int:
         """Forget expired idempotency keys; returns how many."""
         result = await self._conn.query(
-            "MATCH (k:IdempotencyKey) WHERE k.expires_at < $now DELETE k RETURN count(k)", {"now": now_us}
+            "MATCH (k:IdempotencyKey) WHERE k.expires_at < $now DELETE k RETURN count(k)",
+            {"now": now_us},
+            idempotent=True,
         )
         return int(result.result_set[0][0]) if result.result_set else 0

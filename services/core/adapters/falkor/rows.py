@@ -7,20 +7,23 @@ import base64
 import json
 from typing import Any
 
+from services.core.actor import current_actor
 from services.core.codec import event_to_pb
+from services.core.domain.audit import entry_record
 from services.core.domain.embedding_codec import decode_embedding, encode_embedding
 from services.core.domain.factuality import lift_factuality
 from services.core.domain.model import TIME_FIELDS, Memory, MemoryEvent, Relation
 from services.core.domain.recall_request import Scope
 from services.core.domain.text_policy import search_meta, search_tags
 from services.core.domain.times import from_micros, to_micros
+from services.core.domain.trust import ALL_STATES
 
 #: Nullable properties: an update that clears them must remove them.
 _NULLABLE = ("embedding", "relevance_score", "t_invalid", "enriched_at", "superseded_at", "archived_at")
 #: What a read returns of a node: everything but the embedding and the search copies.
 READ_FIELDS = (
     "id", "tenant", "content", "type", "confidence", "importance", "tags", "tag_prefixes", "metadata", "summary",
-    "archived", "relevance_score", "version", "factuality", *TIME_FIELDS,
+    "archived", "relevance_score", "version", "factuality", "trust_state", "review_rule", *TIME_FIELDS,
 )  # fmt: skip
 RETURN_FIELDS = ", ".join(f"n.{name}" for name in READ_FIELDS)
 #: The arm each full-text field serves.
@@ -57,6 +60,8 @@ def memory_to_row(memory: Memory, *, keep_nulls: bool = False) -> dict[str, Any]
         "version": int(memory.version),
         # JSON text, as metadata: FalkorDB refuses map properties.
         "factuality": None if memory.factuality is None else json.dumps(memory.factuality, ensure_ascii=False),
+        "trust_state": memory.trust_state,
+        "review_rule": memory.review_rule,
     }
     for name in TIME_FIELDS:
         row[name] = to_micros(getattr(memory, name))
@@ -91,14 +96,31 @@ def row_to_memory(row: dict[str, Any]) -> Memory:
         relevance_score=row.get("relevance_score"),
         version=int(row.get("version", 1)),
         factuality=factuality,
+        # A record written before trust states existed has none: it is active.
+        trust_state=row.get("trust_state") or "active",
+        review_rule=row.get("review_rule") or "",
         **times,
     )
 
 
-def outbox_row(event: MemoryEvent, created_us: int) -> dict[str, Any]:
-    """An event waiting in the graph until the bus acknowledges it."""
+def outbox_row(
+    event: MemoryEvent, created_us: int, *, before: Memory | None = None, after: Memory | None = None
+) -> dict[str, Any]:
+    """An event waiting in the graph until the bus acknowledges it, with its
+    audit entry's content (`audit`, `memory_id`, `kind`: the query's
+    AuditTail turns them into an AuditEntry); `before` and `after`, the
+    record around the change where the writer holds it, give the entry its
+    hashes and diff."""
     payload = base64.b64encode(event_to_pb(event).SerializeToString()).decode("ascii")
-    return {"id": event.event_id, "tenant": event.tenant, "payload": payload, "created_at": created_us}
+    return {
+        "id": event.event_id,
+        "tenant": event.tenant,
+        "payload": payload,
+        "created_at": created_us,
+        "audit": entry_record(event, current_actor(), before=before, after=after),
+        "memory_id": event.memory_id,
+        "kind": event.kind.value,
+    }
 
 
 def relation_row(relation: Relation) -> dict[str, Any]:
@@ -141,6 +163,11 @@ def scope_where(scope: Scope, alias: str = "n", *, with_archived: bool = False) 
     if scope.as_of is not None:
         params["as_of"] = to_micros(scope.as_of)
         parts.append(f"{n}.recorded_at <= $as_of")
+    if set(scope.trust_states) != set(ALL_STATES):
+        # In every mode, history too: a memory under review or rejected is
+        # shown only when asked for. A missing value is active (older records).
+        params["trust_states"] = list(scope.trust_states)
+        parts.append(f"coalesce({n}.trust_state, 'active') IN $trust_states")
     exact = scope.tag_match == "exact"
     if scope.tags:
         params["tags"] = list(scope.tags)

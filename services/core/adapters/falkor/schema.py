@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 
 import redis.exceptions as redis_errors
+import structlog
 
 from services.core.adapters.falkor.reads import FalkorLookup
 from services.core.domain.factuality import lift_factuality
@@ -29,7 +32,25 @@ _INDEXES = (
     ("ConsolidationRun", "id"),
     ("ConsolidationRun", "tenant"),
     ("Lease", "tenant"),
+    # The audit log (audit.py): each write MERGEs its tenant's counter; history
+    # reads by memory, listings and verify by (tenant, sequence) in `akey`.
+    ("AuditCounter", "tenant"),
+    ("AuditEntry", "akey"),
+    ("AuditEntry", "memory_id"),
+    # Trust (trust.py): the review queue reads by trust_state, a create looks
+    # its content's hash up among the tenant's tombstones.
+    ("Memory", "trust_state"),
+    ("Tombstone", "id"),
+    ("Tombstone", "content_hash"),
+    ("Tombstone", "tenant"),
 )
+#: Properties unique together per label: a create sent twice (its reply lost)
+#: or an id taken twice can never make a second node. FalkorDB builds a unique
+#: constraint on exact-match indexes of each property (in _INDEXES above).
+_UNIQUE = (("Memory", ("tenant", "id")),)
+#: How often ensure_schema looks whether a constraint FalkorDB is building is done.
+_CONSTRAINT_POLL_SECONDS = 0.05
+log = structlog.get_logger()
 #: Node ids the factuality migration in ensure_schema reads per query.
 FACTUALITY_MIGRATION_PAGE = 2000
 #: Full-text fields of Memory: the keyword, tag and metadata arms.
@@ -44,6 +65,7 @@ class FalkorLifecycle(FalkorLookup):
         query timeouts, then create indexes."""
         await self._conn.query("RETURN 1", deadline=self._conn.wait_seconds)
         await self._conn.check_timeouts()
+        await self._conn.check_durability()
         for label, prop in _INDEXES:
             try:
                 await self._conn.query(f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
@@ -65,12 +87,61 @@ class FalkorLifecycle(FalkorLookup):
             await self._conn.query(
                 f"CALL db.idx.fulltext.createNodeIndex({{label: 'Memory', language: 'english'}}, {fields})"
             )
+        await self.ensure_constraints()
         # Records written before superseded_at was kept: reads look for supersession edges only where it is set.
         await self._conn.query(
             "MATCH (n:Memory)-[s:INVALIDATED_BY|EVOLVED_INTO]->(:Memory) WHERE n.superseded_at IS NULL "
             "SET n.superseded_at = s.created_at"
         )
         await self.migrate_factuality()
+
+    async def constraints(self) -> dict[tuple[str, tuple[str, ...]], str]:
+        """The graph's unique node constraints: (label, properties) -> status
+        (PENDING while FalkorDB builds one, OPERATIONAL, FAILED); properties sorted."""
+        result = await self._conn.query(
+            "CALL db.constraints() YIELD type, label, properties, entitytype, status"
+            " WHERE type = 'UNIQUE' AND entitytype = 'NODE' RETURN label, properties, status"
+        )
+        return {(label, tuple(sorted(props))): status for label, props, status in result.result_set}
+
+    async def ensure_constraints(self) -> None:
+        """Create the unique constraints of _UNIQUE where absent and wait (at
+        most DEPENDENCY_WAIT_SECONDS) until FalkorDB has built them. One that
+        fails (the graph already holds duplicates) is logged and dropped, so
+        the next start tries again once the duplicates are resolved: the
+        service keeps running, without the guarantee, rather than refusing to start."""
+        graph = self._conn.graph_name
+        for label, props in _UNIQUE:
+            try:
+                await self._conn.command(
+                    "GRAPH.CONSTRAINT", "CREATE", graph, "UNIQUE", "NODE", label, "PROPERTIES", str(len(props)), *props
+                )
+            except redis_errors.ResponseError as exc:
+                if "already exists" not in str(exc):
+                    raise
+        # db.constraints() lists the properties in its own order: matched sorted, dropped as created.
+        wanted = {(label, tuple(sorted(props))): props for label, props in _UNIQUE}
+        deadline = time.monotonic() + self._conn.wait_seconds
+        while True:
+            states = {key: status for key, status in (await self.constraints()).items() if key in wanted}
+            if all(states.get(key) != "PENDING" for key in wanted) or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(_CONSTRAINT_POLL_SECONDS)
+        for (label, listed), status in states.items():
+            props = wanted[(label, listed)]
+            if status == "FAILED":
+                log.error(
+                    "unique constraint could not be built: the graph holds duplicates; dropped, retried at next start",
+                    label=label,
+                    properties=list(props),
+                    hint=f"find them: MATCH (n:{label}) WITH {', '.join(f'n.{p} AS {p}' for p in props)}, count(n) AS c"
+                    f" WHERE c > 1 RETURN {', '.join(props)}, c",
+                )
+                await self._conn.command(
+                    "GRAPH.CONSTRAINT", "DROP", graph, "UNIQUE", "NODE", label, "PROPERTIES", str(len(props)), *props
+                )
+            elif status == "PENDING":
+                log.warning("unique constraint still being built", label=label, properties=list(props))
 
     async def migrate_factuality(self, page_size: int = FACTUALITY_MIGRATION_PAGE) -> int:
         """Move the factuality an earlier release's enrichment wrote into

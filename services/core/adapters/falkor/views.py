@@ -1,19 +1,17 @@
-"""The graph views and the analysis (GraphViews), and a tenant's whole graph for a backup (GraphExport)."""
+"""The graph views and the analysis (GraphViews), and a tenant's memory ids page by page (GraphExport).
+A backup's export is services/core/adapters/falkor/backups.py."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from services.core.adapters.falkor.connection import FalkorConnection
-from services.core.adapters.falkor.rows import RETURN_FIELDS, edge_relation, read_row, row_to_memory
+from services.core.adapters.falkor.rows import RETURN_FIELDS, edge_relation, read_row
 from services.core.domain.analysis import AnalysisFigures, TypeFigures
 from services.core.domain.model import Memory, Relation
 from services.core.domain.state import PRECEDENCE, State
 from services.core.domain.times import from_micros
-from services.core.ports import ExportedEdge, GraphStats, PatternNode
-
-_EXPORTED_LABELS = ("Entity", "Pattern")
+from services.core.ports import GraphStats, PatternNode
 
 #: Each state's condition on a memory m at $now (`replaced`: a current
 #: successor was found), asked in the domain's order (state.PRECEDENCE).
@@ -248,46 +246,3 @@ class FalkorGraphExport:
             {"tenant": tenant, "after": after_id, "limit": limit},
         )
         return [row[0] for row in result.result_set]
-
-    async def export_page(self, tenant: str, after_id: str, limit: int) -> tuple[list[Memory], list[ExportedEdge]]:
-        """A page of the tenant's memories (every field, embedding included) in
-        id order after `after_id`, with every edge leaving them (to memories,
-        entities and patterns of the tenant)."""
-        result = await self._conn.query(
-            """
-            MATCH (m:Memory) WHERE m.tenant = $tenant AND m.id > $after
-            WITH m ORDER BY m.id LIMIT $limit
-            RETURN properties(m)
-            """,
-            {"tenant": tenant, "after": after_id, "limit": limit},
-        )
-        memories = [row_to_memory(dict(row[0])) for row in result.result_set]
-        if not memories:
-            return [], []
-        edges = await self._conn.query(
-            """
-            UNWIND $ids AS id
-            MATCH (a:Memory {id: id})-[e]->(b) WHERE a.tenant = $tenant AND b.tenant = $tenant
-            RETURN a.id, type(e), labels(b)[0], coalesce(b.id, b.tag, b.key), properties(e)
-            ORDER BY a.id, type(e), labels(b)[0], coalesce(b.id, b.tag, b.key)
-            """,
-            {"tenant": tenant, "ids": [m.id for m in memories]},
-        )
-        exported = []
-        for source, kind, label, key, props in edges.result_set:
-            props = dict(props)
-            strength = props.pop("strength", None)
-            created = from_micros(props.pop("created_at", None))
-            exported.append(ExportedEdge(source, kind, label, key, strength, created, props))
-        return memories, exported
-
-    async def export_nodes(self, tenant: str, label: str) -> list[dict[str, Any]]:
-        """The properties of the tenant's nodes of one label besides Memory
-        (Entity, Pattern), times as stored (epoch microseconds)."""
-        if label not in _EXPORTED_LABELS:
-            raise ValueError(f"label {label!r} is not exported")
-        result = await self._conn.query(
-            f"MATCH (n:{label}) WHERE n.tenant = $tenant RETURN properties(n) ORDER BY coalesce(n.tag, n.key)",
-            {"tenant": tenant},
-        )
-        return [dict(row[0]) for row in result.result_set]

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.core.adapters.falkor.audit import AuditTail
 from services.core.adapters.falkor.reads import FalkorLookup
 from services.core.adapters.falkor.rows import memory_to_row, outbox_row, relation_row
-from services.core.domain.model import SUPERSESSION_RELATIONS, Memory, MemoryEvent, Relation
+from services.core.domain.model import SUPERSESSION_RELATIONS, EventKind, Memory, MemoryEvent, Relation
 from services.core.ports import IdempotencyClaim
 
 _CLAIM = """
@@ -36,7 +37,10 @@ def _claim_params(claim: IdempotencyClaim, memory_ids: list[str], now_us: int) -
 class FalkorMemoryWriter(FalkorLookup):
     """MemoryWriter on FalkorDB. Each write and the events it causes are one
     query (a transactional outbox): an acknowledged write always has its
-    events recorded, whether or not the bus was reachable."""
+    events recorded, whether or not the bus was reachable, and its audit
+    entries (FalkorGraph turns them off with audit_log=False)."""
+
+    _audit = AuditTail()
 
     async def create_memories(
         self, memories: list[Memory], events: list[MemoryEvent], *, now_us: int, claim: IdempotencyClaim | None = None
@@ -45,15 +49,28 @@ class FalkorMemoryWriter(FalkorLookup):
         write happens only if this request owns the idempotency key; returns
         whether it wrote."""
         rows = [
-            {"node": memory_to_row(m), "outbox": outbox_row(e, now_us)} for m, e in zip(memories, events, strict=True)
+            {"node": memory_to_row(m), "outbox": outbox_row(e, now_us, after=m)}
+            for m, e in zip(memories, events, strict=True)
         ]
-        create = "UNWIND $rows AS r CREATE (m:Memory) SET m = r.node CREATE (x:Outbox) SET x = r.outbox"
+        # Keyed by id: a node already there (this very query, run before its
+        # reply was lost) is left as it is, with no second event, so the query
+        # is idempotent and sent again after a lost connection. The unique
+        # constraint on (tenant, id) (schema.py) refuses a duplicate whatever the query.
+        create = (
+            "UNWIND $rows AS r"
+            " OPTIONAL MATCH (e:Memory {id: r.node.id}) WHERE e.tenant = r.node.tenant"
+            " FOREACH (_ IN CASE WHEN e IS NULL THEN [1] ELSE [] END |"
+            " CREATE (m:Memory) SET m = r.node CREATE (x:Outbox) SET x = r.outbox)"
+        )
+        # The audit entries of the rows created (none for a node already there).
+        create += self._audit({"n": "count(r)"}, row="CASE WHEN e IS NULL THEN r.outbox END", tenant="r.outbox.tenant")
         if claim is None:
-            await self._conn.query(create, {"rows": rows})
+            await self._conn.query(create + " RETURN n", {"rows": rows}, idempotent=True)
             return True
         result = await self._conn.query(
-            _CLAIM + create + " RETURN count(m)",
+            _CLAIM + create + " RETURN n",
             {**_claim_params(claim, [m.id for m in memories], now_us), "rows": rows},
+            idempotent=True,
         )
         return bool(result.result_set and result.result_set[0][0])
 
@@ -71,22 +88,69 @@ class FalkorMemoryWriter(FalkorLookup):
         request_hash, ids = result.result_set[0]
         return request_hash, list(ids)
 
-    async def update_memory(self, memory: Memory, expected_version: int, event: MemoryEvent, *, now_us: int) -> bool:
-        """Compare-and-set on the version: False when someone wrote in between."""
+    async def get_idempotency_many(self, tenant: str, keys: list[str], now_us: int) -> dict[str, tuple[str, list[str]]]:
+        """(request hash, memory ids) by key, for the keys that are held and not expired."""
+        result = await self._conn.query(
+            """
+            UNWIND $keys AS key
+            MATCH (k:IdempotencyKey {key: key}) WHERE k.tenant = $tenant AND k.expires_at >= $now
+            RETURN k.key, k.request_hash, k.memory_ids
+            """,
+            {"tenant": tenant, "keys": keys, "now": now_us},
+        )
+        return {key: (request_hash, list(ids)) for key, request_hash, ids in result.result_set}
+
+    async def claim_idempotency(self, claims: list[tuple[IdempotencyClaim, list[str]]], now_us: int) -> set[str]:
+        """Claim each key for its memory ids (an expired key is taken over);
+        each claim stands alone. Returns the keys another request holds."""
+        if not claims:
+            return set()
+        owner, tenant, expires = claims[0][0].owner, claims[0][0].tenant, claims[0][0].expires_us
+        result = await self._conn.query(
+            """
+            UNWIND $claims AS c
+            MERGE (k:IdempotencyKey {tenant: $tenant, key: c.key})
+            ON CREATE SET k.owner = $owner, k.request_hash = c.hash, k.memory_ids = c.ids, k.expires_at = $expires
+            ON MATCH SET
+                k.owner = CASE WHEN k.expires_at < $now THEN $owner ELSE k.owner END,
+                k.request_hash = CASE WHEN k.expires_at < $now THEN c.hash ELSE k.request_hash END,
+                k.memory_ids = CASE WHEN k.expires_at < $now THEN c.ids ELSE k.memory_ids END,
+                k.expires_at = CASE WHEN k.expires_at < $now THEN $expires ELSE k.expires_at END
+            WITH k WHERE k.owner <> $owner
+            RETURN k.key
+            """,
+            {
+                "tenant": tenant,
+                "owner": owner,
+                "expires": expires,
+                "now": now_us,
+                "claims": [{"key": c.key, "hash": c.request_hash, "ids": ids} for c, ids in claims],
+            },
+            idempotent=True,  # run again, it finds its own claims and reports none lost
+        )
+        return {row[0] for row in result.result_set}
+
+    async def update_memory(
+        self, memory: Memory, expected_version: int, event: MemoryEvent, *, now_us: int, before: Memory | None = None
+    ) -> bool:
+        """Compare-and-set on the version: False when someone wrote in between.
+        `before`, the record as read, gives the audit entry its diff."""
         result = await self._conn.query(
             """
             MATCH (m:Memory {id: $id}) WHERE m.tenant = $tenant AND m.version = $version
             SET m += $row
             CREATE (x:Outbox) SET x = $outbox
-            RETURN count(m)
-            """,
+            """
+            + self._audit({"n": "count(m)"})
+            + " RETURN n",
             {
                 "id": memory.id,
                 "tenant": memory.tenant,
                 "version": expected_version,
                 "row": memory_to_row(memory, keep_nulls=True),
-                "outbox": outbox_row(event, now_us),
+                "outbox": outbox_row(event, now_us, before=before, after=memory),
             },
+            idempotent=False,  # a second run would find the version moved and report a conflict
         )
         return bool(result.result_set and result.result_set[0][0])
 
@@ -98,11 +162,13 @@ class FalkorMemoryWriter(FalkorLookup):
             MATCH (m:Memory {id: it.id}) WHERE m.tenant = $tenant
             DETACH DELETE m
             CREATE (x:Outbox) SET x = it.outbox
-            RETURN it.id
-            """,
+            """
+            + self._audit({"ids": "collect(it.id)"})
+            + " RETURN ids",
             {"tenant": tenant, "items": [{"id": e.memory_id, "outbox": outbox_row(e, now_us)} for e in events]},
+            idempotent=False,  # a second run would find nothing and report the ids as missing
         )
-        return [row[0] for row in result.result_set]
+        return [i for row in result.result_set for i in row[0]]
 
     async def find_ids_by_tags(self, tenant: str, tags_lower: list[str], limit: int) -> list[str]:
         """Ids of memories with any of the tags (exact, case-insensitive)."""
@@ -148,11 +214,13 @@ class FalkorMemoryWriter(FalkorLookup):
                 SET e += it.props{supersedes}
                 WITH it
                 UNWIND it.outbox AS o CREATE (x:Outbox) SET x = o
-                RETURN DISTINCT it.i
-                """,
+                """
+                + self._audit({"idx": "collect(DISTINCT it.i)"})
+                + " RETURN idx",
                 {"tenant": tenant, "items": list(items.values()), "now": now_us},
+                idempotent=False,  # the edges are merged, but their events would be recorded twice
             )
-            written.extend(i for row in result.result_set for i in row[0])
+            written.extend(i for row in result.result_set for group in row[0] for i in group)
         return sorted(written)
 
     async def supersede(
@@ -165,16 +233,25 @@ class FalkorMemoryWriter(FalkorLookup):
         *,
         now_us: int,
         claim: IdempotencyClaim | None = None,
+        before: Memory | None = None,
     ) -> bool:
         """Store the replacement, close the old memory and link them, in one
         query: all of it or none. False when the old memory changed or
-        vanished, or another request holds the idempotency key."""
+        vanished, or another request holds the idempotency key. `before`,
+        the old memory as read, gives its audit entry the diff."""
+        records = {old.id: old, replacement.id: replacement}
         claim_part = _CLAIM if claim else ""
         claim_params = _claim_params(claim, [replacement.id], now_us) if claim else {}
         if claim:
             claim_params["tenant"] = old.tenant
+        # The replacement is created only where its id is not taken yet (an
+        # aggregate: FalkorDB's `WITH n WHERE n IS NULL` after an OPTIONAL
+        # MATCH let the row through). Not sent again after a lost connection:
+        # the caller hears the write is unconfirmed instead.
         result = await self._conn.query(
-            claim_part
+            "OPTIONAL MATCH (dup:Memory {id: $new_id}) WHERE dup.tenant = $tenant"
+            " WITH count(dup) AS taken WHERE taken = 0 "
+            + claim_part
             + f"""
             MATCH (old:Memory {{id: $old_id}}) WHERE old.tenant = $tenant AND old.version = $version
             SET old += $old_row
@@ -182,17 +259,27 @@ class FalkorMemoryWriter(FalkorLookup):
             CREATE (old)-[e:{relation.type}]->(new) SET e = $edge
             WITH old
             UNWIND $outbox AS o CREATE (x:Outbox) SET x = o
-            RETURN count(x)
-            """,
+            """
+            + self._audit({"n": "count(x)"})
+            + " RETURN n",
             {
                 "old_id": old.id,
+                "new_id": replacement.id,
                 "tenant": old.tenant,
                 "version": expected_version,
                 "old_row": memory_to_row(old, keep_nulls=True),
                 "new_row": memory_to_row(replacement),
                 "edge": relation_row(relation),
-                "outbox": [outbox_row(e, now_us) for e in events],
+                "outbox": [
+                    outbox_row(e, now_us)
+                    if e.kind is EventKind.ASSOCIATED
+                    else outbox_row(
+                        e, now_us, before=before if e.memory_id == old.id else None, after=records.get(e.memory_id)
+                    )
+                    for e in events
+                ],
                 **claim_params,
             },
+            idempotent=False,
         )
         return bool(result.result_set and result.result_set[0][0])

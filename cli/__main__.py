@@ -1,0 +1,7 @@
+"""`python -m cli`: the same as the `memgrid` command."""
+
+import sys
+
+from cli.main import run
+
+sys.exit(run())

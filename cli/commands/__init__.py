@@ -1,0 +1,1 @@
+"""The CLI's commands, one module per area; cli/main.py registers them."""

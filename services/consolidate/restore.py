@@ -1,0 +1,244 @@
+"""Restore (POST /restore): an archive written back into the graph, exactly.
+
+Two passes over the archive. The first checks it whole before anything is
+written: its version, every line's shape, the checksum and counts of its
+manifest, whose tenants it holds (a caller restores only its own tenant's
+records unless it acts for every tenant, an admin, whose records each go
+into the tenant they name) and that no tenant it names already holds
+memories (unless merge). The second writes the nodes a page at a time with
+their properties as archived (ids, validity windows, supersession times,
+versions, embeddings: nothing is recomputed, so a superseded or expired
+memory stays so), then the edges between them.
+
+A node already stored under the same identity (archive.identity: its id,
+key or tag within its tenant) is matched, not duplicated: the archive's
+version replaces it only when newer (archive.is_newer), so a merge never
+overwrites a newer record. Edges between two matched nodes are merged
+(never doubled); the others are created.
+
+Nothing is published: the vector index is rebuilt from the graph afterwards
+(the gateway calls recall's RebuildIndex per tenant), and the memories the
+archive holds without a vector are listed for enrich to embed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from services.core.domain import archive
+from services.core.domain.archive import ArchiveDecoder, ArchiveEdge, ArchiveNode, Header, Manifest
+from services.core.ports import GraphRestore
+
+log = structlog.get_logger()
+
+#: (path) -> the archive's records, a batch at a time (backup.read_archive).
+ArchiveSource = Callable[[Path, ArchiveDecoder], AsyncIterator[list[Any]]]
+
+
+@dataclass(slots=True)
+class TenantRestore:
+    tenant: str
+    memories: int = 0
+    unembedded_ids: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class RestoreProgress:
+    phase: str
+    nodes_total: int = 0
+    edges_total: int = 0
+    nodes_done: int = 0
+    edges_done: int = 0
+    created: int = 0
+    updated: int = 0
+    kept: int = 0
+    done: bool = False
+    tenants: list[TenantRestore] = field(default_factory=list)
+    header: Header | None = None
+    manifest: Manifest | None = None
+    elapsed_seconds: float = 0.0
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What the verify pass learnt: the header, the manifest, key-less nodes per (label, tenant)."""
+
+    header: Header
+    manifest: Manifest
+    tenants: set[str]
+    keyless: Counter
+
+
+class Restorer:
+    """Verifies an archive, then writes it into the graph."""
+
+    def __init__(self, *, graph: GraphRestore, read: ArchiveSource, page_size: int):
+        self._graph = graph
+        self._read = read
+        self._page = page_size
+
+    async def _verify(self, path: Path) -> _Plan:
+        decoder = ArchiveDecoder()
+        tenants: set[str] = set()
+        keyless: Counter = Counter()
+        async for batch in self._read(path, decoder):
+            for record in batch:
+                if isinstance(record, ArchiveNode):
+                    tenants.add(record.tenant)
+                    if archive.identity(record) is None:
+                        keyless[(record.labels, record.tenant)] += 1
+        manifest = decoder.finish()
+        assert decoder.header is not None
+        return _Plan(decoder.header, manifest, tenants, keyless)
+
+    async def restore(
+        self, path: Path, *, caller: str, every_tenant: bool, merge: bool
+    ) -> AsyncIterator[RestoreProgress]:
+        """Restore the archive at `path`; progress after the check and after each page, the last one `done`."""
+        began = time.perf_counter()
+        plan = await self._verify(path)
+        archive.check_tenants(plan.tenants, caller, every_tenant)
+        if not merge:
+            for tenant in sorted(plan.tenants):
+                held = await self._graph.count_memories(tenant)
+                if held:
+                    raise archive.tenant_not_empty(tenant, held)
+        progress = RestoreProgress(
+            "verify",
+            nodes_total=plan.manifest.node_count,
+            edges_total=plan.manifest.edge_count,
+            header=plan.header,
+            manifest=plan.manifest,
+        )
+        log.info(
+            "restore verified", path=str(path), nodes=progress.nodes_total, edges=progress.edges_total, merge=merge
+        )
+        yield replace(progress)
+        writer = _PageWriter(self._graph, plan)
+        nodes: list[ArchiveNode] = []
+        edges: list[ArchiveEdge] = []
+        async for batch in self._read(path, ArchiveDecoder()):
+            for record in batch:
+                if isinstance(record, ArchiveNode):
+                    nodes.append(record)
+                elif isinstance(record, ArchiveEdge):
+                    edges.append(record)
+            while len(nodes) >= self._page or (nodes and edges):
+                page, nodes = nodes[: self._page], nodes[self._page :]
+                await writer.nodes(page, progress)
+                log.info("restore progress", phase="nodes", done=progress.nodes_done, of=progress.nodes_total)
+                progress.phase = "nodes"
+                yield replace(progress)
+            while len(edges) >= self._page:
+                page, edges = edges[: self._page], edges[self._page :]
+                await writer.edges(page, progress)
+                log.info("restore progress", phase="edges", done=progress.edges_done, of=progress.edges_total)
+                progress.phase = "edges"
+                yield replace(progress)
+        if nodes:
+            await writer.nodes(nodes, progress)
+        if edges:
+            await writer.edges(edges, progress)
+        progress.phase = "done"
+        progress.done = True
+        progress.tenants = [writer.tenants[t] for t in sorted(writer.tenants)]
+        progress.elapsed_seconds = time.perf_counter() - began
+        log.info(
+            "restore done",
+            path=str(path),
+            nodes=progress.nodes_done,
+            edges=progress.edges_done,
+            created=progress.created,
+            updated=progress.updated,
+            kept=progress.kept,
+            seconds=round(progress.elapsed_seconds, 3),
+        )
+        yield replace(progress)
+
+
+class _PageWriter:
+    """Writes pages of nodes and edges, remembering where each archived node went."""
+
+    def __init__(self, graph: GraphRestore, plan: _Plan):
+        self._graph = graph
+        self._plan = plan
+        #: archive node number -> stored node id
+        self._ids: dict[int, int] = {}
+        #: archive node numbers matched to a node stored before the restore
+        self._matched: set[int] = set()
+        #: (label, tenant) -> whether the graph held such nodes before (else no lookups are needed)
+        self._held: dict[tuple[str, str], bool] = {}
+        self.tenants: dict[str, TenantRestore] = {}
+
+    async def _holds(self, label: str, tenant: str) -> bool:
+        key = (label, tenant)
+        if key not in self._held:
+            self._held[key] = await self._graph.count_label(label, tenant) > 0
+        return self._held[key]
+
+    async def nodes(self, page: list[ArchiveNode], progress: RestoreProgress) -> None:
+        groups: dict[tuple[str, ...], list[ArchiveNode]] = defaultdict(list)
+        for node in page:
+            groups[node.labels].append(node)
+            if "Memory" in node.labels:
+                entry = self.tenants.setdefault(node.tenant, TenantRestore(node.tenant))
+                entry.memories += 1
+                if not node.properties.get("embedding"):
+                    entry.unembedded_ids.append(str(node.properties.get("id")))
+        for labels, members in groups.items():
+            found = await self._lookup(labels, members)
+            fresh = [n for n, stored in zip(members, found, strict=True) if stored is None]
+            replace = []
+            for node, stored in zip(members, found, strict=True):
+                if stored is None:
+                    continue
+                ref, properties = stored
+                self._ids[node.ref] = ref
+                self._matched.add(node.ref)
+                if archive.is_newer(node.properties, properties):
+                    replace.append((ref, node.properties))
+                    progress.updated += 1
+                else:
+                    progress.kept += 1
+            if replace:
+                await self._graph.replace_nodes(replace)
+            if fresh:
+                made = await self._graph.create_nodes(labels, [n.properties for n in fresh])
+                self._ids.update((n.ref, ref) for n, ref in zip(fresh, made, strict=True))
+                progress.created += len(fresh)
+        progress.nodes_done += len(page)
+
+    async def _lookup(self, labels: tuple[str, ...], members: list[ArchiveNode]) -> list[tuple[int, dict] | None]:
+        """The stored node each archived one matches, or None (a new one)."""
+        found: list[tuple[int, dict] | None] = [None] * len(members)
+        label = labels[0]
+        asks: dict[str | None, list[int]] = defaultdict(list)
+        for i, node in enumerate(members):
+            if not await self._holds(label, node.tenant):
+                continue  # the graph held no such node of the tenant: nothing to match
+            key = archive.identity(node)
+            if key is not None:
+                asks[key[0]].append(i)
+            elif self._plan.keyless[(node.labels, node.tenant)] == 1:
+                asks[None].append(i)  # the tenant's one node of the label (a counter, say)
+        for prop, indexes in asks.items():
+            keys = [(members[i].tenant, None if prop is None else members[i].properties[prop]) for i in indexes]
+            for i, stored in zip(indexes, await self._graph.find(label, prop, keys), strict=True):
+                found[i] = stored
+        return found
+
+    async def edges(self, page: list[ArchiveEdge], progress: RestoreProgress) -> None:
+        groups: dict[tuple[str, bool], list[tuple[int, int, dict]]] = defaultdict(list)
+        for edge in page:
+            both_stored = edge.source in self._matched and edge.target in self._matched
+            groups[(edge.type, both_stored)].append((self._ids[edge.source], self._ids[edge.target], edge.properties))
+        for (kind, both_stored), rows in groups.items():
+            await self._graph.create_edges(kind, rows, merge=both_stored)
+        progress.edges_done += len(page)

@@ -1,0 +1,163 @@
+"""The audit log in the graph (AuditLog): entries written by each write's own
+query, the sealer's reads and writes, history, listings and verification.
+
+Every write query that records Outbox rows (one per event, each carrying the
+entry's content in `audit`) ends with `tail()`: it takes the tenant's
+AuditCounter forward by the number of rows and creates one AuditEntry per row
+with the next sequence numbers. FalkorDB runs a graph's writes one at a time,
+so the sequence is gapless and in commit order; and the entry commits with
+the change, so an acknowledged write always has its entry. Cypher cannot
+hash: the chain is sealed afterwards (services/consolidate/audit_sealer.py).
+"""
+
+from __future__ import annotations
+
+from services.core.adapters.falkor.connection import FalkorConnection
+from services.core.domain.audit import AuditEntry, Seal
+
+_FIELDS = "a.tenant, a.seq, a.at, a.event_id, a.record, a.content_hash, a.chain"
+#: `akey` is "<tenant>/<seq, zero-padded>": one indexed string orders a
+#: tenant's entries, so a window of its log is one index range (FalkorDB
+#: indexes single properties: seq alone would range over every tenant's).
+_SEQ_DIGITS = 15
+_ZEROS = "0" * _SEQ_DIGITS
+
+
+def audit_key(tenant: str, seq: int) -> str:
+    return f"{tenant}/{seq:0{_SEQ_DIGITS}d}"
+
+
+def _entry(row) -> AuditEntry:
+    tenant, seq, at, event_id, record, content, chain = row
+    return AuditEntry(tenant, int(seq), int(at or 0), event_id or "", record or "", content or "", chain or "")
+
+
+class AuditTail:
+    """The Cypher a write query appends after `CREATE (x:Outbox) ...` (one
+    row per outbox node `x`, by default). `carry` maps the names the query returns to
+    their aggregate (e.g. {"ids": "collect(it.id)"}); after the tail, one row
+    per tenant holds them. Off (AUDIT_LOG_ENABLED=false), it only groups."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+
+    def __call__(self, carry: dict[str, str], *, row: str = "x", tenant: str = "x.tenant") -> str:
+        """`row`: the outbox node (or row map) per row, null where the query
+        recorded none; `tenant`: the row's tenant."""
+        exprs = ", ".join(f"{expr} AS {name}" for name, expr in carry.items())
+        names = ", ".join(carry)
+        if not self.enabled:
+            return f" WITH {tenant} AS audit_tenant, {exprs} WITH {names} "
+        return f"""
+            WITH {tenant} AS audit_tenant, collect({row}) AS audit_xs, {exprs}
+            MERGE (audit_c:AuditCounter {{tenant: audit_tenant}})
+            WITH audit_c, audit_tenant, audit_xs, coalesce(audit_c.seq, 0) AS audit_base, {names}
+            SET audit_c.seq = audit_base + size(audit_xs)
+            FOREACH (audit_i IN range(0, size(audit_xs) - 1) |
+                CREATE (:AuditEntry {{
+                    tenant: audit_tenant, seq: audit_base + audit_i + 1, at: (audit_xs[audit_i]).created_at,
+                    akey: audit_tenant + '/' + right('{_ZEROS}' + toString(audit_base + audit_i + 1), {_SEQ_DIGITS}),
+                    event_id: (audit_xs[audit_i]).id, record: (audit_xs[audit_i]).audit,
+                    memory_id: (audit_xs[audit_i]).memory_id, kind: (audit_xs[audit_i]).kind
+                }}))
+            WITH {names}
+        """
+
+
+class FalkorAuditLog:
+    """AuditLog on FalkorDB: reads for history, listings and verify; the sealer's reads and writes."""
+
+    def __init__(self, connection: FalkorConnection):
+        self._conn = connection
+
+    async def history(self, tenant: str, memory_id: str, limit: int) -> list[AuditEntry]:
+        """One memory's entries, oldest first."""
+        result = await self._conn.query(
+            f"MATCH (a:AuditEntry {{memory_id: $id}}) WHERE a.tenant = $tenant"
+            f" RETURN {_FIELDS} ORDER BY a.seq LIMIT $limit",
+            {"tenant": tenant, "id": memory_id, "limit": limit},
+        )
+        return [_entry(row) for row in result.result_set]
+
+    async def list_entries(
+        self,
+        tenant: str,
+        *,
+        after_seq: int,
+        limit: int,
+        since_us: int | None = None,
+        until_us: int | None = None,
+        kind: str = "",
+        memory_id: str = "",
+        within: int | None = None,
+    ) -> list[AuditEntry]:
+        """The tenant's entries after `after_seq` in sequence order, filtered;
+        with `within`, only those numbered up to after_seq + within (a
+        bounded index range: the sealer and verify read a gapless log so)."""
+        last = after_seq + within if within is not None else 10**_SEQ_DIGITS - 1
+        where = ["a.akey > $lo", "a.akey <= $hi", "a.tenant = $tenant"]
+        params: dict = {
+            "tenant": tenant,
+            "lo": audit_key(tenant, after_seq),
+            "hi": audit_key(tenant, last),
+            "limit": limit,
+        }
+        if since_us is not None:
+            where.append("a.at >= $since")
+            params["since"] = since_us
+        if until_us is not None:
+            where.append("a.at < $until")
+            params["until"] = until_us
+        if kind:
+            where.append("a.kind = $kind")
+            params["kind"] = kind
+        if memory_id:
+            where.append("a.memory_id = $memory_id")
+            params["memory_id"] = memory_id
+        result = await self._conn.query(
+            f"MATCH (a:AuditEntry) WHERE {' AND '.join(where)} RETURN {_FIELDS} ORDER BY a.akey LIMIT $limit", params
+        )
+        return [_entry(row) for row in result.result_set]
+
+    async def last_seq(self, tenant: str) -> int:
+        """The tenant's counter: the sequence of its latest entry (0: none)."""
+        result = await self._conn.query("MATCH (c:AuditCounter {tenant: $tenant}) RETURN c.seq", {"tenant": tenant})
+        return int(result.result_set[0][0] or 0) if result.result_set else 0
+
+    async def unsealed_heads(self, limit: int) -> list[tuple[str, int, str]]:
+        """(tenant, last sealed seq, its chain hash) of tenants with entries to seal."""
+        result = await self._conn.query(
+            """
+            MATCH (c:AuditCounter) WHERE coalesce(c.sealed_seq, 0) < c.seq
+            RETURN c.tenant, coalesce(c.sealed_seq, 0), c.sealed_chain LIMIT $limit
+            """,
+            {"limit": limit},
+        )
+        return [(tenant, int(seq), chain or "") for tenant, seq, chain in result.result_set]
+
+    async def seal(self, tenant: str, seals: list[Seal], *, expected_sealed_seq: int) -> bool:
+        """Write the hashes and move the tenant's sealed head, only if the head
+        is still `expected_sealed_seq` (another sealer did not get there first)."""
+        if not seals:
+            return False
+        result = await self._conn.query(
+            """
+            MATCH (c:AuditCounter {tenant: $tenant}) WHERE coalesce(c.sealed_seq, 0) = $expected
+            SET c.sealed_seq = $last_seq, c.sealed_chain = $last_chain
+            WITH c
+            UNWIND $seals AS s
+            MATCH (a:AuditEntry {akey: s.key})
+            SET a.content_hash = s.content, a.chain = s.chain
+            RETURN count(a)
+            """,
+            {
+                "tenant": tenant,
+                "expected": expected_sealed_seq,
+                "last_seq": seals[-1].seq,
+                "last_chain": seals[-1].chain_hash,
+                "seals": [
+                    {"key": audit_key(tenant, s.seq), "content": s.content_hash, "chain": s.chain_hash} for s in seals
+                ],
+            },
+        )
+        return bool(result.result_set and result.result_set[0][0])

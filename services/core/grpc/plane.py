@@ -1,0 +1,248 @@
+"""The service plane: what a process needs to serve and to call the others
+safely. The claim key (SERVICE_CLAIM_KEY, or a file generated on first
+start), the claim's lifetime, and optional TLS (GRPC_TLS_*_FILE).
+
+Servers verify every call's claim in ClaimInterceptor and keep it for the
+call (services/core/grpc/tenant.py reads it); clients sign with plane.signer()."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import grpc
+
+from services.core.actor import reset_actor, set_actor, system_actor
+from services.core.domain.errors import Unauthenticated
+from services.core.grpc.claims import (
+    CLAIM_METADATA_KEY,
+    Claim,
+    ClaimRefused,
+    ClaimSigner,
+    check_key,
+    verify_claim,
+)
+from services.core.observability import GRPC_REFUSED
+
+if TYPE_CHECKING:
+    from services.core.settings import Settings
+
+#: Where the generated claim key is kept, under MEMGRID_DATA_DIR.
+CLAIM_KEY_FILE_NAME = "service_claim_key"
+#: Services a call to needs no claim: probes and tooling must reach them.
+OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+
+#: The verified claim of the call being served (set by ClaimInterceptor, in
+#: the call's own task, so concurrent calls never see each other's).
+CURRENT_CLAIM: ContextVar[Claim | None] = ContextVar("memgrid_claim", default=None)
+#: The service serving the call, for the refusal counter.
+CURRENT_SERVICE: ContextVar[str] = ContextVar("memgrid_service", default="unknown")
+
+
+def current_claim() -> Claim | None:
+    """The verified claim of the call being served; None outside a call."""
+    return CURRENT_CLAIM.get()
+
+
+def current_service() -> str:
+    """The service serving the current call."""
+    return CURRENT_SERVICE.get()
+
+
+def count_refusal(reason: str) -> None:
+    """Count a call refused for its claim (or its role) under the serving service."""
+    GRPC_REFUSED.labels(CURRENT_SERVICE.get(), reason).inc()
+
+
+def load_or_create_claim_key(data_dir: Path) -> bytes:
+    """The claim key saved under the data dir, minted on first start (0600).
+
+    Several processes may start at once: the first creates the file
+    exclusively, the others wait for its content."""
+    path = data_dir / CLAIM_KEY_FILE_NAME
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        deadline = time.monotonic() + 5.0
+        while True:
+            saved = path.read_text().strip()
+            if saved or time.monotonic() > deadline:
+                return check_key(saved.encode())
+            time.sleep(0.05)  # its creator is writing it
+    with os.fdopen(fd, "w") as handle:
+        key = secrets.token_urlsafe(48)
+        handle.write(key + "\n")
+    return key.encode()
+
+
+@dataclass(frozen=True)
+class ServicePlane:
+    """The claim key and lifetime, and the TLS files (None: plaintext)."""
+
+    key: bytes
+    ttl_seconds: float = 60.0
+    #: Keys a claim may also be signed with (a rotation under way); never signed with.
+    accepted_keys: tuple[bytes, ...] = ()
+    skew_seconds: float = 5.0
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_ca_file: Path | None = None
+    tls_server_name: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ServicePlane:
+        """From SERVICE_CLAIM_KEY, or the generated key file; the TLS settings."""
+        if settings.service_claim_key is not None:
+            key = check_key(settings.service_claim_key.get_secret_value().encode())
+        else:
+            key = load_or_create_claim_key(settings.memgrid_data_dir)
+        previous = settings.service_claim_previous_key
+        return cls(
+            key=key,
+            accepted_keys=() if previous is None else (check_key(previous.get_secret_value().encode()),),
+            ttl_seconds=settings.service_claim_ttl_seconds,
+            skew_seconds=settings.service_claim_skew_seconds,
+            tls_cert_file=settings.grpc_tls_cert_file,
+            tls_key_file=settings.grpc_tls_key_file,
+            tls_ca_file=settings.grpc_tls_ca_file,
+            tls_server_name=settings.grpc_tls_server_name,
+        )
+
+    @property
+    def tls(self) -> bool:
+        """Whether servers and channels use TLS."""
+        return self.tls_cert_file is not None and self.tls_key_file is not None
+
+    def signer(self, actor: str | None = None) -> ClaimSigner:
+        """Signs this plane's claims; `actor` is the default actor (`system:<service>`)."""
+        return ClaimSigner(self.key, self.ttl_seconds, actor)
+
+    def verify(self, token: str | None) -> Claim:
+        """The claim `token` carries, signed with the key or an accepted one;
+        ClaimRefused when it does not stand."""
+        try:
+            return verify_claim(self.key, token, skew=self.skew_seconds)
+        except ClaimRefused as exc:
+            if exc.reason != "BAD_SIGNATURE" or not self.accepted_keys:
+                raise
+            for key in self.accepted_keys:
+                try:
+                    return verify_claim(key, token, skew=self.skew_seconds)
+                except ClaimRefused as again:
+                    if again.reason != "BAD_SIGNATURE":
+                        raise
+            raise
+
+    def _read(self, path: Path | None) -> bytes | None:
+        return None if path is None else Path(path).read_bytes()
+
+    def add_port(self, server: grpc.aio.Server, address: str) -> int:
+        """Bind `address`, with TLS when configured (client certificates
+        required when a CA is); the bound port."""
+        if not self.tls:
+            return server.add_insecure_port(address)
+        ca = self._read(self.tls_ca_file)
+        credentials = grpc.ssl_server_credentials(
+            [(self._read(self.tls_key_file), self._read(self.tls_cert_file))],
+            root_certificates=ca,
+            require_client_auth=ca is not None,
+        )
+        return server.add_secure_port(address, credentials)
+
+    def channel(self, target: str, options: list | None = None) -> grpc.aio.Channel:
+        """A channel to another service, with TLS when configured (this
+        process's certificate as its client certificate)."""
+        options = list(options or [])
+        if not self.tls:
+            return grpc.aio.insecure_channel(target, options=options)
+        if self.tls_server_name:
+            options.append(("grpc.ssl_target_name_override", self.tls_server_name))
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=self._read(self.tls_ca_file),
+            private_key=self._read(self.tls_key_file),
+            certificate_chain=self._read(self.tls_cert_file),
+        )
+        return grpc.aio.secure_channel(target, credentials, options=options)
+
+
+def _claim_token(handler_call_details) -> str | None:
+    for name, value in handler_call_details.invocation_metadata or ():
+        if name == CLAIM_METADATA_KEY:
+            return value
+    return None
+
+
+class ClaimInterceptor(grpc.aio.ServerInterceptor):
+    """Refuses every call without a valid claim (UNAUTHENTICATED, counted by
+    reason), except health and reflection; keeps the claim for the call.
+
+    Placed inside ErrorAndMetricsInterceptor, so a refusal is mapped and
+    counted like any other domain error."""
+
+    def __init__(self, service: str, plane: ServicePlane):
+        self._service = service
+        self._plane = plane
+
+    def _verified(self, token: str | None) -> Claim:
+        CURRENT_SERVICE.set(self._service)
+        try:
+            return self._plane.verify(token)
+        except ClaimRefused as exc:
+            count_refusal(exc.reason)
+            raise Unauthenticated(f"CLAIM_{exc.reason}", exc.message) from None
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None or handler_call_details.method.startswith(OPEN_SERVICES):
+            return handler
+        token = _claim_token(handler_call_details)
+        if handler.unary_unary is not None:
+            unary = handler.unary_unary
+
+            async def wrapper(request, context):
+                claim = self._verified(token)
+                reset = CURRENT_CLAIM.set(claim)
+                acting = set_actor(claim.actor or system_actor(self._service))  # the audit log's "who"
+                try:
+                    return await unary(request, context)
+                finally:
+                    reset_actor(acting)
+                    CURRENT_CLAIM.reset(reset)
+
+            return grpc.unary_unary_rpc_method_handler(
+                wrapper,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            stream = handler.unary_stream
+
+            async def stream_wrapper(request, context):
+                claim = self._verified(token)
+                CURRENT_CLAIM.set(claim)  # the call's own task: nothing to restore after
+                set_actor(claim.actor or system_actor(self._service))
+                async for item in stream(request, context):
+                    yield item
+
+            return grpc.unary_stream_rpc_method_handler(
+                stream_wrapper,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        # No client- or bidi-streaming method of ours carries tenant data: refuse one rather than serve it unchecked.
+        return grpc.stream_stream_rpc_method_handler(
+            _unchecked,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+async def _unchecked(request_iterator, context):
+    await context.abort(grpc.StatusCode.UNIMPLEMENTED, "streaming requests are not served")
+    yield  # an async generator, as a stream handler is

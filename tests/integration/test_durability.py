@@ -1,0 +1,85 @@
+"""Durability settings are explicit and checked: the stream's limits an
+operator set survive a reconnect, the dead-letter stream is made beside the
+events' one, the devstack's servers run with the fsync settings asked for,
+and start-up reads back what the servers apply."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+from devstack.servers import free_port, start_falkordb, start_nats, wait_for_port
+from services.core.wiring import event_bus, graph_store
+from tests.conftest import make_settings
+
+pytestmark = pytest.mark.integration
+
+HOUR = 3600.0
+
+
+async def test_limits_an_operator_set_by_hand_survive_a_reconnect(settings):
+    bus = event_bus(settings)
+    await bus.connect()
+    try:
+        info = await bus.jetstream.stream_info(settings.nats_stream)
+        assert info.config.max_age in (None, 0) and bus.effective_limits == (float("inf"), float("inf"))
+        # The operator raises retention by hand (nats stream edit).
+        await bus.jetstream.update_stream(info.config.evolve(max_age=HOUR, max_bytes=1 << 30))
+    finally:
+        await bus.close()
+    again = event_bus(settings)
+    await again.connect()  # ensure_stream runs again, as on every (re)start
+    try:
+        config = (await again.jetstream.stream_info(settings.nats_stream)).config
+        assert config.max_age == HOUR and config.max_bytes == 1 << 30
+        assert again.effective_limits == (HOUR, float(1 << 30))
+        assert config.subjects == [f"{settings.nats_subject_prefix}.>"]
+    finally:
+        await again.close()
+
+
+async def test_the_settings_limits_apply_when_memgrid_creates_the_stream(settings):
+    bus = event_bus(settings.model_copy(update={"nats_stream_max_age_seconds": 7 * 86400.0}))
+    await bus.connect()
+    try:
+        config = (await bus.jetstream.stream_info(settings.nats_stream)).config
+        assert config.max_age == 7 * 86400.0
+        # Dead letters have their own stream, outside the events' subjects, with no retention limit.
+        dlq = (await bus.jetstream.stream_info(bus.dead_letter_stream)).config
+        assert dlq.subjects == [f"{settings.nats_subject_prefix}_dlq.>"] and dlq.max_age in (None, 0)
+    finally:
+        await bus.close()
+
+
+def varz(port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/varz", timeout=5) as reply:
+        return json.load(reply)
+
+
+@pytest.mark.parametrize("interval, always, nanos", [("always", True, None), ("30s", None, 30_000_000_000)])
+def test_the_devstack_nats_syncs_as_asked(tmp_path, interval, always, nanos):
+    monitor = free_port()
+    server = start_nats(free_port(), tmp_path / "nats", sync_interval=interval, monitor_port=monitor)
+    try:
+        wait_for_port(monitor, 10)
+        config = varz(monitor)["jetstream"]["config"]
+        assert config.get("sync_always") is always
+        if nanos:
+            assert config["sync_interval"] == nanos
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("appendfsync", ["everysec", "always"])
+async def test_start_up_reads_back_falkordb_persistence(tmp_path, nats_server, appendfsync):
+    server = start_falkordb(free_port(), tmp_path / "falkordb", appendfsync=appendfsync)
+    settings = make_settings(server.port, nats_server.port, tmp_path / "data", falkordb_appendfsync=appendfsync)
+    graph = graph_store(settings)
+    try:
+        await graph.lifecycle.ensure_schema()
+        assert graph.connection.durability == ("yes", appendfsync)
+    finally:
+        await graph.lifecycle.close()
+        server.stop()

@@ -1,0 +1,183 @@
+"""The whole stack as separate OS processes on free ports, each one killable
+(SIGKILL, as a crash) and restartable on its own, with the same data dirs.
+
+devstack runs everything under one supervisor that stops the stack when a
+child dies; a fault test needs the opposite, so this starts the same
+processes the same way (devstack.servers for FalkorDB and NATS,
+`python -m services.<name>.main` and `python -m gateway.main` for the rest)
+and keeps each one's handle. The service claim key is set in the
+environment, so every process signs and checks with the one key.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from devstack.servers import ServerProcess, free_port, start_falkordb, start_nats, wait_for_port
+from services.core.settings import SERVICE_NAMES
+
+TOKEN = "reliability-token"
+#: Every process of a stack, in start order.
+PROCESSES = ("falkordb", "nats", *SERVICE_NAMES, "gateway")
+
+
+class ProcessStack:
+    """FalkorDB, NATS, the four services and the gateway, each its own process."""
+
+    def __init__(self, data_dir: Path | None = None, **env_overrides: str):
+        self._owns_dir = data_dir is None
+        self.data = data_dir or Path(tempfile.mkdtemp(prefix="memgrid-reliability-"))
+        self.falkordb_port = free_port()
+        self.nats_port = free_port()
+        self.env = {
+            **os.environ,
+            "MEMGRID_DATA_DIR": str(self.data),
+            "AUTOMEM_API_TOKEN": TOKEN,
+            "PORT": str(free_port()),
+            "FALKORDB_PORT": str(self.falkordb_port),
+            "NATS_URL": f"nats://127.0.0.1:{self.nats_port}",
+            "SERVICE_CLAIM_KEY": secrets.token_urlsafe(48),
+            "LOG_LEVEL": "WARNING",
+            "LOG_JSON": "false",
+            # Fast stand-ins for the models: the placeholder embedder is deterministic
+            # (a vector search with a memory's exact text finds it first).
+            "EMBEDDING_PROVIDER": "placeholder",
+            "ENRICHMENT_SPACY_BLANK": "true",
+            "ENRICHMENT_ENTITY_PROCESS": "false",
+            "CONSUMER_FETCH_TIMEOUT_SECONDS": "0.2",
+            "SHUTDOWN_GRACE_SECONDS": "1",
+            **env_overrides,
+        }
+        for name in SERVICE_NAMES:
+            self.env[f"{name.upper()}_GRPC_PORT"] = str(free_port())
+            self.env[f"{name.upper()}_METRICS_PORT"] = str(free_port())
+        self.url = f"http://127.0.0.1:{self.env['PORT']}"
+        self.servers: dict[str, ServerProcess] = {}
+        self.children: dict[str, subprocess.Popen] = {}
+
+    # -- processes ---------------------------------------------------------------------------------
+
+    def start(self, name: str) -> None:
+        """Start (or restart) one process and wait until it listens."""
+        if name == "falkordb":
+            self.servers[name] = start_falkordb(
+                self.falkordb_port,
+                self.data / "falkordb",
+                appendfsync=self.env.get("FALKORDB_APPENDFSYNC", "everysec"),
+            )
+        elif name == "nats":
+            self.servers[name] = start_nats(
+                self.nats_port, self.data / "nats", sync_interval=self.env.get("NATS_SYNC_INTERVAL", "always")
+            )
+        else:
+            module = "gateway.main" if name == "gateway" else f"services.{name}.main"
+            log = open(self.data / f"{name}.log", "ab")  # noqa: SIM115 (the child keeps it)
+            self.children[name] = subprocess.Popen(
+                [sys.executable, "-m", module],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            log.close()
+            port = int(self.env["PORT"]) if name == "gateway" else int(self.env[f"{name.upper()}_GRPC_PORT"])
+            wait_for_port(port, 120)
+
+    def pid(self, name: str) -> int | None:
+        if name in self.servers:
+            return self.servers[name].pid()
+        process = self.children.get(name)
+        return process.pid if process is not None and process.poll() is None else None
+
+    def pids(self) -> dict[str, int]:
+        """The pid of every process that runs."""
+        return {n: p for n in PROCESSES if (p := self.pid(n)) is not None}
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one process, as a crash would, and reap it."""
+        if name in self.servers:
+            self.servers[name].kill()
+            return
+        process = self.children[name]
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+    def stop(self, name: str) -> None:
+        if name in self.servers:
+            self.servers.pop(name).stop()
+            return
+        process = self.children.pop(name, None)
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    # -- the stack ---------------------------------------------------------------------------------
+
+    def __enter__(self) -> ProcessStack:
+        try:
+            for name in PROCESSES:
+                self.start(name)
+            self.wait_healthy(180)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name in reversed(PROCESSES):
+            try:
+                self.stop(name)
+            except Exception:  # a stop that fails must not hide the test's own failure
+                pass
+        if self._owns_dir and not os.environ.get("MEMGRID_KEEP_RELIABILITY_DATA"):
+            shutil.rmtree(self.data, ignore_errors=True)
+
+    def health(self) -> tuple[int, dict]:
+        reply = httpx.get(f"{self.url}/health", headers=self.headers, timeout=10)
+        return reply.status_code, reply.json()
+
+    def wait_healthy(self, within: float) -> float:
+        """Wait until /health answers 200 (every service serving, every store
+        connected); the seconds waited."""
+        started = time.monotonic()
+        while True:
+            try:
+                if self.health()[0] == 200:
+                    return time.monotonic() - started
+            except (httpx.HTTPError, ValueError):
+                pass
+            if time.monotonic() - started > within:
+                raise TimeoutError(f"the stack was not healthy within {within}s (logs in {self.data})")
+            time.sleep(0.2)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {TOKEN}"}
+
+    def rss_kib(self) -> dict[str, int]:
+        """VmRSS of each running process, in KiB (/proc/<pid>/status)."""
+        sizes = {}
+        for name, pid in self.pids().items():
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        sizes[name] = int(line.split()[1])
+            except OSError:
+                continue
+        return sizes
