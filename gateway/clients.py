@@ -17,7 +17,7 @@ from memgrid.v1 import (
 )
 from services.core.grpc.claims import ClaimSigner
 from services.core.grpc.plane import ServicePlane
-from services.core.grpc.server import MESSAGE_OPTIONS
+from services.core.grpc.server import MAX_MESSAGE_BYTES, message_options
 from services.core.settings import SERVICE_NAMES, Settings
 
 
@@ -35,9 +35,13 @@ class ServiceClients:
     audit: audit_service_pb2_grpc.AuditServiceStub | None = None
 
     @classmethod
-    def connect(cls, targets: dict[str, str], plane: ServicePlane) -> ServiceClients:
-        """Channels to `targets` (TLS when the plane has it), signing with the plane's key."""
-        channels = {name: plane.channel(targets[name], options=MESSAGE_OPTIONS) for name in SERVICE_NAMES}
+    def connect(
+        cls, targets: dict[str, str], plane: ServicePlane, max_message_bytes: int = MAX_MESSAGE_BYTES
+    ) -> ServiceClients:
+        """Channels to `targets` (TLS when the plane has it), signing with the
+        plane's key, bounding messages as the services do (GRPC_MAX_MESSAGE_BYTES)."""
+        options = message_options(max_message_bytes)
+        channels = {name: plane.channel(targets[name], options=options) for name in SERVICE_NAMES}
         return cls(
             channels=channels,
             ingest=ingest_service_pb2_grpc.IngestServiceStub(channels["ingest"]),
@@ -52,7 +56,9 @@ class ServiceClients:
     @classmethod
     def from_settings(cls, settings: Settings) -> ServiceClients:
         return cls.connect(
-            {name: settings.grpc_target(name) for name in SERVICE_NAMES}, ServicePlane.from_settings(settings)
+            {name: settings.grpc_target(name) for name in SERVICE_NAMES},
+            ServicePlane.from_settings(settings),
+            settings.grpc_max_message_bytes,
         )
 
     async def close(self) -> None:

@@ -1,5 +1,8 @@
-"""python /app/health_probe.py <service>: exit 0 when the memgrid service in
-this pod answers grpc.health.v1 SERVING, else 1.
+"""python /app/health_probe.py <service> [<grpc service name>]: exit 0 when
+the memgrid service in this pod answers grpc.health.v1 SERVING, else 1. The
+check is of the overall status ("") unless a gRPC service name is given:
+recall's readiness asks for memgrid.v1.RecallService, which serves only once
+its projection caught up (services/recall/readiness.py).
 
 The kubelet's own gRPC probe speaks plaintext only; with GRPC_TLS_* set (the
 prod overlay) the services take TLS, client certificates included, so the
@@ -18,8 +21,9 @@ from services.core.grpc.plane import ServicePlane
 from services.core.settings import SERVICE_NAMES, Settings
 
 
-async def check(service: str, settings: Settings, deadline_seconds: float) -> bool:
-    """Whether `service` on this host answers SERVING within `deadline_seconds`."""
+async def check(service: str, settings: Settings, deadline_seconds: float, grpc_service: str = "") -> bool:
+    """Whether `service` on this host answers SERVING within `deadline_seconds`
+    (for `grpc_service`; "": the server's overall status)."""
     plane = ServicePlane(
         key=b"",  # health takes no claim
         tls_cert_file=settings.grpc_tls_cert_file,
@@ -30,7 +34,7 @@ async def check(service: str, settings: Settings, deadline_seconds: float) -> bo
     channel = plane.channel(f"127.0.0.1:{settings.grpc_port(service)}")
     try:
         stub = health_pb2_grpc.HealthStub(channel)
-        reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=deadline_seconds)
+        reply = await stub.Check(health_pb2.HealthCheckRequest(service=grpc_service), timeout=deadline_seconds)
     except Exception as exc:  # unreachable, a TLS failure, a deadline: not healthy
         print(f"{service}: {exc}", file=sys.stderr)
         return False
@@ -40,11 +44,12 @@ async def check(service: str, settings: Settings, deadline_seconds: float) -> bo
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[1] not in SERVICE_NAMES:
-        print(f"usage: health_probe.py <{'|'.join(SERVICE_NAMES)}>", file=sys.stderr)
+    if len(argv) not in (2, 3) or argv[1] not in SERVICE_NAMES:
+        print(f"usage: health_probe.py <{'|'.join(SERVICE_NAMES)}> [<grpc service name>]", file=sys.stderr)
         return 2
     settings = Settings()
-    return 0 if asyncio.run(check(argv[1], settings, settings.health_check_timeout_seconds * 3)) else 1
+    grpc_service = argv[2] if len(argv) == 3 else ""
+    return 0 if asyncio.run(check(argv[1], settings, settings.health_check_timeout_seconds * 3, grpc_service)) else 1
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from services.core.settings import SERVICE_NAMES
 router = APIRouter(route_class=JsonRoute)
 
 #: Component figures that count every tenant's data.
-EVERY_TENANTS_FIGURES = frozenset({"memories", "messages", "points"})
+EVERY_TENANTS_FIGURES = frozenset({"memories", "messages", "points", "lag", "repaired_tenants", "repaired_points"})
 
 
 def _is_admin(request: Request) -> bool:

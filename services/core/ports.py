@@ -242,6 +242,10 @@ class IndexSource(MemoryLookup, Protocol):
         """A page of the tenant's (with None, every tenant's) memories with
         embeddings after a cursor (-1 to start), and the next cursor (index rebuilds)."""
 
+    async def embedded_counts(self) -> dict[str, int]:
+        """Per tenant, the memories with an embedding: the points the vector
+        index should hold, but for vectors of another dimension (its convergence check)."""
+
 
 class GraphViews(Protocol):
     """The graph views and the analysis (/graph/*, /analyze)."""
@@ -582,6 +586,10 @@ class VectorIndex(Protocol):
     async def search_many(self, queries: list[VectorQuery], *, with_payload: bool = False) -> list[list[VectorHit]]: ...
 
     async def count(self) -> int: ...
+
+    async def count_by_tenant(self, limit: int) -> dict[str, int]:
+        """Points per tenant (at most `limit` tenants), exact: the convergence
+        check's side of the comparison with the graph."""
 
     async def clear(self, tenant: str | None = None) -> None:
         """Remove the tenant's points, or with None every point (a rebuild

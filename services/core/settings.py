@@ -107,6 +107,15 @@ class Settings(BaseSettings):
     enrichment_fetch_size: int = 256
     projector_batch_size: int = 256  # events recall's projector takes at once
     projector_durable: str = "recall-projector"  # recall's projection consumer, shared by its replicas
+    # A starting recall answers NOT_SERVING for its service name (the readiness probe's) until the projection
+    # consumer's backlog (undelivered + unacknowledged events) is at most this many, so a new replica joins
+    # with a caught-up index; the overall health ("", liveness) is SERVING as soon as it started. The default
+    # leaves room for a few batches in flight at the other replicas (acknowledged-pending counts them too).
+    recall_ready_max_pending: int = Field(default=1000, ge=0)
+    # ... or until this long after start-up, then it serves anyway (a warning): a vector arm a little behind
+    # beats a replica that never takes traffic, and the current-state pass reads the graph in any case.
+    recall_ready_timeout_seconds: float = Field(default=300.0, ge=0)
+    recall_ready_poll_seconds: float = Field(default=1.0, gt=0)  # how often the backlog is read meanwhile
     enrich_durable: str = "enrich"  # the enrichment stage's consumer
     # Enrich's first stage, embedding: its own durable consumer of created and
     # content-changing updated events; it records an `embedded` event, which
@@ -182,6 +191,9 @@ class Settings(BaseSettings):
     admin_api_token: str | None = None  # X-Admin-Token, which admin routes need with AUTOMEM_API_TOKEN
     default_tenant: str = "default"  # the tenant of AUTOMEM_API_TOKEN
     grpc_timeout_seconds: float = 10.0  # the gateway's deadline for a call to a service
+    # The largest gRPC message a service takes or sends: a larger one is refused with RESOURCE_EXHAUSTED
+    # before it is handled, and the service stays up. Well above what MAX_REQUEST_BYTES of JSON becomes.
+    grpc_max_message_bytes: int = Field(default=256 * 1024 * 1024, ge=4 * 1024 * 1024)
     # Many tenants: a JSON list of {token_sha256, tenant, role[, memory_limit]} (gateway/tokens_file.py).
     memgrid_tokens_file: Path | None = None
     tokens_file_check_seconds: float = 1.0  # how often the file is checked for changes
@@ -379,6 +391,14 @@ class Settings(BaseSettings):
     startup_critical_importance: float = Field(default=0.9, ge=0, le=1)
     related_default_limit: int = 20  # GET /memories/{id}/related's limit by default
     reindex_batch_size: int = 1000  # points per upsert when the index is rebuilt from the graph
+    # How often recall compares the vector index with the graph (a count per tenant on each side) and
+    # re-projects a tenant whose counts differ; the first check runs at start-up. 0 turns it off.
+    recall_index_check_seconds: float = Field(default=300.0, ge=0)
+    # A count that differs is read again after this pause and repaired only when the difference is the same:
+    # a write the projector is applying differs for a moment too.
+    recall_index_check_settle_seconds: float = Field(default=2.0, ge=0)
+    # Tenants one check compares at most (the vector engine's facet over `tenant` returns this many).
+    recall_index_check_tenants: int = Field(default=100_000, ge=1)
 
     # Graph views (/graph/*) and the analysis (/analyze), served by recall.
     graph_snapshot_default_limit: int = 200  # /graph/snapshot's nodes by default ...
@@ -418,10 +438,11 @@ class Settings(BaseSettings):
     consolidation_tick_seconds: float = Field(default=60.0, ge=0)
     consolidation_page_size: int = Field(default=250, ge=1)  # memories per graph read and batched write of a pass
     consolidation_report_sample: int = Field(default=20, ge=0)  # changes a report lists (before/after), per task
-    # The pause after each page of a pass is this ratio times the page's own time (its read, writes and
-    # relay), at least CONSOLIDATION_PAGE_PAUSE_SECONDS: a duty cycle, the pass holds at most 1 / (1 + ratio)
-    # of the store's time, so recall's queries are not queued behind a long run (docs/performance.md).
-    consolidation_page_pause_ratio: float = Field(default=1.0, ge=0)
+    # The pause after each page of a pass is this ratio times the page's own time (its read, decisions and
+    # write), at least CONSOLIDATION_PAGE_PAUSE_SECONDS: a duty cycle, the pass holds at most 1 / (1 + ratio)
+    # of the store's time, so a page slowed by a loaded store waits longer and recall's queries get in
+    # between. 1.0 took a first pass over 100k past 60 s (docs/performance.md).
+    consolidation_page_pause_ratio: float = Field(default=0.5, ge=0)
     # The least pause between a pass's pages (0: only the ratio's).
     consolidation_page_pause_seconds: float = Field(default=0.05, ge=0)
     # The consolidate process's nice value: its passes yield the CPU to recall and ingest (0: as every process).
@@ -488,6 +509,9 @@ class Settings(BaseSettings):
     # consumer of its own: at most this many at once per recall process (more
     # are refused, 429), so a crowd of streams cannot exhaust one replica.
     recall_max_watches: int = 256
+    # ... and at most this many for one tenant (its 429 names RECALL_MAX_WATCHES_PER_TENANT), so one
+    # tenant's streams leave room for everyone else's.
+    recall_max_watches_per_tenant: int = Field(default=32, ge=1)
     # Events a watch fetches from JetStream at once, and how long one pull
     # waits (an idle watch checks its consumer still exists this often).
     recall_watch_batch_size: int = 256

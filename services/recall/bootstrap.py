@@ -16,6 +16,7 @@ from services.core.wiring import embedder as embedder_of
 from services.recall.access import AccessRecorder
 from services.recall.audit import AuditLimits, AuditReads
 from services.recall.audit_servicer import AuditServicer
+from services.recall.convergence import IndexConvergence
 from services.recall.current_state import CurrentStatePass
 from services.recall.df_warmer import FrequencyWarmer
 from services.recall.event_watch import EventWatches
@@ -25,6 +26,7 @@ from services.recall.index_admin import IndexAdmin
 from services.recall.listings import Listings, ReadLimits, StartupRules
 from services.recall.projector import Projector, projected_subjects
 from services.recall.ranked import RankedRecall
+from services.recall.readiness import CaughtUp
 from services.recall.reads import MemoryReads
 from services.recall.servicer import RecallServicer
 from services.recall.text_arms import TextArms
@@ -106,17 +108,30 @@ def build_app(
             analysis_top=settings.analysis_top,
         ),
     )
+    index_admin = IndexAdmin(source=graph.index_source, vectors=vectors, lifecycle=lifecycle, events=events)
+    convergence = IndexConvergence(
+        source=graph.index_source,
+        vectors=vectors,
+        rebuild_tenant=lambda tenant: index_admin.project_anew(settings.reindex_batch_size, tenant),
+        lock=index_admin.rebuild_lock,
+        interval_seconds=settings.recall_index_check_seconds,
+        settle_seconds=settings.recall_index_check_settle_seconds,
+        batch_size=settings.reindex_batch_size,
+        max_tenants=settings.recall_index_check_tenants,
+    )
+    index_admin.convergence_figures = convergence.figures
     servicer = RecallServicer(
         reads=MemoryReads(reader=reader, state=state, relation_limit=policy.relation_limit),
         ranked=ranked,
         listings=listings,
-        index=IndexAdmin(source=graph.index_source, vectors=vectors, lifecycle=lifecycle, events=events),
+        index=index_admin,
         views=views,
         default_limit=settings.recall_default_limit,
         rebuild_batch_size=settings.reindex_batch_size,
         watches=EventWatches(
             event_watch(settings, events),
             max_watches=settings.recall_max_watches,
+            max_per_tenant=settings.recall_max_watches_per_tenant,
             heartbeat_seconds=settings.recall_watch_heartbeat_seconds,
         ),
         exports=MemoryExports(
@@ -153,8 +168,24 @@ def build_app(
         ),
         projector.handle,
     )
+    # The projection consumer is shared by every replica (one durable), so its backlog is the shared index's:
+    # a starting replica serves reads once that is small (RECALL_READY_*).
+    caught_up = CaughtUp(
+        consumer.pending,
+        max_pending=settings.recall_ready_max_pending,
+        timeout_seconds=settings.recall_ready_timeout_seconds,
+        poll_seconds=settings.recall_ready_poll_seconds,
+    )
+
+    async def ready() -> bool:
+        """Caught up with the projection, and the index's start-up check done
+        (a lost shard refilled), each within RECALL_READY_TIMEOUT_SECONDS."""
+        caught = await caught_up.wait()
+        return await convergence.first_check(settings.recall_ready_timeout_seconds) and caught
+
     return ServiceApp(
         service_name=full_service_name(recall_service_pb2, "RecallService"),
+        ready=ready,
         add_servicer=recall_service_pb2_grpc.add_RecallServiceServicer_to_server,
         servicer=servicer,
         startups=[
@@ -164,11 +195,20 @@ def build_app(
             warm_embedder,
             events.connect,
             consumer.start,
+            convergence.start,
             warmer.start,
             access.start,
         ],
         # What recall returned is written before the graph closes.
-        shutdowns=[warmer.stop, access.stop, consumer.stop, events.close, vectors.close, lifecycle.close],
+        shutdowns=[
+            convergence.stop,
+            warmer.stop,
+            access.stop,
+            consumer.stop,
+            events.close,
+            vectors.close,
+            lifecycle.close,
+        ],  # fmt: skip
         extra_services=[
             (
                 full_service_name(audit_service_pb2, "AuditService"),

@@ -3,13 +3,16 @@
 Recall hosts the watches because it already reads the event stream (its
 projection) and is the read side that scales out: each replica serves its own
 watchers straight from JetStream, and the gateway holds no bus connection.
-The number of watches open at once in one process is capped.
+The number of watches open at once in one process is capped, and so is
+each tenant's share of them (one tenant's crowd of streams leaves room for
+the others).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import AsyncIterator
 
 from prometheus_client import Gauge
@@ -24,13 +27,23 @@ _KINDS = {kind.value for kind in EventKind}
 
 
 class EventWatches:
-    """Opens watches for callers, at most `max_watches` at once."""
+    """Opens watches for callers, at most `max_watches` at once and
+    `max_per_tenant` of them for one tenant (None: no tenant cap)."""
 
-    def __init__(self, source: EventWatchSource, *, max_watches: int, heartbeat_seconds: float = 15.0):
+    def __init__(
+        self,
+        source: EventWatchSource,
+        *,
+        max_watches: int,
+        max_per_tenant: int | None = None,
+        heartbeat_seconds: float = 15.0,
+    ):
         self._source = source
         self._max = max_watches
+        self._max_per_tenant = max_per_tenant
         self._heartbeat = heartbeat_seconds
         self._open = 0
+        self._by_tenant: Counter[str] = Counter()
 
     @property
     def open(self) -> int:
@@ -53,7 +66,8 @@ class EventWatches:
     ) -> AsyncIterator[WatchOpened | WatchGap | SequencedEvent | WatchHeartbeat]:
         """The tenant's events after `after_sequence` (None: from now on), a
         heartbeat after each quiet `heartbeat_seconds`; refused with
-        RESOURCE_EXHAUSTED while `max_watches` are open."""
+        RESOURCE_EXHAUSTED while `max_watches` are open, or the tenant's
+        `max_per_tenant`."""
         wanted = self._kinds(kinds)
         if self._open >= self._max:
             raise ResourceExhausted(
@@ -61,7 +75,15 @@ class EventWatches:
                 f"this recall process serves {self._max} event watches at most (RECALL_MAX_WATCHES); retry later",
                 limit=self._max,
             )
+        if self._max_per_tenant is not None and self._by_tenant[tenant] >= self._max_per_tenant:
+            raise ResourceExhausted(
+                "TENANT_WATCH_LIMIT_REACHED",
+                f"this tenant has {self._max_per_tenant} event streams open at most on this recall process "
+                "(RECALL_MAX_WATCHES_PER_TENANT); close one or retry later",
+                limit=self._max_per_tenant,
+            )
         self._open += 1  # counted before the first await, so concurrent callers see it
+        self._by_tenant[tenant] += 1
         OPEN_WATCHES.inc()
         items = self._source.watch(tenant, after_sequence, wanted)
         pending: asyncio.Task | None = None
@@ -86,4 +108,7 @@ class EventWatches:
                     await pending
             await items.aclose()
             self._open -= 1
+            self._by_tenant[tenant] -= 1
+            if not self._by_tenant[tenant]:
+                del self._by_tenant[tenant]
             OPEN_WATCHES.dec()

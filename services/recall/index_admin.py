@@ -4,9 +4,10 @@ of the stores recall depends on."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import structlog
@@ -45,6 +46,10 @@ class IndexAdmin:
         self._lifecycle = lifecycle
         self._events = events
         self._clock = clock
+        #: Held by a rebuild and by the convergence check: never both at once.
+        self.rebuild_lock = asyncio.Lock()
+        #: The /health figures of the index's convergence check (None: no check).
+        self.convergence_figures: Callable[[], dict[str, float]] | None = None
 
     async def find_similar(
         self, tenant: str, queries: list[tuple[str, list[float]]], *, limit: int, min_score: float
@@ -67,7 +72,14 @@ class IndexAdmin:
     async def rebuild_index(self, batch_size: int, tenant: str | None) -> AsyncIterator[RebuildProgress]:
         """Drop the tenant's points (None: every point) and project its part
         of the graph again, page by page: the index is a projection, so the
-        graph alone reproduces it. Other tenants' points stay searchable."""
+        graph alone reproduces it. Other tenants' points stay searchable.
+        Waits for a convergence check that is running."""
+        async with self.rebuild_lock:
+            async for progress in self.project_anew(batch_size, tenant):
+                yield progress
+
+    async def project_anew(self, batch_size: int, tenant: str | None) -> AsyncIterator[RebuildProgress]:
+        """rebuild_index without the lock: for a caller that holds it (the convergence check)."""
         started = time.perf_counter()
         total = await self._source.count_memories(tenant)
         await self._vectors.clear(tenant)
@@ -96,7 +108,10 @@ class IndexAdmin:
     async def system_status(self, tenant: str | None) -> tuple[int, list[ComponentStatus]]:
         """The memory count (the tenant's; None: all tenants') and the stores recall depends on."""
         graph = await self._lifecycle.status()
-        components = [graph, await self._events.status(), await self._vectors.status()]
+        vectors = await self._vectors.status()
+        if self.convergence_figures is not None:
+            vectors = replace(vectors, figures={**vectors.figures, **self.convergence_figures()})
+        components = [graph, await self._events.status(), vectors]
         if tenant is not None and graph.status == "connected":
             return await self._source.count_memories(tenant), components
         return int(graph.figures.get("memories", 0)), components

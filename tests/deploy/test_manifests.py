@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import subprocess
 
 import pytest
 from fastapi.testclient import TestClient
 
+from memgrid.v1 import recall_service_pb2
+from services.core.grpc.app import full_service_name
 from services.core.settings import SERVICE_NAMES, Settings
 from tests.deploy.conftest import OVERLAYS, ROOT, tool
 
@@ -60,6 +63,10 @@ def environment(docs: list[dict], deployment: dict) -> dict[str, str]:
     for var in spec.get("env", []):
         if "value" in var:
             values[var["name"]] = var["value"]
+        ref = var.get("valueFrom", {}).get("secretKeyRef")
+        for secret in kinds(docs, "Secret") if ref else []:
+            if secret["metadata"]["name"] == ref["name"] and ref["key"] in secret.get("data", {}):
+                values[var["name"]] = base64.b64decode(secret["data"][ref["key"]]).decode()
     return values
 
 
@@ -201,7 +208,8 @@ def test_prod_keeps_the_stream_on_a_three_node_nats_cluster_and_falkordb_with_a_
     nats = named(prod, "StatefulSet", "nats")
     assert nats["spec"]["replicas"] == 3
     args = container(nats)["args"]
-    assert "--jetstream" in args and any(a.startswith("--routes=") for a in args)
+    assert any(a.startswith("--routes=") for a in args)
+    assert "store_dir" in nats_jetstream_block(prod, nats)  # JetStream is on (its block in the config file)
     assert settings_of(prod, named(prod, "Deployment", "ingest")).nats_stream_replicas == 3
     replica = named(prod, "StatefulSet", "falkordb-replica")
     redis_args = {e["name"]: e.get("value") for e in container(replica)["env"]}["REDIS_ARGS"]
@@ -214,13 +222,20 @@ def test_prod_keeps_the_stream_on_a_three_node_nats_cluster_and_falkordb_with_a_
         )
 
 
-def probe_port(probe: dict, service: str, settings: Settings) -> int:
-    """The port a probe checks: the kubelet's gRPC probe names it; the TLS probe script reads it from Settings."""
+#: The gRPC service a readiness probe asks for, where not the overall status: recall's own turns SERVING
+#: only once its projection consumer caught up (services/recall/readiness.py, ServiceApp.ready).
+READY_SERVICE = {"recall": full_service_name(recall_service_pb2, "RecallService")}
+
+
+def probe_port(probe: dict, service: str, settings: Settings, kind: str = "livenessProbe") -> int:
+    """The port a probe checks: the kubelet's gRPC probe names it; the TLS probe script reads it from Settings.
+    Start-up and liveness ask for the overall status (SERVING once started), readiness for READY_SERVICE's."""
+    asked = READY_SERVICE.get(service, "") if kind == "readinessProbe" else ""
     if "grpc" in probe:
-        assert probe["grpc"].get("service", "") == ""  # the overall status, which the server sets
+        assert probe["grpc"].get("service", "") == asked, (service, kind)
         return probe["grpc"]["port"]
     command = probe["exec"]["command"]
-    assert command == ["python", "/app/health_probe.py", service]
+    assert command == ["python", "/app/health_probe.py", service, *([asked] if asked else [])], (service, kind)
     return settings.grpc_port(service)
 
 
@@ -238,7 +253,7 @@ def test_every_service_port_and_health_check_matches_what_the_code_serves(object
         assert ports == {"grpc": settings.grpc_port(name), "metrics": settings.metrics_port(name)}, name
         assert settings.listen_host == "0.0.0.0"  # reachable on the pod's IP, metrics included
         for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
-            assert probe_port(spec[kind], name, settings) == settings.grpc_port(name), (name, kind)
+            assert probe_port(spec[kind], name, settings, kind) == settings.grpc_port(name), (name, kind)
         annotations = deployment["spec"]["template"]["metadata"]["annotations"]
         assert annotations["prometheus.io/scrape"] == "true"
         assert int(annotations["prometheus.io/port"]) == settings.metrics_port(name)
@@ -345,3 +360,87 @@ def test_the_dockerfile_builds_one_unprivileged_image_without_compilers():
     assert "HF_HUB_OFFLINE=1" in final
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert ".venv" in ignored and ".git" in ignored and "data" in ignored
+
+
+def nats_jetstream_block(docs: list[dict], nats: dict) -> dict[str, str]:
+    """The `jetstream {}` block of the config file NATS runs with (`--config`), found through its
+    volume mount and ConfigMap: {option: value, unquoted}."""
+    spec = container(nats)
+    [path] = [a.split("=", 1)[1] if "=" in a else spec["args"][i + 1] for i, a in enumerate(spec["args"])
+              if a.split("=", 1)[0] in ("--config", "-c")]  # fmt: skip
+    directory, _, filename = path.rpartition("/")
+    [mount] = [m for m in spec["volumeMounts"] if m["mountPath"] == directory]
+    [volume] = [v for v in nats["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"]]
+    text = named(docs, "ConfigMap", volume["configMap"]["name"])["data"][filename]
+    [block] = re.findall(r"jetstream\s*\{([^}]*)\}", text)
+    options = (re.match(r"\s*(\w+)\s*[:=]\s*(\S+)", line) for line in block.splitlines())
+    return {m[1]: m[2].strip("\"'") for m in options if m}
+
+
+def redis_args(statefulset: dict) -> dict[str, str]:
+    """FalkorDB's REDIS_ARGS as {option: the word after it}."""
+    words = {e["name"]: e.get("value") for e in container(statefulset)["env"]}["REDIS_ARGS"].split()
+    return {w: words[i + 1] if i + 1 < len(words) else "" for i, w in enumerate(words) if w.startswith("--")}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_stores_persist_as_the_settings_defaults_say_like_the_devstack(objects, overlay):
+    """The manifests' servers fsync as devstack's do: JetStream's sync_interval is NATS_SYNC_INTERVAL's
+    default (not NATS's own 2 minutes), FalkorDB's append-only file is on and synced as
+    FALKORDB_APPENDFSYNC's default (docs/operations.md, Durability)."""
+    docs = objects[overlay]
+    defaults = Settings.model_fields
+    nats = named(docs, "StatefulSet", "nats")
+    assert nats_jetstream_block(docs, nats)["sync_interval"] == defaults["nats_sync_interval"].default
+    falkordbs = [s for s in kinds(docs, "StatefulSet") if s["metadata"]["name"].startswith("falkordb")]
+    assert len(falkordbs) == (2 if overlay == "prod" else 1)  # the replica persists as the primary does
+    for falkordb in falkordbs:
+        args = redis_args(falkordb)
+        assert args["--appendonly"] == "yes", falkordb["metadata"]["name"]
+        assert args["--appendfsync"] == defaults["falkordb_appendfsync"].default, falkordb["metadata"]["name"]
+
+
+#: The keys of memgrid-secrets each process reads (its Settings' secrets), and no other: the claim key
+#: (and the previous one, while it is rotated) everywhere; the API tokens in the gateway; FalkorDB's
+#: password in the services; Qdrant's key in recall only (no other process opens the vector index);
+#: the OpenAI key where an LLM step or an embedder may use it (recall's query embedder must match enrich's).
+CLAIM = {"SERVICE_CLAIM_KEY", "SERVICE_CLAIM_PREVIOUS_KEY"}
+SECRETS_READ = {
+    "gateway": CLAIM | {"AUTOMEM_API_TOKEN", "ADMIN_API_TOKEN"},
+    "ingest": CLAIM | {"FALKORDB_PASSWORD", "OPENAI_API_KEY"},
+    "recall": CLAIM | {"FALKORDB_PASSWORD", "QDRANT_API_KEY", "OPENAI_API_KEY"},
+    "enrich": CLAIM | {"FALKORDB_PASSWORD", "OPENAI_API_KEY"},
+    "consolidate": CLAIM | {"FALKORDB_PASSWORD", "OPENAI_API_KEY"},
+}
+STORE_CREDENTIALS = {"FALKORDB_PASSWORD", "QDRANT_API_KEY"}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_each_process_gets_only_the_secrets_it_reads_and_the_gateway_no_store_credential(objects, overlay):
+    docs = objects[overlay]
+    assert set(SECRETS_READ) == set(PROCESSES)
+    for name, deployment in memgrid_deployments(docs).items():
+        spec = container(deployment)
+        # Never a whole Secret (envFrom or a volume), only its keys one by one.
+        assert not any("secretRef" in source for source in spec.get("envFrom", [])), name
+        secret_volumes = {
+            v["secret"]["secretName"]
+            for v in deployment["spec"]["template"]["spec"].get("volumes", [])
+            if "secret" in v
+        }
+        assert secret_volumes <= {"memgrid-grpc-tls"}, name
+        refs = {
+            var["name"]: var["valueFrom"]["secretKeyRef"]
+            for var in spec.get("env", [])
+            if "secretKeyRef" in var.get("valueFrom", {})
+        }
+        assert set(refs) == SECRETS_READ[name], name
+        for variable, ref in refs.items():
+            assert ref["name"].startswith("memgrid-secrets") and ref["key"] == variable, (name, variable)
+            # Only the claim key is required (a pod without it does not start); the rest are the operator's choice.
+            assert ref.get("optional", False) is (variable != "SERVICE_CLAIM_KEY"), (name, variable)
+        assert settings_of(docs, deployment).service_claim_key is not None or overlay == "prod", name
+    gateway = container(memgrid_deployments(docs)["gateway"])
+    assert STORE_CREDENTIALS.isdisjoint(var["name"] for var in gateway.get("env", [])), overlay
+    if overlay == "dev":  # the dev Secret's values reach only who reads them
+        assert settings_of(docs, memgrid_deployments(docs)["gateway"]).automem_api_token == "dev-only-token"

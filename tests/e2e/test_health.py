@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import API_TOKEN
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -63,3 +64,15 @@ async def test_a_degraded_health_names_no_error_to_a_stranger(gateway_url, stack
     assert anonymous.json()["services"]["recall"] == "UNAVAILABLE"
     assert all(set(c) == {"status"} for c in anonymous.json()["components"].values()), anonymous.text
     assert "recall unavailable" in admin.json()["components"]["falkordb"]["detail"]
+
+
+async def test_the_vector_index_reports_its_lag_and_last_check(anonymous):
+    """Recall's convergence check runs at start-up; /health shows what it found."""
+
+    async def checked():
+        index = (await anonymous.get("/health")).json()["vector_index"]
+        return index if index.get("last_check", 0) > 0 else None
+
+    index = await wait_for(checked)
+    assert index["lag"] == 0 and index["checking"] in (0, 1)
+    assert {"repaired_tenants", "repaired_points"} <= set(index)

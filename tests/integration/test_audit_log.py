@@ -147,7 +147,7 @@ async def test_off_writes_no_entries(settings):
         await graph.lifecycle.close()
 
 
-async def test_consolidation_s_writes_are_audited_as_the_service_only_where_they_emit(store):
+async def test_decay_s_score_writes_are_not_audited(store):
     from services.core.ports import RelevanceUpdate
 
     a, b = ids(2)
@@ -156,12 +156,10 @@ async def test_consolidation_s_writes_are_audited_as_the_service_only_where_they
         written = await store.consolidation.write_relevance(
             "default", [RelevanceUpdate(a, 1, 0.4, True), RelevanceUpdate(b, 1, 0.5, False)], now_us=5
         )
-    assert sorted(written) == sorted([a, b])  # both scores written ...
+    assert sorted(written) == sorted([a, b])  # both scores written, one with an event ...
     entries, _ = await reads(store).list_entries("default", kind="decayed")
-    assert [(e.parsed["memory_id"], e.parsed["actor"]) for e in entries] == [
-        (a, "system:consolidate")
-    ]  # ... one emitted
-    assert await store.audit.last_seq("default") == 3
+    assert entries == []  # ... and neither audited: the score is derived data
+    assert await store.audit.last_seq("default") == 2  # the two creates
 
 
 async def test_the_sealer_crosses_a_gap_wider_than_its_batch(store):

@@ -34,11 +34,12 @@ async def health_server():
     await server.stop(0)
 
 
-async def probe(service: str, port: int, **settings: str) -> int:
-    """The probe's exit code, run as the kubelet runs it (its own process), for `service` on `port`."""
+async def probe(service: str, port: int, *grpc_service: str, **settings: str) -> int:
+    """The probe's exit code, run as the kubelet runs it (its own process), for `service` on `port`
+    (and the gRPC service name, when given)."""
     env = {**os.environ, f"{service.upper()}_GRPC_PORT": str(port), "HEALTH_CHECK_TIMEOUT_SECONDS": "0.5", **settings}
     process = await asyncio.create_subprocess_exec(
-        sys.executable, str(PROBE), service, env=env, cwd=ROOT, stderr=subprocess.DEVNULL
+        sys.executable, str(PROBE), service, *grpc_service, env=env, cwd=ROOT, stderr=subprocess.DEVNULL
     )
     return await asyncio.wait_for(process.wait(), timeout=30)
 
@@ -49,6 +50,17 @@ async def test_the_probe_passes_while_serving_and_fails_otherwise(health_server)
     assert await probe("recall", port) == 0
     await servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)  # starting, or draining on SIGTERM
     assert await probe("recall", port) == 1
+
+
+async def test_the_readiness_probe_asks_for_the_named_service_and_liveness_for_the_overall_status(health_server):
+    """Recall's readiness names memgrid.v1.RecallService, NOT_SERVING while its projection catches up."""
+    port, servicer = health_server
+    await servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    await servicer.set("memgrid.v1.RecallService", health_pb2.HealthCheckResponse.NOT_SERVING)
+    assert await probe("recall", port) == 0
+    assert await probe("recall", port, "memgrid.v1.RecallService") == 1
+    await servicer.set("memgrid.v1.RecallService", health_pb2.HealthCheckResponse.SERVING)
+    assert await probe("recall", port, "memgrid.v1.RecallService") == 0
 
 
 async def test_the_probe_fails_when_nothing_listens_and_refuses_an_unknown_service():

@@ -88,10 +88,30 @@ class ProcessStack:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                # Not the checkout: a developer's .env there must not reach the test's stack
+                # (the venv's .pth file makes the code importable from anywhere).
+                cwd=self.data,
             )
             log.close()
             port = int(self.env["PORT"]) if name == "gateway" else int(self.env[f"{name.upper()}_GRPC_PORT"])
-            wait_for_port(port, 120)
+            self._wait_listening(name, port, 120)
+
+    def _wait_listening(self, name: str, port: int, within: float) -> None:
+        """Wait for the child to listen; fail at once, with its log's tail, if it exits first."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if self.children[name].poll() is not None:
+                raise RuntimeError(f"{name} exited ({self.children[name].returncode}) on start:\n{self.log_tail(name)}")
+            try:
+                wait_for_port(port, 0.5)
+                return
+            except TimeoutError:
+                continue
+        raise TimeoutError(f"{name} not listening on {port} after {within}s:\n{self.log_tail(name)}")
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        path = self.data / f"{name}.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
     def pid(self, name: str) -> int | None:
         if name in self.servers:

@@ -68,6 +68,7 @@ class Figures:
     refusal_window_seconds: float = 0.0  # first refused write to last
     worst_refusal_latency: float = 0.0
     converge_seconds: float = 0.0  # restart until every check holds
+    refusal_example: str = ""  # the message of one refused write, as the client saw it
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +94,10 @@ def ledger():
 
 
 def table(figures: list[Figures]) -> str:
-    head = "| fault | writes | acked | refused (503) | found | duplicated | lost | outage s | refusals s | worst refusal s | converge s |"
+    head = (
+        "| fault | writes | acked | refused (503) | found | duplicated | lost"
+        " | outage s | refusals s | worst refusal s | converge s |"
+    )
     rows = [head, "|" + "---|" * 11]
     for f in figures:
         rows.append(
@@ -122,7 +126,8 @@ async def write_load(client: httpx.AsyncClient, fault: str, stop: asyncio.Event)
             body = {"message": reply.text}
         if reply.is_success:
             return Outcome(content, reply.status_code, latency, started, memory_id=body["memory_id"])
-        return Outcome(content, reply.status_code, latency, started, message=str(body.get("message")), code=body.get("code"))
+        message, code = str(body.get("message")), body.get("code")
+        return Outcome(content, reply.status_code, latency, started, message=message, code=code)
 
     tasks: list[asyncio.Task] = []
     tick = time.monotonic()
@@ -189,6 +194,7 @@ async def test_acknowledged_writes_survive_a_kill(stack, ledger, fault):
         if refused:
             figures.refusal_window_seconds = max(o.started for o in refused) - min(o.started for o in refused)
             figures.worst_refusal_latency = max(o.latency for o in refused)
+            figures.refusal_example = refused[0].message[:300]
 
         rows = await wait_for(lambda: converged(stack, ledger["acked"]), within=CONVERGE_WITHIN, every=0.5)
         figures.converge_seconds = time.monotonic() - restarted_at

@@ -83,8 +83,8 @@ def test_an_event_is_worth_it_only_when_the_score_moved_beyond_epsilon():
 
 
 def test_the_event_threshold_compares_with_the_last_emitted_score_not_the_last_written():
-    assert emits(None, None, 0.5, 0.01)  # the first score
-    assert emits(None, 0.5, 0.5, 0.01)  # no score written (a restore dropped it): first again
+    assert not emits(None, None, 0.5, 0.01)  # the first score is a baseline, not a change
+    assert not emits(None, 0.5, 0.5, 0.01)  # no score written (a restore dropped it): first again
     # Written 0.496 (no event), emitted 0.5: 0.492 is 0.004 from the written one but 0.008 from the emitted: quiet.
     assert not emits(0.496, 0.5, 0.492, 0.01)
     # A drift in steps each below epsilon emits once it adds up beyond it from the last event.

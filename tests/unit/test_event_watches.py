@@ -1,7 +1,8 @@
 """Recall's event watches (services/recall/event_watch.py): at most
 RECALL_MAX_WATCHES open at once in a process (RESOURCE_EXHAUSTED past it),
-a slot freed when a watch ends, unknown event kinds refused by name, and
-heartbeats while a tenant is quiet."""
+and RECALL_MAX_WATCHES_PER_TENANT of them for one tenant, a slot freed when
+a watch ends, unknown event kinds refused by name, and heartbeats while a
+tenant is quiet."""
 
 from __future__ import annotations
 
@@ -40,6 +41,25 @@ async def test_watches_past_the_cap_are_refused_until_one_ends():
     assert (await anext(third)).after_sequence == 3
     assert source.calls[-1] == ("globex", 3, ["created", "updated"])
     await third.aclose()
+
+
+async def test_a_tenants_watches_past_its_share_are_refused_while_others_open():
+    watches = EventWatches(Source(), max_watches=10, max_per_tenant=2)
+    held = [watches.watch("acme", None, []) for _ in range(2)]
+    for watch in held:
+        await anext(watch)
+    with pytest.raises(ResourceExhausted) as refused:
+        await anext(watches.watch("acme", None, []))
+    assert refused.value.reason == "TENANT_WATCH_LIMIT_REACHED"
+    assert "RECALL_MAX_WATCHES_PER_TENANT" in refused.value.message and watches.open == 2
+    other = watches.watch("globex", None, [])
+    await anext(other)  # another tenant is not held up by acme's share
+    await held[0].aclose()
+    again = watches.watch("acme", None, [])
+    await anext(again)  # a closed watch gives its tenant the slot back
+    for watch in (held[1], other, again):
+        await watch.aclose()
+    assert watches.open == 0
 
 
 async def test_an_unknown_kind_is_refused_naming_the_field():

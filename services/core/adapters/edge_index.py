@@ -7,7 +7,9 @@ directory refuses to start with VectorIndexInUse instead of failing deep in
 qdrant-edge's WAL. Calls run in a worker thread so the event loop
 never blocks; HNSW optimisation runs in the background after enough upserts
 (searches keep working meanwhile, on the unoptimised segments).
-`clear()` drops the shard directory and creates it anew.
+`clear()` drops the shard directory and creates it anew, and so does open()
+when the shard on disk cannot be loaded (recall's convergence check then
+re-projects it from the graph).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from qdrant_edge import (
     EdgeConfig,
     EdgeShard,
     EdgeVectorParams,
+    FacetRequest,
     FieldCondition,
     Filter,
     HasIdCondition,
@@ -136,6 +139,8 @@ class EdgeVectorIndex:
         #: (configured, found) when an existing index has another dimension and autodetect is off.
         self.mismatch: tuple[int, int] | None = None
         self.refused = 0
+        #: Why open() replaced an unreadable shard with an empty one (None: it did not).
+        self.recovered: str | None = None
         self._shard: EdgeShard | None = None
         self._lock = threading.Lock()
         #: Held by optimize() (which runs without _lock) and by clear(), which replaces the shard.
@@ -195,17 +200,30 @@ class EdgeVectorIndex:
         shutil.rmtree(self._cleared, ignore_errors=True)
         self._path.mkdir(parents=True, exist_ok=True)
         existing = any(self._path.iterdir())
-        if existing and self._manifest.exists():
-            found = int(json.loads(self._manifest.read_text())["dimension"])
-            if found != self.dimension:
-                if not self._autodetect:
-                    self.mismatch = (self.dimension, found)
-                    log.error("vector index dimension mismatch", configured=self.dimension, index=found)
-                    return
-                log.info("adopting the vector index's dimension", configured=self.dimension, index=found)
-                self.dimension = found
+        found = self._manifest_dimension() if existing else None
+        if found is not None and found != self.dimension:
+            if not self._autodetect:
+                self.mismatch = (self.dimension, found)
+                log.error("vector index dimension mismatch", configured=self.dimension, index=found)
+                return
+            log.info("adopting the vector index's dimension", configured=self.dimension, index=found)
+            self.dimension = found
         if existing:
-            self._shard = EdgeShard.load(str(self._path), self._config())
+            try:
+                self._shard = EdgeShard.load(str(self._path), self._config())
+            except Exception as exc:
+                # A corrupt shard (a torn WAL, a damaged segment or config):
+                # the index is a projection, so it is replaced by an empty one
+                # and recall's convergence check re-projects it from the graph,
+                # rather than recall failing at every start.
+                log.error("vector index unreadable: replaced by an empty one", path=str(self._path), error=str(exc))
+                self.recovered = str(exc)
+                shutil.rmtree(self._cleared, ignore_errors=True)
+                self._path.rename(self._cleared)
+                shutil.rmtree(self._cleared, ignore_errors=True)
+                self._path.mkdir(parents=True)
+                existing = False
+        if existing:
             # A shard made before a field was indexed gets its index now (filters work without, but scan).
             schema = self._shard.info().payload_schema
             for name, kind in INDEXED_FIELDS.items():
@@ -214,6 +232,16 @@ class EdgeVectorIndex:
         else:
             self._shard = self._create()
         self._manifest.write_text(json.dumps({"dimension": self.dimension, "distance": "cosine"}))
+
+    def _manifest_dimension(self) -> int | None:
+        """The dimension the manifest records; None when it is missing or unreadable."""
+        try:
+            return int(json.loads(self._manifest.read_text())["dimension"])
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("vector index manifest unreadable", path=str(self._manifest), error=str(exc))
+            return None
 
     @property
     def _cleared(self) -> Path:
@@ -319,6 +347,14 @@ class EdgeVectorIndex:
         if self._shard is None:
             return 0
         return await self._run(lambda shard: shard.count(CountRequest(exact=True)))
+
+    async def count_by_tenant(self, limit: int) -> dict[str, int]:
+        """An exact facet over the indexed `tenant` field: one call for every tenant."""
+        if self._shard is None:
+            return {}
+        request = FacetRequest(key="tenant", limit=limit, exact=True)
+        response = await self._run(lambda shard: shard.facet(request))
+        return {str(hit.value): int(hit.count) for hit in response.hits if hit.count > 0}
 
     async def clear(self, tenant: str | None = None) -> None:
         """Remove the tenant's points (a delete by filter), or every point by

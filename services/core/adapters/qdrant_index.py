@@ -269,6 +269,13 @@ class QdrantClientIndex:
             return 0
         return (await self._client.count(self._collection, exact=True)).count
 
+    async def count_by_tenant(self, limit: int) -> dict[str, int]:
+        """An exact facet over the indexed `tenant` field: one request for every tenant."""
+        if self._client is None:
+            return {}
+        response = await self._client.facet(self._collection, "tenant", limit=limit, exact=True)
+        return {str(hit.value): int(hit.count) for hit in response.hits if hit.count > 0}
+
     async def clear(self, tenant: str | None = None) -> None:
         """Remove the tenant's points, or every point (a delete by an empty
         filter, which matches all): the collection keeps its configuration

@@ -94,11 +94,13 @@ def moved(previous: float | None, score: float, epsilon: float) -> bool:
 
 
 def emits(written: float | None, emitted: float | None, score: float, epsilon: float) -> bool:
-    """Whether a new score is worth a DECAYED event: the first score (none
-    written yet), or one that moved by more than epsilon from the score the
-    last event carried (`emitted`; the written one when no event is on
-    record). Comparing with the last written score would let a score drift
-    any distance in steps each below epsilon without a single event."""
+    """Whether a new score is worth a DECAYED event: one that moved by more
+    than epsilon from the score the last event carried (`emitted`; the
+    written one when no event is on record). The first score emits nothing:
+    nothing was there to decay from, and a first pass over a store would
+    otherwise send one event per memory. Comparing with the last written
+    score would let a score drift any distance in steps each below epsilon
+    without a single event."""
     if written is None:
-        return True
+        return False
     return moved(written if emitted is None else emitted, score, epsilon)

@@ -133,18 +133,20 @@ def find_head(
     current (the supersede flow closes every replaced memory's window) is
     walked through; at a fork the most recent edge that leads to a current
     memory wins. None when no current memory lies within `max_hops`: a
-    memory is superseded only by an active successor. Each memory
-    is visited once per start, so a cycle ends the walk."""
-    visited = {start}
+    memory is superseded only by an active successor. A memory is walked
+    again only when reached in fewer hops than before (a shorter path leaves
+    more of the budget beyond it: a fork's longer branch must not hide what
+    the shorter one reaches within max_hops), so a cycle ends the walk."""
+    fewest = {start: 0}
 
     def deepest(node: str, hops: int) -> tuple[Memory, int] | None:
         if hops >= max_hops:
             return None
         for edge in edges_at(node, successors, at):
             target = edge.target_id
-            if target in visited:
+            if fewest.get(target, max_hops + 1) <= hops + 1:
                 continue
-            visited.add(target)
+            fewest[target] = hops + 1
             found = deepest(target, hops + 1)
             if found is not None:
                 return found

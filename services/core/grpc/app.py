@@ -28,6 +28,13 @@ class ServiceApp:
     step_timeout_seconds: float = 15.0
     #: More services the same process serves: (full name, add_servicer, servicer).
     extra_services: list[tuple[str, Callable[[object, grpc.aio.Server], None], object]] = field(default_factory=list)
+    #: Awaited in the background once started: until it returns, `service_name` answers NOT_SERVING (what a
+    #: readiness probe asks) while the overall status ("", what liveness asks) and the extra services serve.
+    #: None: the service is ready as soon as it started.
+    ready: Callable[[], Awaitable[object]] | None = None
+    #: How long start() waits for `ready` before it returns: with nothing to wait for (the common case)
+    #: the service is SERVING when start() returns, as it is without `ready`.
+    ready_wait_seconds: float = 1.0
 
     @property
     def service_names(self) -> list[str]:

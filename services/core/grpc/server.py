@@ -7,7 +7,7 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -35,10 +35,13 @@ log = structlog.get_logger()
 #: what that lets through (a short JSON number can grow to ~11 bytes as a
 #: protobuf Value).
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
-MESSAGE_OPTIONS = [
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-]
+
+
+def message_options(max_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    """The channel and server options bounding a message both ways: a larger
+    one is refused with RESOURCE_EXHAUSTED before it reaches a servicer
+    (GRPC_MAX_MESSAGE_BYTES in a service's main)."""
+    return [("grpc.max_receive_message_length", max_bytes), ("grpc.max_send_message_length", max_bytes)]
 
 
 class Application(Protocol):
@@ -46,6 +49,10 @@ class Application(Protocol):
 
     #: Fully-qualified gRPC service names, for health and reflection.
     service_names: list[str]
+    #: The main service's name, and what it waits for before it answers SERVING (None: nothing; ServiceApp.ready).
+    service_name: str
+    ready: Callable[[], Awaitable[object]] | None
+    ready_wait_seconds: float
 
     def register(self, server: grpc.aio.Server) -> None: ...
 
@@ -135,6 +142,8 @@ class RunningService:
     health: health.aio.HealthServicer
     app: Application
     grace_seconds: float
+    #: Marks the main service SERVING once the app is ready (Application.ready); None when it needs no wait.
+    readiness: asyncio.Task | None = None
     _stopped: bool = field(default=False, repr=False)
 
     async def stop(self) -> None:
@@ -143,6 +152,8 @@ class RunningService:
             return
         self._stopped = True
         log.info("shutting down", grace_seconds=self.grace_seconds)
+        if self.readiness is not None:
+            self.readiness.cancel()
         await self.health.enter_graceful_shutdown()
         await self.server.stop(self.grace_seconds)
         await self.app.stop()
@@ -150,13 +161,22 @@ class RunningService:
 
 
 async def start(
-    name: str, app: Application, *, host: str, port: int, grace_seconds: float, plane: ServicePlane
+    name: str,
+    app: Application,
+    *,
+    host: str,
+    port: int,
+    grace_seconds: float,
+    plane: ServicePlane,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
 ) -> RunningService:
     """Bind (with TLS when the plane has it), answer health as NOT_SERVING,
-    start the app, then mark SERVING. Every call but health and reflection
-    must carry a claim signed with the plane's key."""
+    start the app, then mark SERVING (the main service only once the app's
+    `ready` returned, when it has one). Every call but health and reflection
+    must carry a claim signed with the plane's key; a message over
+    `max_message_bytes` is refused (RESOURCE_EXHAUSTED)."""
     interceptors = [ErrorAndMetricsInterceptor(name), ClaimInterceptor(name, plane)]
-    server = grpc.aio.server(interceptors=interceptors, options=MESSAGE_OPTIONS)
+    server = grpc.aio.server(interceptors=interceptors, options=message_options(max_message_bytes))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     app.register(server)
@@ -174,10 +194,29 @@ async def start(
     except BaseException:
         await server.stop(0)
         raise
+    gated = app.service_name if app.ready is not None else None
     for service_name in ("", *app.service_names):
-        await health_servicer.set(service_name, health_pb2.HealthCheckResponse.SERVING)
-    log.info("serving", services=app.service_names)
-    return RunningService(name, bound, server, health_servicer, app, grace_seconds)
+        if service_name != gated:
+            await health_servicer.set(service_name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("serving", services=app.service_names, waiting_for_ready=gated)
+    readiness = None
+    if gated:
+        readiness = asyncio.create_task(_serve_when_ready(health_servicer, gated, app.ready))
+        await asyncio.wait({readiness}, timeout=app.ready_wait_seconds)
+    return RunningService(name, bound, server, health_servicer, app, grace_seconds, readiness)
+
+
+async def _serve_when_ready(health_servicer: health.aio.HealthServicer, service_name: str, ready) -> None:
+    """Mark `service_name` SERVING once `ready()` returns (or raised: logged, and served anyway, since a
+    replica that never turns ready takes no traffic at all)."""
+    try:
+        await ready()
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("readiness check failed; serving anyway", service=service_name)
+    await health_servicer.set(service_name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("ready", service=service_name)
 
 
 async def run_until_signalled(running: RunningService) -> None:
@@ -216,6 +255,7 @@ def main(name: str, build_app, *, nice: Callable[[Settings], int] | None = None)
             port=settings.grpc_port(name),
             grace_seconds=settings.shutdown_grace_seconds,
             plane=plane,
+            max_message_bytes=settings.grpc_max_message_bytes,
         )
         await run_until_signalled(running)
 

@@ -16,17 +16,27 @@ of one tenant. Reads walk node ids in windows (an id range seek), one pass.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import redis.exceptions as redis_errors
 import structlog
 
 from services.core.adapters.falkor.connection import FalkorConnection
 from services.core.domain.archive import TRANSIENT_LABELS, ArchiveEdge, ArchiveNode
+from services.core.domain.errors import Unavailable
 
 log = structlog.get_logger()
+
+#: The server settings that start forks of their own, and their value while a copy is made (off).
+_FORK_CONFIGS = {"auto-aof-rewrite-percentage": "0", "save": ""}
+#: INFO persistence fields set while a child process runs.
+_FORK_FLAGS = ("aof_rewrite_in_progress", "rdb_bgsave_in_progress", "module_fork_in_progress")
+#: How long a backup waits for a running child (a rewrite of a large AOF) to end.
+FORK_WAIT_SECONDS = 300.0
 
 
 def _name(text: str) -> str:
@@ -100,12 +110,61 @@ class FalkorGraphBackup:
         await self._conn.query("RETURN 1")  # connects when not yet connected
         return await self._conn._graph.execute_command(*args)  # noqa: SLF001 - the package's own connection
 
+    async def _config(self, name: str) -> str | None:
+        try:
+            reply = await self._command("CONFIG", "GET", name)
+        except redis_errors.ResponseError:
+            return None  # a managed server may refuse CONFIG
+        # redis-py answers a dict (RESP3, newer clients) or [name, value]
+        value = reply.get(name) if isinstance(reply, dict) else reply[1] if len(reply) == 2 else None
+        return value.decode() if isinstance(value, bytes) else value
+
+    async def _set_config(self, name: str, value: str) -> None:
+        try:
+            await self._command("CONFIG", "SET", name, value)
+        except redis_errors.ResponseError as exc:
+            log.warning("could not set FalkorDB's config for a backup", name=name, error=str(exc))
+
+    async def _no_fork_running(self) -> None:
+        """Wait until the server runs no child process (an AOF rewrite, an RDB save)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FORK_WAIT_SECONDS
+        while True:
+            info = await self._command("INFO", "persistence")
+            busy = [k for k in _FORK_FLAGS if str(info.get(k, 0)) not in ("0", "")]
+            if not busy:
+                return
+            if loop.time() > deadline:
+                raise Unavailable(
+                    "BACKUP_SNAPSHOT_BUSY",
+                    f"FalkorDB kept a child process running ({', '.join(busy)}) for {FORK_WAIT_SECONDS:.0f} s:"
+                    " the backup's GRAPH.COPY was not sent; try again later",
+                )
+            await asyncio.sleep(0.05)
+
     @asynccontextmanager
     async def snapshot(self) -> AsyncIterator[FalkorSnapshot]:
-        """A point-in-time copy of the graph, deleted on leaving."""
+        """A point-in-time copy of the graph, deleted on leaving.
+
+        GRAPH.COPY forks; while another child runs (an AOF rewrite, an RDB
+        save) it retries the fork holding the server's lock and the graph's
+        read lock, which under concurrent writes can hang the server (seen
+        with the bundled FalkorDB; docs/backup.md). So the server's own forks
+        are held off (automatic AOF rewrites and RDB saves suspended), the
+        copy is sent only once no child runs, and the settings come back after."""
         source = self._conn._graph_name  # noqa: SLF001
         copy_name = f"{source}__backup_{uuid.uuid4().hex[:12]}"
-        await self._command("GRAPH.COPY", source, copy_name)
+        saved = {name: await self._config(name) for name in _FORK_CONFIGS}
+        try:
+            for name, value in saved.items():
+                if value is not None:
+                    await self._set_config(name, _FORK_CONFIGS[name])
+            await self._no_fork_running()
+            await self._command("GRAPH.COPY", source, copy_name)
+        finally:
+            for name, value in saved.items():
+                if value is not None:
+                    await self._set_config(name, value)
         args = self._conn._connect_args  # noqa: SLF001
         copy = FalkorConnection(
             host=args["host"],
