@@ -18,8 +18,8 @@ def memory_at(
     importance: float = 0.5,
     **fields,
 ) -> Memory:
-    """A memory whose every time is `at`; other fields by name."""
-    return Memory(
+    """A memory whose every time is `at`; other fields (a time among them) by name."""
+    values = dict(
         id=memory_id,
         tenant=tenant,
         content=content,
@@ -31,5 +31,6 @@ def memory_at(
         updated_at=at,
         last_accessed=at,
         recorded_at=at,
-        **fields,
     )
+    values.update(fields)
+    return Memory(**values)

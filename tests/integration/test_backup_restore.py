@@ -25,6 +25,7 @@ from services.core.domain.embedding_codec import encode_embedding
 from services.core.domain.errors import AlreadyExists, PermissionDenied
 from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
 from services.core.wiring import graph_store
+from tests.factories import memory_at
 
 pytestmark = pytest.mark.integration
 
@@ -33,23 +34,15 @@ T0 = datetime(2025, 1, 15, 10, 30, 0, 123456, tzinfo=UTC)
 
 def memory(memory_id: str, tenant: str = "acme", **fields) -> Memory:
     values = dict(
-        id=memory_id,
-        tenant=tenant,
         content=f"content of {memory_id}",
         type="Decision",
         confidence=0.9,
-        importance=0.5,
-        timestamp=T0,
-        t_valid=T0,
-        updated_at=T0,
-        last_accessed=T0,
-        recorded_at=T0,
         tags=["project:alpha"],
         tag_prefixes=["project", "project:alpha"],
         metadata={"k": "v", "n": [1, 2.5]},
     )
     values.update(fields)
-    return Memory(**values)
+    return memory_at(memory_id, T0, tenant=tenant, **values)
 
 
 async def put(store, *memories: Memory) -> None:
