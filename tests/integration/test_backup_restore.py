@@ -18,16 +18,31 @@ from pathlib import Path
 
 import pytest
 
+from devstack.servers import free_port, start_falkordb
 from services.consolidate.backup import BackupFiles, BackupScheduler, BackupWriter, read_archive
 from services.consolidate.restore import Restorer
 from services.core.domain.archive import ArchiveError, to_prune
 from services.core.domain.embedding_codec import encode_embedding
 from services.core.domain.errors import AlreadyExists, PermissionDenied
 from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
+from services.core.settings import Settings
 from services.core.wiring import graph_store
 from tests.factories import memory_at
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def falkordb_server(tmp_path_factory):
+    """A FalkorDB server of this module's own, as a deployment has (one memgrid graph and the
+    snapshot's copy), rather than the session's, which holds every other test's graphs: GRAPH.COPY
+    forks the whole server, and with many graphs under concurrent writes it was seen to hang
+    (docs/backup.md, "Known limits")."""
+    timeout = Settings(_env_file=None).falkordb_query_timeout_ms
+    server = start_falkordb(free_port(), tmp_path_factory.mktemp("falkordb_backup"), query_timeout_ms=timeout)
+    yield server
+    server.stop()
+
 
 T0 = datetime(2025, 1, 15, 10, 30, 0, 123456, tzinfo=UTC)
 
