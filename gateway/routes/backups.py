@@ -18,7 +18,7 @@ from fastapi.responses import StreamingResponse
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
-from gateway.openapi import BOOLEAN, INTEGER, NUMBER, STRING, array, doc, obj, query
+from gateway.openapi import BOOLEAN, INTEGER, NUMBER, STRING, array, doc, nullable, obj, query
 from gateway.responses import JsonRoute
 from gateway.routes.admin import long_call
 from gateway.routes.body import decode_json, is_json_media_type, optional_json_object
@@ -42,9 +42,9 @@ COUNTS = {"type": "object", "additionalProperties": INTEGER}
 INFO_FIELDS = {
     "name": STRING,
     "size_bytes": INTEGER,
-    "created_at": STRING,
+    "created_at": nullable(STRING),
     "scope": {"enum": ["tenant", "every_tenant", ""], "description": "Empty: an archive without its manifest file."},
-    "tenant": STRING,
+    "tenant": {**nullable(STRING), "description": "Null for an archive of every tenant."},
     "version": INTEGER,
     "sha256": STRING,
     "nodes": {**COUNTS, "description": "Nodes by label."},

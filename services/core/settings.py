@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     # How long after the query timeout the client gives up on a reply (a hung connection). Long, because a
     # recall process cannot read a reply while qdrant-edge optimises its index holding the GIL (minutes at 100k).
     falkordb_socket_margin_seconds: float = Field(default=300.0, gt=0)
+    # How long a request keeps retrying a FalkorDB it cannot reach (a read, or a write that never left) before
+    # it answers 503: a short outage (a restart) is absorbed, a longer one is refused within a bounded time.
+    falkordb_retry_seconds: float = Field(default=3.0, ge=0)
     # How the FalkorDB server syncs its append-only file (Redis appendfsync); the devstack starts it with
     # appendonly yes and this, and every service logs the server's values at start-up. everysec: a host
     # crash (power, kernel) may lose up to ~1 s of acknowledged writes, a process crash none; always: none

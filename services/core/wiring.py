@@ -33,6 +33,7 @@ def graph_store(settings: Settings) -> FalkorGraph:
         df_cache_seconds=settings.recall_df_cache_seconds,
         query_timeout_ms=settings.falkordb_query_timeout_ms,
         socket_margin_seconds=settings.falkordb_socket_margin_seconds,
+        request_retry_seconds=settings.falkordb_retry_seconds,
         audit_log=settings.audit_log_enabled,
         appendfsync=settings.falkordb_appendfsync,
         entity_bounds=EntityBounds(

@@ -144,14 +144,20 @@ class FalkorConnection:
                     f"the graph query did not finish within {self._timeout_ms} ms (FALKORDB_QUERY_TIMEOUT_MS): {exc}",
                     timeout_ms=self._timeout_ms,
                 ) from exc
+            # The client's message names the store's internal address: logged, never answered.
             if _not_sent(exc) or (repeatable and _retryable(exc)):
-                raise Unavailable("FALKORDB_UNAVAILABLE", f"FalkorDB is unavailable: {exc}") from exc
+                log.warning("falkordb unavailable", where=self.where, error=str(exc))
+                raise Unavailable(
+                    "FALKORDB_UNAVAILABLE",
+                    f"the graph store is unavailable (retried for {self._request_retry:g} s); try again shortly",
+                ) from exc
             if _retryable(exc):
+                log.warning("falkordb write unconfirmed", where=self.where, error=str(exc))
                 raise Unavailable(
                     "FALKORDB_WRITE_UNCONFIRMED",
-                    "the connection to FalkorDB was lost during a write, which may or may not have been applied"
-                    " (not sent again: it is not idempotent); read before retrying, or retry with an"
-                    f" Idempotency-Key: {exc}",
+                    "the connection to the graph store was lost during a write, which may or may not have been"
+                    " applied (not sent again: it is not idempotent); read before retrying, or retry with an"
+                    " Idempotency-Key",
                 ) from exc
             raise
 
