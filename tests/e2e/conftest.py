@@ -35,11 +35,14 @@ def stack_settings(settings):
 async def stack_services(stack_settings):
     """The four services, started in-process on free ports."""
     services = {}
+    dialled = stack_settings
     try:
         for name, build in BUILDERS.items():
             services[name] = await start(
-                name, build(stack_settings), host="127.0.0.1", port=0, grace_seconds=1.0, plane=plane_of(stack_settings)
+                name, build(dialled), host="127.0.0.1", port=0, grace_seconds=1.0, plane=plane_of(stack_settings)
             )
+            # The services started later dial this one where it listens (enrich reaches recall).
+            dialled = dialled.model_copy(update={f"{name}_addr": f"127.0.0.1:{services[name].port}"})
         yield services
     finally:
         for service in services.values():
