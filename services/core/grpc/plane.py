@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
+from contextlib import asynccontextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from services.core.grpc.claims import (
     check_key,
     verify_claim,
 )
+from services.core.grpc.wrapping import around_calls
 from services.core.observability import GRPC_REFUSED
 
 if TYPE_CHECKING:
@@ -197,44 +199,30 @@ class ClaimInterceptor(grpc.aio.ServerInterceptor):
             count_refusal(exc.reason)
             raise Unauthenticated(f"CLAIM_{exc.reason}", exc.message) from None
 
+    @asynccontextmanager
+    async def _claimed(self, token: str | None):
+        """The call runs with its verified claim and its actor (the audit log's "who")."""
+        claim = self._verified(token)
+        reset = CURRENT_CLAIM.set(claim)
+        acting = set_actor(claim.actor or system_actor(self._service))
+        try:
+            yield
+        finally:
+            # A stream's generator may be closed from another context (a cancelled call): then there is
+            # nothing of this call's to restore.
+            with suppress(ValueError):
+                reset_actor(acting)
+            with suppress(ValueError):
+                CURRENT_CLAIM.reset(reset)
+
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
         if handler is None or handler_call_details.method.startswith(OPEN_SERVICES):
             return handler
         token = _claim_token(handler_call_details)
-        if handler.unary_unary is not None:
-            unary = handler.unary_unary
-
-            async def wrapper(request, context):
-                claim = self._verified(token)
-                reset = CURRENT_CLAIM.set(claim)
-                acting = set_actor(claim.actor or system_actor(self._service))  # the audit log's "who"
-                try:
-                    return await unary(request, context)
-                finally:
-                    reset_actor(acting)
-                    CURRENT_CLAIM.reset(reset)
-
-            return grpc.unary_unary_rpc_method_handler(
-                wrapper,
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream is not None:
-            stream = handler.unary_stream
-
-            async def stream_wrapper(request, context):
-                claim = self._verified(token)
-                CURRENT_CLAIM.set(claim)  # the call's own task: nothing to restore after
-                set_actor(claim.actor or system_actor(self._service))
-                async for item in stream(request, context):
-                    yield item
-
-            return grpc.unary_stream_rpc_method_handler(
-                stream_wrapper,
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
+        wrapped = around_calls(handler, lambda _context: self._claimed(token))
+        if wrapped is not None:
+            return wrapped
         # No client- or bidi-streaming method of ours carries tenant data: refuse one rather than serve it unchecked.
         return grpc.stream_stream_rpc_method_handler(
             _unchecked,

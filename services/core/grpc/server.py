@@ -21,6 +21,7 @@ from services.core.actor import acting_as, system_actor
 from services.core.domain.errors import DomainError
 from services.core.grpc.errors import to_grpc_status
 from services.core.grpc.plane import ClaimInterceptor, ServicePlane
+from services.core.grpc.wrapping import around_calls
 from services.core.observability import GRPC_LATENCY, GRPC_REQUESTS
 
 if TYPE_CHECKING:
@@ -104,32 +105,8 @@ class ErrorAndMetricsInterceptor(grpc.aio.ServerInterceptor):
             return handler
         method = handler_call_details.method.rsplit("/", 1)[-1]
         service = self._service
-        if handler.unary_unary is not None:
-            unary = handler.unary_unary
-
-            async def wrapper(request, context):
-                async with _guarded(service, method, context):
-                    return await unary(request, context)
-
-            return grpc.unary_unary_rpc_method_handler(
-                wrapper,
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream is not None:
-            stream = handler.unary_stream
-
-            async def stream_wrapper(request, context):
-                async with _guarded(service, method, context):
-                    async for item in stream(request, context):
-                        yield item
-
-            return grpc.unary_stream_rpc_method_handler(
-                stream_wrapper,
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return handler
+        wrapped = around_calls(handler, lambda context: _guarded(service, method, context))
+        return handler if wrapped is None else wrapped
 
 
 @dataclass

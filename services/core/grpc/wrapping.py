@@ -1,0 +1,40 @@
+"""Running each call of a gRPC method handler inside a context manager: what
+the server's interceptors (errors and metrics, the claim check) share."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
+import grpc
+
+
+def around_calls(handler, around: Callable[[object], AbstractAsyncContextManager]):
+    """`handler` with each unary or server-streaming call run inside
+    `around(context)`; None for any other kind (the interceptor decides)."""
+    if handler.unary_unary is not None:
+        unary = handler.unary_unary
+
+        async def call(request, context):
+            async with around(context):
+                return await unary(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            call,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    if handler.unary_stream is not None:
+        stream = handler.unary_stream
+
+        async def streamed(request, context):
+            async with around(context):
+                async for item in stream(request, context):
+                    yield item
+
+        return grpc.unary_stream_rpc_method_handler(
+            streamed,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    return None
