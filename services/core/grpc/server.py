@@ -153,7 +153,11 @@ async def start(
     must carry a claim signed with the plane's key; a message over
     `max_message_bytes` is refused (RESOURCE_EXHAUSTED)."""
     interceptors = [ErrorAndMetricsInterceptor(name), ClaimInterceptor(name, plane)]
-    server = grpc.aio.server(interceptors=interceptors, options=message_options(max_message_bytes))
+    # No SO_REUSEPORT (gRPC's default on Linux): a second process on a taken port must fail to start, not
+    # silently share the port and answer some of its calls with "method not found".
+    server = grpc.aio.server(
+        interceptors=interceptors, options=[*message_options(max_message_bytes), ("grpc.so_reuseport", 0)]
+    )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     app.register(server)
