@@ -424,6 +424,9 @@ class Settings(BaseSettings):
     # Archives kept per tenant (and of every tenant), newest first; older
     # ones are deleted after each backup. 0 keeps every archive.
     backup_keep: int = Field(default=7, ge=0)
+    # How long a backup waits for FalkorDB's own child process (an AOF rewrite, an RDB save) to end before its
+    # GRAPH.COPY, which must not fork beside one (docs/backup.md); then it is refused, BACKUP_SNAPSHOT_BUSY.
+    backup_snapshot_wait_seconds: float = Field(default=300.0, gt=0)
     restore_page_size: int = Field(default=500, ge=1)  # records per graph write while a restore runs
     # The largest archive POST /restore takes in its body (MAX_REQUEST_BYTES
     # is sized for JSON requests; 100k memories with 384-dimension vectors

@@ -35,6 +35,7 @@ def graph_store(settings: Settings) -> FalkorGraph:
         socket_margin_seconds=settings.falkordb_socket_margin_seconds,
         request_retry_seconds=settings.falkordb_retry_seconds,
         audit_log=settings.audit_log_enabled,
+        backup_fork_wait_seconds=settings.backup_snapshot_wait_seconds,
         appendfsync=settings.falkordb_appendfsync,
         entity_bounds=EntityBounds(
             per_seed=settings.recall_entity_per_seed,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from services.core.adapters.falkor.audit import AuditTail, FalkorAuditLog
-from services.core.adapters.falkor.backups import FalkorGraphBackup, FalkorGraphRestore
+from services.core.adapters.falkor.backups import FORK_WAIT_SECONDS, FalkorGraphBackup, FalkorGraphRestore
 from services.core.adapters.falkor.connection import FalkorConnection, timed_out
 from services.core.adapters.falkor.consolidation import FalkorConsolidationStore
 from services.core.adapters.falkor.enrichment import FalkorEnrichmentStore
@@ -57,6 +57,7 @@ class FalkorGraph:
         df_cache_seconds: float = DF_CACHE_SECONDS,
         entity_bounds: EntityBounds | None = None,
         audit_log: bool = True,
+        backup_fork_wait_seconds: float = FORK_WAIT_SECONDS,
         **connection: Any,
     ):
         """`connection`: FalkorConnection's keyword arguments (host, port, graph, retries, query timeout);
@@ -73,7 +74,7 @@ class FalkorGraph:
         self.enrichment = FalkorEnrichmentStore(self.connection)
         self.consolidation = FalkorConsolidationStore(self.connection)
         self.trust = FalkorTrustStore(self.connection)
-        self.backups = FalkorGraphBackup(self.connection)
+        self.backups = FalkorGraphBackup(self.connection, backup_fork_wait_seconds)
         self.restore = FalkorGraphRestore(self.connection)
         self.audit = FalkorAuditLog(self.connection)
         if not audit_log:

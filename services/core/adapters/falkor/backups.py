@@ -36,7 +36,7 @@ _FORK_CONFIGS = {"auto-aof-rewrite-percentage": "0", "save": ""}
 #: INFO persistence fields set while a child process runs.
 _FORK_FLAGS = ("aof_rewrite_in_progress", "rdb_bgsave_in_progress", "module_fork_in_progress")
 #: How long a backup waits for a running child (a rewrite of a large AOF) to end.
-FORK_WAIT_SECONDS = 300.0
+FORK_WAIT_SECONDS = 300.0  # the default of BACKUP_SNAPSHOT_WAIT_SECONDS
 
 
 def _name(text: str) -> str:
@@ -103,8 +103,9 @@ class FalkorSnapshot:
 class FalkorGraphBackup:
     """GraphBackup on FalkorDB: snapshots by GRAPH.COPY."""
 
-    def __init__(self, connection: FalkorConnection):
+    def __init__(self, connection: FalkorConnection, fork_wait_seconds: float = FORK_WAIT_SECONDS):
         self._conn = connection
+        self._fork_wait = fork_wait_seconds
 
     async def _command(self, *args: Any) -> Any:
         await self._conn.query("RETURN 1")  # connects when not yet connected
@@ -128,7 +129,7 @@ class FalkorGraphBackup:
     async def _no_fork_running(self) -> None:
         """Wait until the server runs no child process (an AOF rewrite, an RDB save)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + FORK_WAIT_SECONDS
+        deadline = loop.time() + self._fork_wait
         while True:
             info = await self._command("INFO", "persistence")
             busy = [k for k in _FORK_FLAGS if str(info.get(k, 0)) not in ("0", "")]
@@ -137,7 +138,7 @@ class FalkorGraphBackup:
             if loop.time() > deadline:
                 raise Unavailable(
                     "BACKUP_SNAPSHOT_BUSY",
-                    f"FalkorDB kept a child process running ({', '.join(busy)}) for {FORK_WAIT_SECONDS:.0f} s:"
+                    f"FalkorDB kept a child process running ({', '.join(busy)}) for {self._fork_wait:.0f} s:"
                     " the backup's GRAPH.COPY was not sent; try again later",
                 )
             await asyncio.sleep(0.05)
