@@ -14,6 +14,7 @@ from services.core.domain.model import SUPERSESSION_RELATIONS, ComponentStatus, 
 from services.core.domain.recall_request import Scope, in_scope
 from services.core.domain.state import State, Successor, window_state
 from services.core.domain.times import to_micros
+from services.core.domain.tombstones import TombstoneGuard
 from services.core.ports import IdempotencyClaim, OutboxEntry
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -112,8 +113,15 @@ class InMemoryGraph:
         self.outbox.extend((now_us, event) for event in events)
 
     async def create_memories(
-        self, memories: list[Memory], events: list[MemoryEvent], *, now_us: int, claim: IdempotencyClaim | None = None
+        self,
+        memories: list[Memory],
+        events: list[MemoryEvent],
+        *,
+        now_us: int,
+        claim: IdempotencyClaim | None = None,
+        guard: TombstoneGuard | None = None,
     ) -> bool:
+        # No trust store here, so no tombstone ever holds: a guard never refuses.
         if claim is not None and not self._claim(claim, [m.id for m in memories], now_us):
             return False
         # Keyed by id, as the FalkorDB write is: one already stored is kept, with no second event.
@@ -193,6 +201,7 @@ class InMemoryGraph:
         now_us: int,
         claim: IdempotencyClaim | None = None,
         before: Memory | None = None,
+        guard: TombstoneGuard | None = None,
     ) -> bool:
         # The adapter claims the key first, in the same query, so a claim
         # stands even when the old memory has changed meanwhile.

@@ -26,7 +26,7 @@ from services.core.domain.projection import VectorHit, VectorQuery
 from services.core.domain.recall_request import Scope
 from services.core.domain.recall_text import TextHit
 from services.core.domain.state import Successor
-from services.core.domain.tombstones import Tombstone
+from services.core.domain.tombstones import Tombstone, TombstoneGuard
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +97,17 @@ class MemoryWriter(MemoryLookup, Protocol):
     (the outbox), so an acknowledged write is never without its events."""
 
     async def create_memories(
-        self, memories: list[Memory], events: list[MemoryEvent], *, now_us: int, claim: IdempotencyClaim | None = None
+        self,
+        memories: list[Memory],
+        events: list[MemoryEvent],
+        *,
+        now_us: int,
+        claim: IdempotencyClaim | None = None,
+        guard: TombstoneGuard | None = None,
     ) -> bool:
         """Write new Memory nodes in one query; False when another request
-        holds the idempotency key."""
+        holds the idempotency key. With a guard, that same query refuses
+        content a tombstone holds (unless passed): TombstoneHeld, nothing written."""
 
     async def get_idempotency(self, tenant: str, key: str, now_us: int) -> tuple[str, list[str]] | None: ...
 
@@ -135,7 +142,9 @@ class MemoryWriter(MemoryLookup, Protocol):
         now_us: int,
         claim: IdempotencyClaim | None = None,
         before: Memory | None = None,
-    ) -> bool: ...
+        guard: TombstoneGuard | None = None,
+    ) -> bool:
+        """Replacement, closed old memory and edge in one query; `guard` of the replacement, as create_memories'."""
 
 
 class Outbox(Protocol):

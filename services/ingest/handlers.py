@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from services.core.disputes import Disputes
 from services.core.domain.associations import build_relation
@@ -28,7 +29,7 @@ from services.core.domain.errors import (
     NotFound,
     ResourceExhausted,
 )
-from services.core.domain.ids import validate_memory_id
+from services.core.domain.ids import stored_memory_id, validate_memory_id
 from services.core.domain.limits import Limits
 from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
 from services.core.domain.review_policy import ReviewPolicy, review_rule
@@ -39,6 +40,8 @@ from services.core.domain.tombstones import (
     REJECTED,
     REVIEW_REJECTED,
     Tombstone,
+    TombstoneGuard,
+    TombstoneHeld,
     content_hash,
     delete_leaves_tombstone,
     refuse_tombstoned,
@@ -282,10 +285,10 @@ class IngestHandlers:
     ) -> Created:
         """`positions`: each memory's index in the request, when these are some of a batch's items."""
         events = [MemoryEvent.for_memory(EventKind.CREATED, m, now) for m in memories]
-        await self._check_tombstones(tenant, memories, events, force=force, batch=batch, positions=positions)
         claim = self._claim(tenant, idempotency_key, request_hash, now) if idempotency_key else None
+        write = partial(self._writer.create_memories, memories, events, now_us=to_micros(now), claim=claim)
         async with self._quota(tenant, memory_limit, len(memories)):
-            wrote = await self._writer.create_memories(memories, events, now_us=to_micros(now), claim=claim)
+            wrote = await self._guarded(write, tenant, memories, events, force=force, batch=batch, positions=positions)
         if not wrote:  # a concurrent request with the same key won
             replay = await self._replay(tenant, idempotency_key, request_hash, now)
             if replay is None:
@@ -294,8 +297,9 @@ class IngestHandlers:
         published = await self._relay.submit(events)
         return Created(memories, published, summaries=summaries)
 
-    async def _check_tombstones(
+    async def _guarded(
         self,
+        write: Callable[..., Awaitable[bool]],
         tenant: str,
         memories: list[Memory],
         events: list[MemoryEvent],
@@ -303,23 +307,33 @@ class IngestHandlers:
         force: bool,
         batch: bool,
         positions: list[int] | None = None,
-    ) -> None:
-        """Refuse content a tombstone holds (ALREADY_EXISTS naming it; in a
-        batch the first such item refuses the whole batch), or, with force,
-        let it through with the event saying so (forced, tombstone_id)."""
-        if self._trust is None:
-            return
+    ) -> bool:
+        """Run `write(guard=...)`, a create whose own query checks the tenant's
+        tombstones, so none left by a concurrent rejection slips in between
+        (docs/trust.md). Content a tombstone holds is refused (ALREADY_EXISTS
+        naming it; in a batch the first such item refuses the whole batch);
+        with force, the write is sent again with the events saying so
+        (forced, tombstone_id), and it goes through only if exactly those
+        tombstones still hold. Without a trust store nothing is checked."""
         hashes = [[content_hash(t) for t in _texts(m)] for m in memories]
-        found = await self._trust.find_tombstones(tenant, [h for hs in hashes for h in hs])
-        if not found:
-            return
-        for index, (event, item_hashes) in enumerate(zip(events, hashes, strict=True)):
-            hit = next((found[h] for h in item_hashes if h in found), None)
-            if hit is None:
-                continue
-            if not force:
-                raise refuse_tombstoned(hit, (positions[index] if positions else index) if batch else None)
-            event.forced, event.tombstone_id, event.reason = True, hit.id, hit.reason
+        forced: dict[int, Tombstone] = {}
+        # The first try learns the tombstones; each retry follows a change of them.
+        for _ in range(1 + self._policy.conflict_retries):
+            guard = TombstoneGuard.of(tenant, hashes, forced) if self._trust is not None else None
+            try:
+                return await write(guard=guard)
+            except TombstoneHeld as held:
+                forced = guard.hits(held.held) if guard is not None else {}
+            if forced and not force:
+                index = min(forced)
+                raise refuse_tombstoned(forced[index], (positions[index] if positions else index) if batch else None)
+            for index, event in enumerate(events):
+                hit = forced.get(index)
+                if hit is not None:
+                    event.forced, event.tombstone_id, event.reason = True, hit.id, hit.reason
+                elif event.forced:  # its tombstone went meanwhile
+                    event.forced, event.tombstone_id, event.reason = False, "", ""
+        raise Aborted("CONCURRENT_UPDATE", "the tombstones of this content kept changing; retry", field="content")
 
     # Use cases ----------------------------------------------------------------------------------------
 
@@ -450,8 +464,12 @@ class IngestHandlers:
         return memories, seen
 
     async def update_memory(self, tenant: str, memory_id: str, draft: Draft, fields: set[str]) -> tuple[Memory, bool]:
-        """PATCH /memory/{id}: compare-and-set on the version, retried on a race."""
-        memory_id = validate_memory_id(memory_id)
+        """PATCH /memory/{id}: compare-and-set on the version, retried on a race.
+        A PATCH naming no field answers the memory as it is and writes
+        nothing (AutoMem answers it with success too)."""
+        memory_id = stored_memory_id(memory_id)
+        if not fields:
+            return await self._require(tenant, memory_id), False
         for _ in range(self._policy.conflict_retries):
             now = self._clock()
             current = await self._require(tenant, memory_id)
@@ -472,7 +490,7 @@ class IngestHandlers:
         event. With reason=rejected (or tombstone) a tombstone of its content
         is left in the same write, so the content cannot come back unforced.
         Returns the id and the tombstone's id ("" when none was left)."""
-        memory_id = validate_memory_id(memory_id)
+        memory_id = stored_memory_id(memory_id)
         leave = delete_leaves_tombstone(reason, tombstone)
         now = self._clock()
         events = [MemoryEvent.deleted(tenant, memory_id, now)]
@@ -639,11 +657,19 @@ class IngestHandlers:
                 MemoryEvent.associated(tenant, edge),
             ]
             events[1].previous_trust_state = old.trust_state
-            await self._check_tombstones(tenant, [replacement], events[:1], force=force, batch=False)
+            write = partial(
+                self._writer.supersede,
+                closed,
+                old.version,
+                replacement,
+                edge,
+                events,
+                now_us=to_micros(now),
+                claim=claim,
+                before=old,
+            )
             async with self._quota(tenant, memory_limit, 1):
-                wrote = await self._writer.supersede(
-                    closed, old.version, replacement, edge, events, now_us=to_micros(now), claim=claim, before=old
-                )
+                wrote = await self._guarded(write, tenant, [replacement], events[:1], force=force, batch=False)
             if wrote:
                 published = await self._relay.submit(events)
                 if relation_type == "INVALIDATED_BY":

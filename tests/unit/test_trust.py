@@ -17,6 +17,7 @@ from services.core.domain.recall_request import RecallPolicy, Scope, in_scope
 from services.core.domain.review_policy import ReviewPolicy, review_rule
 from services.core.domain.supersede import close_superseded
 from services.core.domain.tombstones import (
+    TombstoneGuard,
     content_hash,
     delete_leaves_tombstone,
     refuse_tombstoned,
@@ -154,6 +155,17 @@ def test_the_tombstone_key_ignores_case_and_spacing_and_is_per_tenant():
     error = refuse_tombstoned(stone, index=3)
     assert isinstance(error, AlreadyExists) and "index 3" in error.message and stone.id in error.message
     assert error.details["tombstone_id"] == stone.id and error.details["tombstone_reason"] == "rejected"
+
+
+def test_a_tombstone_guard_names_what_each_memory_passed_and_finds_its_first_held_text():
+    summary, original = content_hash("short summary"), content_hash("the long original")
+    stone = tombstone_for("acme", "m1", "The long original", "rejected", NOW)
+    other = tombstone_for("acme", "m2", "short summary", "review_rejected", NOW)
+    guard = TombstoneGuard.of("acme", [[content_hash("free")], [summary, original]], {1: stone})
+    assert guard.passed == ("", original)
+    assert guard.hits({original: stone}) == {1: stone}
+    assert guard.hits({original: stone, summary: other}) == {1: other}  # the content before its original
+    assert guard.hits({}) == {}
 
 
 def test_a_delete_leaves_a_tombstone_for_reason_rejected_or_tombstone_true():

@@ -88,3 +88,43 @@ def refuse_tombstoned(found: Tombstone, index: int | None = None) -> AlreadyExis
         tombstone_reason=found.reason,
         **({"index": index} if index is not None else {}),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class TombstoneGuard:
+    """What a create's own query checks against the tenant's tombstones, so
+    the check and the write are one step (a tombstone left by a concurrent
+    rejection cannot slip in between). Per memory, in the write's order:
+    `hashes`, the content hashes of its texts (the content and a
+    summarised memory's original); `passed`, the hash of the tombstone its
+    event says it was forced past ("" when none). The write goes ahead only
+    where each memory's first held hash is exactly the one it passed."""
+
+    tenant: str
+    hashes: tuple[tuple[str, ...], ...]
+    passed: tuple[str, ...]
+
+    @staticmethod
+    def of(tenant: str, hashes: list[list[str]], forced: dict[int, Tombstone] | None = None) -> TombstoneGuard:
+        """The guard for memories with these hashes; `forced`, by memory
+        index, the tombstones their events were forced past."""
+        forced = forced or {}
+        passed = tuple(forced[i].content_hash if i in forced else "" for i in range(len(hashes)))
+        return TombstoneGuard(tenant, tuple(tuple(h) for h in hashes), passed)
+
+    def hits(self, held: dict[str, Tombstone]) -> dict[int, Tombstone]:
+        """By memory index, the tombstone holding its content (its first hash held)."""
+        found = {i: next((held[h] for h in hs if h in held), None) for i, hs in enumerate(self.hashes)}
+        return {i: stone for i, stone in found.items() if stone is not None}
+
+
+class TombstoneHeld(Exception):
+    """A guarded write found tombstones it was not told to pass, and wrote
+    nothing: a signal between the writer and ingest, which no caller sees.
+    `held`: every tombstone among the guard's hashes, by hash; ingest turns
+    it into CONTENT_TOMBSTONED, or with force into the events' `forced`
+    marks and another try."""
+
+    def __init__(self, held: dict[str, Tombstone]):
+        super().__init__(f"tombstones hold this content: {sorted(t.id for t in held.values())}")
+        self.held = held

@@ -17,7 +17,7 @@ from services.core.domain.times import from_micros, to_micros
 from services.core.domain.tombstones import Tombstone
 from services.core.domain.trust import TrustState
 
-_TOMBSTONE_FIELDS = "t.id, t.tenant, t.content_hash, t.reason, t.memory_id, t.created_at, t.excerpt"
+TOMBSTONE_FIELDS = "t.id, t.tenant, t.content_hash, t.reason, t.memory_id, t.created_at, t.excerpt"
 _MERGE_TOMBSTONE = """
 MERGE (t:Tombstone {id: $tomb.id})
 ON CREATE SET t += $tomb
@@ -37,7 +37,7 @@ def _tombstone_row(tombstone: Tombstone) -> dict[str, Any]:
     }
 
 
-def _tombstone(values) -> Tombstone:
+def tombstone_from_row(values) -> Tombstone:
     tid, tenant, digest, reason, memory_id, created, excerpt = values
     return Tombstone(tid, tenant, digest, reason or "", memory_id or "", from_micros(created), excerpt or "")
 
@@ -138,11 +138,11 @@ class FalkorTrustStore(FalkorLookup):
             f"""
             UNWIND $hashes AS h
             MATCH (t:Tombstone {{content_hash: h}}) WHERE t.tenant = $tenant
-            RETURN {_TOMBSTONE_FIELDS}
+            RETURN {TOMBSTONE_FIELDS}
             """,
             {"tenant": tenant, "hashes": sorted(set(hashes))},
         )
-        found = [_tombstone(row) for row in result.result_set]
+        found = [tombstone_from_row(row) for row in result.result_set]
         return {t.content_hash: t for t in found}
 
     async def list_tombstones(self, tenant: str, limit: int, offset: int) -> list[Tombstone]:
@@ -150,11 +150,11 @@ class FalkorTrustStore(FalkorLookup):
         result = await self._conn.query(
             f"""
             MATCH (t:Tombstone) WHERE t.tenant = $tenant
-            RETURN {_TOMBSTONE_FIELDS} ORDER BY t.created_at DESC, t.id ASC SKIP $offset LIMIT $limit
+            RETURN {TOMBSTONE_FIELDS} ORDER BY t.created_at DESC, t.id ASC SKIP $offset LIMIT $limit
             """,
             {"tenant": tenant, "limit": limit, "offset": offset},
         )
-        return [_tombstone(row) for row in result.result_set]
+        return [tombstone_from_row(row) for row in result.result_set]
 
     async def remove_tombstone(self, tenant: str, tombstone_id: str, event: MemoryEvent, *, now_us: int) -> bool:
         """Remove one of the tenant's tombstones with its event; False when it is not there."""
@@ -174,10 +174,10 @@ class FalkorTrustStore(FalkorLookup):
 
     async def get_tombstone(self, tenant: str, tombstone_id: str) -> Tombstone | None:
         result = await self._conn.query(
-            f"MATCH (t:Tombstone {{id: $id}}) WHERE t.tenant = $tenant RETURN {_TOMBSTONE_FIELDS}",
+            f"MATCH (t:Tombstone {{id: $id}}) WHERE t.tenant = $tenant RETURN {TOMBSTONE_FIELDS}",
             {"id": tombstone_id, "tenant": tenant},
         )
-        return _tombstone(result.result_set[0]) if result.result_set else None
+        return tombstone_from_row(result.result_set[0]) if result.result_set else None
 
     async def review_queue(self, tenant: str, limit: int, offset: int) -> list[Memory]:
         """The tenant's memories waiting for review, oldest first."""

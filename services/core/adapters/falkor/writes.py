@@ -7,7 +7,9 @@ from typing import Any
 from services.core.adapters.falkor.audit import AuditTail
 from services.core.adapters.falkor.reads import FalkorLookup
 from services.core.adapters.falkor.rows import memory_to_row, outbox_row, relation_row
+from services.core.adapters.falkor.trust import TOMBSTONE_FIELDS, tombstone_from_row
 from services.core.domain.model import SUPERSESSION_RELATIONS, EventKind, Memory, MemoryEvent, Relation
+from services.core.domain.tombstones import TombstoneGuard, TombstoneHeld
 from services.core.ports import IdempotencyClaim
 
 _CLAIM = """
@@ -34,6 +36,52 @@ def _claim_params(claim: IdempotencyClaim, memory_ids: list[str], now_us: int) -
     }
 
 
+#: The tombstone check a create's own query opens with (TombstoneGuard): one
+#: row, `guard_ok` false where a memory's first held hash is not the one its
+#: event passed. The write follows in a CALL that runs only when it is true,
+#: so the check and the write are one query, and FalkorDB runs a graph's
+#: writes one at a time: no tombstone can be left between them. The query
+#: answers with the tombstones found when it refused. `guard_ran`: a memory
+#: of this very query already there (it ran before its reply was lost) lets
+#: the repeat through, to answer as the first run did. A body that
+#: aggregates before it writes must keep `guard_ok` among its keys: an
+#: aggregate with no key makes a row even from none.
+_GUARD = """
+UNWIND $guard_hashes AS guard_h
+OPTIONAL MATCH (guard_t:Tombstone {content_hash: guard_h}) WHERE guard_t.tenant = $guard_tenant
+WITH collect(guard_t) AS guard_stones
+OPTIONAL MATCH (guard_ran:Memory {id: $guard_ran_id}) WHERE guard_ran.tenant = $guard_tenant
+WITH guard_stones, guard_ran IS NOT NULL OR all(g IN $guard_rows WHERE
+    coalesce(head([h IN g.hashes WHERE h IN [t IN guard_stones | t.content_hash]]), '') = g.passed) AS guard_ok
+CALL {
+    WITH guard_ok
+    WITH guard_ok WHERE guard_ok
+"""
+_GUARD_RETURN = f"""
+    RETURN sum(n) AS n
+}}
+RETURN n, CASE WHEN guard_ok THEN [] ELSE [t IN guard_stones | [{TOMBSTONE_FIELDS}]] END
+"""
+
+
+def _guard_params(guard: TombstoneGuard, ran_id: str) -> dict[str, Any]:
+    return {
+        "guard_tenant": guard.tenant,
+        "guard_hashes": sorted({h for hashes in guard.hashes for h in hashes}),
+        "guard_rows": [{"hashes": list(h), "passed": p} for h, p in zip(guard.hashes, guard.passed, strict=True)],
+        "guard_ran_id": ran_id,
+    }
+
+
+def _guarded_count(result) -> int:
+    """The count a guarded query returned; TombstoneHeld when its guard refused the write."""
+    n, stones = result.result_set[0]
+    if stones:
+        found = [tombstone_from_row(row) for row in stones]
+        raise TombstoneHeld({t.content_hash: t for t in found})
+    return int(n or 0)
+
+
 class FalkorMemoryWriter(FalkorLookup):
     """MemoryWriter on FalkorDB. Each write and the events it causes are one
     query (a transactional outbox): an acknowledged write always has its
@@ -43,11 +91,19 @@ class FalkorMemoryWriter(FalkorLookup):
     _audit = AuditTail()
 
     async def create_memories(
-        self, memories: list[Memory], events: list[MemoryEvent], *, now_us: int, claim: IdempotencyClaim | None = None
+        self,
+        memories: list[Memory],
+        events: list[MemoryEvent],
+        *,
+        now_us: int,
+        claim: IdempotencyClaim | None = None,
+        guard: TombstoneGuard | None = None,
     ) -> bool:
         """Create the nodes and their events in one query. With a claim, the
         write happens only if this request owns the idempotency key; returns
-        whether it wrote."""
+        whether it wrote. With a guard, the same query checks the tenant's
+        tombstones first and writes nothing (no claim either) where one holds
+        a memory's content unpassed: TombstoneHeld."""
         rows = [
             {"node": memory_to_row(m), "outbox": outbox_row(e, now_us, after=m)}
             for m, e in zip(memories, events, strict=True)
@@ -64,15 +120,14 @@ class FalkorMemoryWriter(FalkorLookup):
         )
         # The audit entries of the rows created (none for a node already there).
         create += self._audit({"n": "count(r)"}, row="CASE WHEN e IS NULL THEN r.outbox END", tenant="r.outbox.tenant")
-        if claim is None:
-            await self._conn.query(create + " RETURN n", {"rows": rows}, idempotent=True)
-            return True
-        result = await self._conn.query(
-            _CLAIM + create + " RETURN n",
-            {**_claim_params(claim, [m.id for m in memories], now_us), "rows": rows},
-            idempotent=True,
-        )
-        return bool(result.result_set and result.result_set[0][0])
+        body = (_CLAIM if claim else "") + create
+        params = {**(_claim_params(claim, [m.id for m in memories], now_us) if claim else {}), "rows": rows}
+        if guard is not None:
+            params.update(_guard_params(guard, memories[0].id if memories else ""))
+            result = await self._conn.query(_GUARD + body + _GUARD_RETURN, params, idempotent=True)
+            return _guarded_count(result) > 0
+        result = await self._conn.query(body + " RETURN n", params, idempotent=True)
+        return claim is None or bool(result.result_set and result.result_set[0][0])
 
     async def get_idempotency(self, tenant: str, key: str, now_us: int) -> tuple[str, list[str]] | None:
         """(request hash, memory ids) recorded under a key that has not expired."""
@@ -234,11 +289,13 @@ class FalkorMemoryWriter(FalkorLookup):
         now_us: int,
         claim: IdempotencyClaim | None = None,
         before: Memory | None = None,
+        guard: TombstoneGuard | None = None,
     ) -> bool:
         """Store the replacement, close the old memory and link them, in one
         query: all of it or none. False when the old memory changed or
         vanished, or another request holds the idempotency key. `before`,
-        the old memory as read, gives its audit entry the diff."""
+        the old memory as read, gives its audit entry the diff. `guard`, of
+        the replacement: as create_memories' (TombstoneHeld, nothing written)."""
         records = {old.id: old, replacement.id: replacement}
         claim_part = _CLAIM if claim else ""
         claim_params = _claim_params(claim, [replacement.id], now_us) if claim else {}
@@ -247,10 +304,13 @@ class FalkorMemoryWriter(FalkorLookup):
         # The replacement is created only where its id is not taken yet (an
         # aggregate: FalkorDB's `WITH n WHERE n IS NULL` after an OPTIONAL
         # MATCH let the row through). Not sent again after a lost connection:
-        # the caller hears the write is unconfirmed instead.
-        result = await self._conn.query(
+        # the caller hears the write is unconfirmed instead. Guarded, the
+        # aggregate keeps the guard's verdict as its key: over no rows (the
+        # guard refused), it then makes none, where a bare count makes one.
+        keep = "guard_ok, " if guard is not None else ""
+        body = (
             "OPTIONAL MATCH (dup:Memory {id: $new_id}) WHERE dup.tenant = $tenant"
-            " WITH count(dup) AS taken WHERE taken = 0 "
+            f" WITH {keep}count(dup) AS taken WHERE taken = 0 "
             + claim_part
             + f"""
             MATCH (old:Memory {{id: $old_id}}) WHERE old.tenant = $tenant AND old.version = $version
@@ -261,25 +321,30 @@ class FalkorMemoryWriter(FalkorLookup):
             UNWIND $outbox AS o CREATE (x:Outbox) SET x = o
             """
             + self._audit({"n": "count(x)"})
-            + " RETURN n",
-            {
-                "old_id": old.id,
-                "new_id": replacement.id,
-                "tenant": old.tenant,
-                "version": expected_version,
-                "old_row": memory_to_row(old, keep_nulls=True),
-                "new_row": memory_to_row(replacement),
-                "edge": relation_row(relation),
-                "outbox": [
-                    outbox_row(e, now_us)
-                    if e.kind is EventKind.ASSOCIATED
-                    else outbox_row(
-                        e, now_us, before=before if e.memory_id == old.id else None, after=records.get(e.memory_id)
-                    )
-                    for e in events
-                ],
-                **claim_params,
-            },
-            idempotent=False,
         )
+        params = {
+            "old_id": old.id,
+            "new_id": replacement.id,
+            "tenant": old.tenant,
+            "version": expected_version,
+            "old_row": memory_to_row(old, keep_nulls=True),
+            "new_row": memory_to_row(replacement),
+            "edge": relation_row(relation),
+            "outbox": [
+                outbox_row(e, now_us)
+                if e.kind is EventKind.ASSOCIATED
+                else outbox_row(
+                    e, now_us, before=before if e.memory_id == old.id else None, after=records.get(e.memory_id)
+                )
+                for e in events
+            ],
+            **claim_params,
+        }
+        if guard is not None:
+            # No repeat to let through (the query is not sent twice): no id to look for.
+            result = await self._conn.query(
+                _GUARD + body + _GUARD_RETURN, {**params, **_guard_params(guard, "")}, idempotent=False
+            )
+            return _guarded_count(result) > 0
+        result = await self._conn.query(body + " RETURN n", params, idempotent=False)
         return bool(result.result_set and result.result_set[0][0])
