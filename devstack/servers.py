@@ -124,6 +124,10 @@ def start_falkordb(
         appendfsync,
         "--save",
         "",
+        # A backup's snapshot is a replica (services/core/adapters/falkor/scratch_replica.py):
+        # start its sync at once rather than after 5 s spent waiting for other replicas.
+        "--repl-diskless-sync-delay",
+        "0",
         "--logfile",
         str(data_dir / "falkordb.log"),
         "--loadmodule",

@@ -4,8 +4,8 @@ MEMGRID_DATA_DIR/backups/ (the format: services/core/domain/archive.py and
 docs/backup.md).
 
 Consistency: the export reads a snapshot (GraphBackup.snapshot, on FalkorDB
-a GRAPH.COPY), so the archive holds every write acknowledged before the copy
-and none after, whatever runs meanwhile. Durability: the archive is written
+a scratch replica cut loose from the store), so the archive holds every
+write acknowledged before the snapshot and none after, whatever runs meanwhile. Durability: the archive is written
 to a .partial file, fsync'd, renamed and the directory fsync'd, so a file
 under its final name is whole; a small `<name>.manifest.json` beside it
 (written the same way) lets GET /backups list archives without reading them.
@@ -237,7 +237,7 @@ class BackupWriter:
             created_at=format_iso(started),
             scope="tenant" if tenant is not None else "every_tenant",
             tenant=tenant,
-            snapshot="graph.copy",
+            snapshot="scratch_replica",
         )
         encoder = ArchiveEncoder(header)
         log.info("backup started", tenant=tenant, path=str(path))
@@ -245,6 +245,7 @@ class BackupWriter:
         try:
             await asyncio.to_thread(out.write, encoder.header_line())
             async with self._graph.snapshot() as snapshot:
+                log.info("backup snapshot ready", tenant=tenant, seconds=round(time.perf_counter() - began, 3))
                 top = await snapshot.max_node_id()
                 nodes = edges = 0
                 for start in range(0, top + 1, self._page_size):

@@ -424,9 +424,15 @@ class Settings(BaseSettings):
     # Archives kept per tenant (and of every tenant), newest first; older
     # ones are deleted after each backup. 0 keeps every archive.
     backup_keep: int = Field(default=7, ge=0)
-    # How long a backup waits for FalkorDB's own child process (an AOF rewrite, an RDB save) to end before its
-    # GRAPH.COPY, which must not fork beside one (docs/backup.md); then it is refused, BACKUP_SNAPSHOT_BUSY.
-    backup_snapshot_wait_seconds: float = Field(default=300.0, gt=0)
+    # A backup's point in time is a scratch replica of FalkorDB (docs/backup.md):
+    # consolidate starts a redis-server of its own that syncs from FalkorDB,
+    # cuts it loose and reads the archive from it. It may take this long to
+    # sync (FalkorDB forks and streams its data, the scratch loads it); then
+    # the backup is refused, BACKUP_SNAPSHOT_TIMEOUT.
+    backup_snapshot_timeout_seconds: float = Field(default=600.0, gt=0)
+    # Where the scratch replica keeps what it loads (as much disk as FalkorDB's
+    # data, for the backup's length). Empty: MEMGRID_DATA_DIR/backups/.scratch.
+    backup_scratch_dir: str = ""
     restore_page_size: int = Field(default=500, ge=1)  # records per graph write while a restore runs
     # The largest archive POST /restore takes in its body (MAX_REQUEST_BYTES
     # is sized for JSON requests; 100k memories with 384-dimension vectors

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from services.core.adapters.dead_letters import DeadLetterQueue
 from services.core.adapters.edge_index import EdgeVectorIndex
 from services.core.adapters.embedders import embedder_from
-from services.core.adapters.falkor import EntityBounds, FalkorGraph
+from services.core.adapters.falkor import EntityBounds, FalkorGraph, ScratchSpec
 from services.core.adapters.nats_bus import NatsEventBus, dead_letter_subject
 from services.core.adapters.nats_consumer import ConsumerSpec, Handler, JetStreamConsumer
 from services.core.adapters.nats_watch import JetStreamEventWatch, WatchTuning
@@ -35,7 +36,10 @@ def graph_store(settings: Settings) -> FalkorGraph:
         socket_margin_seconds=settings.falkordb_socket_margin_seconds,
         request_retry_seconds=settings.falkordb_retry_seconds,
         audit_log=settings.audit_log_enabled,
-        backup_fork_wait_seconds=settings.backup_snapshot_wait_seconds,
+        backup_scratch=ScratchSpec(
+            root=Path(settings.backup_scratch_dir or settings.memgrid_data_dir / "backups" / ".scratch"),
+            sync_timeout_seconds=settings.backup_snapshot_timeout_seconds,
+        ),
         appendfsync=settings.falkordb_appendfsync,
         entity_bounds=EntityBounds(
             per_seed=settings.recall_entity_per_seed,

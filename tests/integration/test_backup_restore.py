@@ -34,10 +34,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def falkordb_server(tmp_path_factory):
-    """A FalkorDB server of this module's own, as a deployment has (one memgrid graph and the
-    snapshot's copy), rather than the session's, which holds every other test's graphs: GRAPH.COPY
-    forks the whole server, and with many graphs under concurrent writes it was seen to hang
-    (docs/backup.md, "Known limits")."""
+    """A FalkorDB server of this module's own, as a deployment has, rather than the session's, which
+    holds every other test's graphs: each backup's snapshot is a replica of the whole server."""
     timeout = Settings(_env_file=None).falkordb_query_timeout_ms
     server = start_falkordb(free_port(), tmp_path_factory.mktemp("falkordb_backup"), query_timeout_ms=timeout)
     yield server

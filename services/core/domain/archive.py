@@ -62,7 +62,7 @@ class Header:
     #: The tenant of a "tenant" archive; None for every tenant's.
     tenant: str | None
     version: int = VERSION
-    #: How the point in time was held (e.g. "graph.copy").
+    #: How the point in time was held ("scratch_replica"; "graph.copy" in older archives).
     snapshot: str = ""
 
 

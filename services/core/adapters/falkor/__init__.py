@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from services.core.adapters.falkor.audit import AuditTail, FalkorAuditLog
-from services.core.adapters.falkor.backups import FORK_WAIT_SECONDS, FalkorGraphBackup, FalkorGraphRestore
+from services.core.adapters.falkor.backups import FalkorGraphBackup, FalkorGraphRestore
 from services.core.adapters.falkor.connection import FalkorConnection, timed_out
 from services.core.adapters.falkor.consolidation import FalkorConsolidationStore
 from services.core.adapters.falkor.enrichment import FalkorEnrichmentStore
@@ -24,6 +24,7 @@ from services.core.adapters.falkor.outbox import FalkorOutbox
 from services.core.adapters.falkor.reads import EntityBounds, FalkorIndexSource, FalkorMemoryReader
 from services.core.adapters.falkor.rows import memory_to_row, row_to_memory
 from services.core.adapters.falkor.schema import FalkorLifecycle
+from services.core.adapters.falkor.scratch_replica import ScratchSpec
 from services.core.adapters.falkor.trust import FalkorTrustStore
 from services.core.adapters.falkor.views import FalkorGraphExport, FalkorGraphViews
 from services.core.adapters.falkor.writes import FalkorMemoryWriter
@@ -33,6 +34,7 @@ __all__ = [
     "EntityBounds",
     "FalkorConnection",
     "FalkorGraph",
+    "ScratchSpec",
     "memory_to_row",
     "row_to_memory",
     "timed_out",
@@ -57,7 +59,7 @@ class FalkorGraph:
         df_cache_seconds: float = DF_CACHE_SECONDS,
         entity_bounds: EntityBounds | None = None,
         audit_log: bool = True,
-        backup_fork_wait_seconds: float = FORK_WAIT_SECONDS,
+        backup_scratch: ScratchSpec | None = None,
         **connection: Any,
     ):
         """`connection`: FalkorConnection's keyword arguments (host, port, graph, retries, query timeout);
@@ -74,7 +76,7 @@ class FalkorGraph:
         self.enrichment = FalkorEnrichmentStore(self.connection)
         self.consolidation = FalkorConsolidationStore(self.connection)
         self.trust = FalkorTrustStore(self.connection)
-        self.backups = FalkorGraphBackup(self.connection, backup_fork_wait_seconds)
+        self.backups = FalkorGraphBackup(self.connection, backup_scratch or ScratchSpec())
         self.restore = FalkorGraphRestore(self.connection)
         self.audit = FalkorAuditLog(self.connection)
         if not audit_log:

@@ -86,8 +86,12 @@ class FalkorConnection:
         query_timeout_ms: int = 0,
         socket_margin_seconds: float = 300.0,
         appendfsync: str | None = None,
+        unix_socket_path: str | None = None,
     ):
+        """`unix_socket_path`: connect there rather than to host:port (a backup's scratch replica)."""
         self._connect_args: dict[str, Any] = {"host": host, "port": port, "password": password}
+        if unix_socket_path:
+            self._connect_args["unix_socket_path"] = unix_socket_path
         #: Sent with every query (GRAPH.QUERY ... TIMEOUT); 0 sends none.
         self._timeout_ms = max(0, int(query_timeout_ms))
         if self._timeout_ms:
@@ -100,7 +104,7 @@ class FalkorConnection:
         self._graph_name = graph
         self._db: FalkorDB | None = None
         self._graph = None
-        self.where = f"{host}:{port}/{graph}"
+        self.where = f"{unix_socket_path or f'{host}:{port}'}/{graph}"
         self.wait_seconds = wait_seconds
         self._initial = retry_initial_seconds
         self._max = retry_max_seconds
