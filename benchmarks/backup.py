@@ -4,7 +4,10 @@ The store is seeded as the recall benchmark seeds it (benchmarks/recall_latency.
 straight into the graph, 384-dimension embeddings, entities and 0-2 edges a
 memory). Then, through REST:
 
-- POST /backup: the archive of the tenant (a GRAPH.COPY, then the export), timed;
+- POST /backup: the archive of the tenant (a scratch replica synced and cut
+  loose, then the export), timed; meanwhile a probe stores a memory and runs
+  a recall in turn, ten a second, and its latencies are set against the same
+  probe's at rest just before (writes and recall must not wait for a backup);
 - GET /backup/{name}: the download, timed, and the archive's size;
 - POST /restore of the downloaded bytes into a second, fresh stack, timed
   (checking the archive whole, writing nodes and edges, rebuilding the vector
@@ -16,6 +19,7 @@ memory). Then, through REST:
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 
@@ -43,6 +47,48 @@ def _chunks(path: Path, size: int = 1 << 20):
             yield chunk
 
 
+class Probe(threading.Thread):
+    """A memory stored and a recall run in turn, ten a second, latencies kept per kind."""
+
+    def __init__(self, url: str, words: list[str]):
+        super().__init__(daemon=True)
+        self._url, self._words = url, words
+        self.stop = threading.Event()
+        self.seconds: dict[str, list[float]] = {"store": [], "recall": []}
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self._url, headers=HEADERS, timeout=120) as http:
+            i = 0
+            while not self.stop.is_set():
+                kind = "store" if i % 2 == 0 else "recall"
+                word = self._words[i % len(self._words)]
+                started = time.perf_counter()
+                if kind == "store":
+                    reply = http.post("/memory", json={"content": f"probe {i} about {word}", "tags": ["probe"]})
+                else:
+                    reply = http.get("/recall", params={"query": word, "limit": 5})
+                if reply.status_code >= 400:
+                    raise RuntimeError(f"probe {kind}: {reply.status_code} {reply.text[:200]}")
+                self.seconds[kind].append(time.perf_counter() - started)
+                i += 1
+                self.stop.wait(0.1)
+
+
+def _quantiles(values: list[float]) -> tuple[float, float, float]:
+    ordered = np.sort(np.asarray(values))
+    return tuple(float(np.quantile(ordered, q)) * 1000 for q in (0.5, 0.95)) + (float(ordered[-1]) * 1000,)
+
+
+def _probe_lines(size: int, rest: Probe, during: Probe) -> None:
+    for kind in ("store", "recall"):
+        (r50, r95, _), (d50, d95, dmax) = _quantiles(rest.seconds[kind]), _quantiles(during.seconds[kind])
+        line(
+            f"{size // 1000}k memories, {kind} during ÷ before the backup",
+            f"p50 {d50 / r50:4.2f}x  p95 {d95 / r95:4.2f}x  ({d50:.1f}/{d95:.1f} ms against {r50:.1f}/{r95:.1f} ms;"
+            f" longest {dmax:.0f} ms; {len(during.seconds[kind])} calls)",
+        )
+
+
 def run(size: int = 100_000, words_from: str = "locomo") -> None:
     rng = np.random.default_rng(13)
     words = vocabulary(rng, words_from)
@@ -58,10 +104,19 @@ def run(size: int = 100_000, words_from: str = "locomo") -> None:
 
         asyncio.run(grow())
         progress(f"seeded; stack quiet after {stack.settle():.0f} s")
+        rest = Probe(stack.url, words)
+        rest.start()
+        time.sleep(20)
+        rest.stop.set()
+        rest.join()
         with httpx.Client(base_url=stack.url, headers=HEADERS, timeout=7200) as http:
+            during = Probe(stack.url, words)
+            during.start()
             started = time.perf_counter()
             reply = http.post("/backup")
             backup_seconds = time.perf_counter() - started
+            during.stop.set()
+            during.join()
             if reply.status_code != 200:
                 raise RuntimeError(f"POST /backup: {reply.status_code} {reply.text[:300]}")
             made = reply.json()
@@ -70,6 +125,7 @@ def run(size: int = 100_000, words_from: str = "locomo") -> None:
                 f"{size // 1000}k memories, POST /backup",
                 f"{backup_seconds:7.1f} s  {nodes / backup_seconds:8.0f} nodes/s  {nodes} nodes  {edges} edges",
             )
+            _probe_lines(size, rest, during)
             archive = stack.data / "downloaded.jsonl.gz"
             started = time.perf_counter()
             with http.stream("GET", f"/backup/{made['name']}") as download, archive.open("wb") as out:

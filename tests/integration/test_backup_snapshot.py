@@ -15,6 +15,7 @@ import random
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import redis.asyncio as redis
@@ -192,6 +193,10 @@ def test_sweep_kills_a_scratch_server_a_dead_process_left(tmp_path):
         stderr=subprocess.DEVNULL,
     )
     try:
+        for _ in range(200):  # until the child has become the server (a fork not yet exec'd is still python)
+            if b"redis-server" in Path(f"/proc/{server.pid}/cmdline").read_bytes():
+                break
+            time.sleep(0.01)
         (left / PID_FILE).write_text(f"{os.uname().nodename} {server.pid} dead-process-token\n")
         assert sweep(tmp_path) == ["leftover"]
         assert server.wait(timeout=5) == -signal.SIGKILL
@@ -199,3 +204,12 @@ def test_sweep_kills_a_scratch_server_a_dead_process_left(tmp_path):
     finally:
         if server.poll() is None:
             server.kill()
+
+
+async def test_a_scratch_that_cannot_start_is_refused_naming_the_binary(store, scratch):
+    spec = ScratchSpec(root=scratch, server=str(scratch.parent / "no-redis-server"), module="/no/falkordb.so")
+    with pytest.raises(Unavailable) as refused:
+        async with FalkorGraphBackup(store.connection, spec).snapshot():
+            pytest.fail("a snapshot was given without a scratch")
+    assert refused.value.reason == "BACKUP_SNAPSHOT_FAILED" and "no-redis-server" in refused.value.message
+    assert list(scratch.iterdir()) == []

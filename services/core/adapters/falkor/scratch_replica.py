@@ -159,9 +159,14 @@ class ScratchReplica:
     async def start(self) -> None:
         server, module = _binaries(self._spec)
         config = await asyncio.to_thread(self._prepare, module)
-        self._process = await asyncio.create_subprocess_exec(
-            server, str(config), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
-        )
+        try:
+            self._process = await asyncio.create_subprocess_exec(
+                server, str(config), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+            )
+        except OSError as exc:
+            raise Unavailable(
+                "BACKUP_SNAPSHOT_FAILED", f"could not start the backup's scratch replica ({server}): {exc}"
+            ) from exc
         await asyncio.to_thread(
             (self._dir / PID_FILE).write_text, f"{socket.gethostname()} {self._process.pid} {_PROCESS_TOKEN}\n"
         )
