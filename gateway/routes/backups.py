@@ -312,15 +312,18 @@ async def restore(request: Request, who: Caller = Depends(require("admin"))):
 async def _reindex(request: Request, who: Caller, restored: consolidate.RestoredTenant) -> dict:
     """Rebuild the tenant's vector index from the graph, and queue the memories without a vector for embedding."""
     as_tenant = dataclasses.replace(who, tenant=restored.tenant)
-    options = long_call(request, as_tenant)
     indexed = 0
-    async for progress in clients(request).recall.RebuildIndex(recall.RebuildIndexRequest(), **options):
+    # Options (a claim) per call: a claim lives SERVICE_CLAIM_TTL_SECONDS, less than a large rebuild takes.
+    async for progress in clients(request).recall.RebuildIndex(
+        recall.RebuildIndexRequest(), **long_call(request, as_tenant)
+    ):
         indexed = progress.indexed
     ids = list(restored.unembedded_ids)
     queued = 0
     for start in range(0, len(ids), REEMBED_IDS_PER_CALL):  # never an empty list: that would mean every memory
         reply = await clients(request).enrich.ReembedMemories(
-            enrich.ReembedMemoriesRequest(ids=ids[start : start + REEMBED_IDS_PER_CALL]), **options
+            enrich.ReembedMemoriesRequest(ids=ids[start : start + REEMBED_IDS_PER_CALL]),
+            **long_call(request, as_tenant),
         )
         queued += reply.queued
     log.info("restore reindexed", tenant=restored.tenant, indexed=indexed, reembedding=queued)
