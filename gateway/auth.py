@@ -49,6 +49,17 @@ def presented_token(request: Request) -> str | None:
     return request.headers.get("x-api-key") or request.query_params.get("api_key") or None
 
 
+def presented_admin_token(request: Request) -> str:
+    """The admin token where AutoMem reads it: X-Admin-Token, X-Admin-Api-Key
+    or ?admin_token= ('' when none is sent)."""
+    return (
+        request.headers.get("x-admin-token")
+        or request.headers.get("x-admin-api-key")
+        or request.query_params.get("admin_token")
+        or ""
+    )
+
+
 class TokenAuth:
     """Both token sources: AUTOMEM_API_TOKEN (tenant `default_tenant`, role
     write; admin routes also need ADMIN_API_TOKEN in X-Admin-Token) and the
@@ -122,7 +133,7 @@ class TokenAuth:
     def _check_admin_header(self, request: Request) -> None:
         if self._admin is None:
             raise ApiError(403, "admin routes are disabled: ADMIN_API_TOKEN is not set", "PERMISSION_DENIED")
-        presented = request.headers.get("x-admin-token", "")
+        presented = presented_admin_token(request)
         if not hmac.compare_digest(token_digest(presented), self._admin):
             raise ApiError(403, "admin token required in X-Admin-Token", "PERMISSION_DENIED")
 

@@ -292,7 +292,7 @@ SECURITY_SCHEMES: dict[str, Schema] = {
         "in": "header",
         "name": "X-Admin-Token",
         "description": "ADMIN_API_TOKEN, which admin routes need with the single AUTOMEM_API_TOKEN "
-        "(not with a tokens file admin).",
+        "(not with a tokens file admin); X-Admin-Api-Key or ?admin_token= also carry it, as in AutoMem.",
     },
 }
 _TOKEN_SCHEMES = ("bearer", "apiKeyHeader", "apiKeyQuery")

@@ -63,12 +63,15 @@ async def associate(request: Request, who: Caller = Depends(require("write"))):
         reply = await clients(request).ingest.CreateAssociation(
             ingest.CreateAssociationRequest(association=association_from_json(body)), **call_options(request, who)
         )
+        created = association_to_json(reply.association)
         result = {
             "status": "success",
             "message": f"Association {reply.association.type} created",
-            **association_to_json(reply.association),
+            **created,
             "created_at": iso(reply, "created_at"),
         }
+        # AutoMem answers each of the type's properties beside strength, as well as under properties.
+        result.update({k: v for k, v in created["properties"].items() if k not in result})
         return Json(result, status_code=201)
     items = body["associations"]
     if not isinstance(items, list):

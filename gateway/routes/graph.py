@@ -18,6 +18,7 @@ from gateway.openapi import (
     STATE_MODE,
     STRING,
     STRINGS,
+    TIME,
     array,
     doc,
     lenient_int,
@@ -242,6 +243,7 @@ async def graph_neighbors(memory_id: str, request: Request, who: Caller = Depend
                     },
                     ("total_memories", "memory_types", "tag_frequency"),
                 ),
+                "generated_at": TIME,
                 "query_time_ms": NUMBER,
             },
             ("status", "analytics"),
@@ -252,4 +254,11 @@ async def analyze(request: Request, who: Caller = Depends(require("read"))):
     """Counts over the tenant's memories: types, tags, entities, time, averages."""
     started = time.perf_counter()
     reply = await clients(request).recall.AnalyzeMemories(recall.AnalyzeMemoriesRequest(), **call_options(request, who))
-    return {"status": "success", "analytics": json.loads(reply.analysis_json), "query_time_ms": elapsed_ms(started)}
+    analytics = json.loads(reply.analysis_json)
+    # AutoMem answers generated_at beside analytics; memgrid's document carries it inside too.
+    return {
+        "status": "success",
+        "analytics": analytics,
+        "generated_at": analytics.get("generated_at"),
+        "query_time_ms": elapsed_ms(started),
+    }

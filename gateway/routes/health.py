@@ -71,6 +71,17 @@ HEALTH = obj(
             "description": "Per store: status and figures; its detail (where it runs, errors) to an admin only.",
         },
         "memory_count": {"type": ["integer", "null"]},
+        "vector_count": {"type": ["integer", "null"]},
+        "sync_status": {"enum": ["synced", "drift_detected", "orphaned_vectors", "unknown"]},
+        "vector_dimensions": {
+            "type": "object",
+            "properties": {
+                "configured": {"type": "integer"},
+                "effective": {"type": ["integer", "null"]},
+                "collection": {"type": ["integer", "null"]},
+                "mismatch": {"type": "boolean"},
+            },
+        },
         "timestamp": {"type": "string"},
     },
     ("status", "falkordb", "nats", "qdrant", "services", "memory_count", "timestamp"),
@@ -114,6 +125,10 @@ async def health(request: Request):
     healthy = all(s == "SERVING" for s in services.values()) and all(
         c["status"] == "connected" for c in components.values()
     )
+    vector = components.get("vector_index", {})
+    vector_count = int(vector["points"]) if "points" in vector else None
+    dimension = int(vector["dimension"]) if "dimension" in vector else None
+    configured = request.app.state.settings.vector_size
     body = {
         "status": "healthy" if healthy else "degraded",
         "falkordb": components.get("falkordb", {}).get("status", "unknown"),
@@ -123,6 +138,26 @@ async def health(request: Request):
         "services": services,
         "components": components,
         "memory_count": memory_count,
+        # AutoMem's figures, which its MCP client reports: the index's points
+        # beside the graph's memories (compared only where both count every tenant).
+        "vector_count": vector_count,
+        "sync_status": sync_status(memory_count if not auth.many_tenants else None, vector_count),
+        "vector_dimensions": {
+            "configured": configured,
+            "effective": dimension,
+            "collection": dimension,
+            "mismatch": dimension is not None and dimension != configured,
+        },
         "timestamp": now_iso(),
     }
     return Json(body, status_code=200 if healthy else 503)
+
+
+def sync_status(memories: int | None, points: int | None) -> str:
+    """AutoMem's sync_status: synced, drift_detected (fewer points than
+    memories: some not embedded or projected yet), orphaned_vectors, or unknown."""
+    if memories is None or points is None:
+        return "unknown"
+    if points == memories:
+        return "synced"
+    return "drift_detected" if points < memories else "orphaned_vectors"

@@ -30,7 +30,7 @@ from gateway.openapi import (
 from gateway.responses import Json, JsonRoute
 from gateway.routes.body import json_body
 from gateway.routes.calls import call_options, clients, elapsed_ms
-from gateway.routes.query import query_bool, query_int, query_list, query_text
+from gateway.routes.query import query_bool, query_int, query_limit, query_list, query_text
 from gateway.routes.roles import require
 from gateway.translate import draft_from_json, iso, memory_to_json, relation_to_json, require_object, update_from_json
 from memgrid.v1 import ingest_service_pb2 as ingest
@@ -240,7 +240,7 @@ async def batch_create(request: Request, who: Caller = Depends(require("write"))
         ok=BY_TAG,
         params=(
             {**TAGS, "required": True},
-            lenient_int("limit", "Memories per page, 1..200 (default 20).", minimum=1, maximum=200),
+            lenient_int("limit", "Memories per page, 1..200 (default 20; 0 or less is 1).", minimum=1, maximum=200),
             lenient_int("offset", "Memories to skip.", minimum=0),
             {
                 **STATE_MODE,
@@ -262,7 +262,7 @@ async def list_by_tag(request: Request, who: Caller = Depends(require("read"))):
     reply = await clients(request).recall.ListMemoriesByTag(
         recall.ListMemoriesByTagRequest(
             tags=tags,
-            limit=query_int(request, "limit"),
+            limit=query_limit(request),
             offset=query_int(request, "offset"),
             state_mode=query_text(request, "state_mode"),
             trust_states=query_list(request, "trust_states"),

@@ -36,6 +36,17 @@ def query_int(request: Request, name: str) -> int:
     return min(max(value, INT32_MIN), INT32_MAX)
 
 
+def query_limit(request: Request, name: str = "limit") -> int:
+    """A page size as AutoMem reads it: a whole number is at least 1 (0 or a
+    negative one is 1; the services cap the top), anything else is 0, which
+    the services read as their default."""
+    try:
+        value = int(query_text(request, name))
+    except ValueError:
+        return 0
+    return min(max(value, 1), INT32_MAX)
+
+
 def query_float(request: Request, name: str) -> float | None:
     """A finite number, or None when absent."""
     text = query_text(request, name)

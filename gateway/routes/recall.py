@@ -28,7 +28,15 @@ from gateway.openapi import (
 )
 from gateway.responses import JsonRoute
 from gateway.routes.calls import call_options, clients, elapsed_ms
-from gateway.routes.query import query_bool, query_embedding, query_float, query_int, query_list, query_text
+from gateway.routes.query import (
+    query_bool,
+    query_embedding,
+    query_float,
+    query_int,
+    query_limit,
+    query_list,
+    query_text,
+)
 from gateway.routes.roles import require
 from gateway.translate import memory_to_json, relation_to_json
 from memgrid.v1 import recall_service_pb2 as recall
@@ -190,7 +198,7 @@ RECALL_PARAMS = (
         "A query vector of the index's dimension, comma-separated (brackets allowed).",
         explode=False,
     ),
-    lenient_int("limit", "Results, 1..100 (default 5).", minimum=1, maximum=100),
+    lenient_int("limit", "Results, 1..100 (default 5; 0 or less is 1, more than 100 is 100).", minimum=1, maximum=100),
     TAGS,
     query("tag_mode", {"enum": ["any", "all"]}, "Any (default) or all of the tags."),
     query("tag_match", {"enum": ["prefix", "exact"]}, "Prefix (default: `a` matches `a:b`) or exact."),
@@ -334,7 +342,7 @@ async def recall_memories(request: Request, who: Caller = Depends(require("read"
         query=query_text(request, "query") or query_text(request, "q"),
         queries=query_list(request, "queries"),
         embedding=query_embedding(request),
-        limit=query_int(request, "limit"),
+        limit=query_limit(request),
         tags=query_list(request, "tags"),
         tag_mode=query_text(request, "tag_mode"),
         tag_match=query_text(request, "tag_match"),

@@ -40,10 +40,12 @@ def _batch_item_keys(request: pb.BatchCreateMemoriesRequest) -> list[tuple[str, 
 
 def _statuses(created_memory, published: bool) -> dict:
     """What the REST surface reports as queued: the vector comes through the
-    projection, enrichment through the event (pending until the bus has it)."""
+    projection, enrichment through the event (pending until the bus has it).
+    embedding_status is AutoMem's word for a vector the caller sent (provided)
+    or one to generate (queued)."""
     return {
         "qdrant": QUEUED,
-        "embedding_status": "stored" if created_memory.embedding is not None else QUEUED,
+        "embedding_status": "provided" if created_memory.embedding is not None else QUEUED,
         "enrichment": QUEUED if published else "pending",
     }
 

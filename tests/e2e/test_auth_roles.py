@@ -176,6 +176,21 @@ async def test_the_single_tenant_token_writes_but_needs_x_admin_token_for_admin_
     assert wrong["POST /enrichment/reprocess"][1] == 403
 
 
+async def test_the_admin_token_is_read_where_automem_reads_it(gateway_url):
+    """X-Admin-Token, X-Admin-Api-Key or ?admin_token=, beside the API token."""
+    async with httpx.AsyncClient(base_url=gateway_url, headers={"Authorization": f"Bearer {API_TOKEN}"}) as c:
+        for headers, params in (
+            ({"X-Admin-Token": ADMIN}, {}),
+            ({"X-Admin-Api-Key": ADMIN}, {}),
+            ({}, {"admin_token": ADMIN}),
+        ):
+            reply = await c.get("/audit", headers=headers, params={"limit": 1, **params})
+            assert reply.status_code == 200, (headers, params, reply.text)
+        for headers, params in (({"X-Admin-Api-Key": "guess"}, {}), ({}, {"admin_token": "guess"}), ({}, {})):
+            reply = await c.get("/audit", headers=headers, params={"limit": 1, **params})
+            assert reply.status_code == 403, (headers, params, reply.text)
+
+
 async def test_x_admin_token_does_not_lift_a_file_token_role(gateway_url):
     found = await answers(gateway_url, TOKENS["write"], **{"X-Admin-Token": ADMIN})
     assert found["POST /enrichment/reprocess"][1] == 403

@@ -180,6 +180,9 @@ async def test_analyze_counts_every_memory_of_the_tenant(client, graph):
     body = (await client.get("/analyze")).json()
     assert body["status"] == "success"
     analytics = body["analytics"]
+    # AutoMem's envelope: generated_at and query_time_ms beside the analytics.
+    assert body["generated_at"] == analytics["generated_at"] and body["generated_at"].endswith("+00:00")
+    assert isinstance(body["query_time_ms"], (int, float))
     assert analytics["total_memories"] == 6
     assert analytics["memory_types"]["Decision"]["count"] == 3
     assert analytics["memory_types"]["Preference"] == {

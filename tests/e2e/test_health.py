@@ -76,3 +76,16 @@ async def test_the_vector_index_reports_its_lag_and_last_check(anonymous):
     index = await wait_for(checked)
     assert index["lag"] == 0 and index["checking"] in (0, 1)
     assert {"repaired_tenants", "repaired_points"} <= set(index)
+
+
+async def test_health_has_the_figures_automem_s_client_reports(client, stack_settings):
+    """vector_count, sync_status and vector_dimensions, as AutoMem answers them
+    (its MCP client's check_health passes them on)."""
+    body = (await client.get("/health")).json()
+    assert (body["memory_count"], body["vector_count"], body["sync_status"]) == (0, 0, "synced")
+    size = stack_settings.vector_size
+    assert body["vector_dimensions"] == {"configured": size, "effective": size, "collection": size, "mismatch": False}
+    reply = await client.post("/memory", json={"content": "no vector yet"})  # enrichment is off: never embedded
+    assert reply.status_code == 201, reply.text
+    body = (await client.get("/health")).json()
+    assert (body["memory_count"], body["vector_count"], body["sync_status"]) == (1, 0, "drift_detected")

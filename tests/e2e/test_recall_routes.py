@@ -222,7 +222,9 @@ async def test_limits_tags_windows_and_sorting(client):
     query = {"query": "incident review payments"}
     assert len(ids_of(await client.get("/recall", params=query))) == 5  # default limit
     assert len(ids_of(await client.get("/recall", params={**query, "limit": "abc"}))) == 5
-    assert len(ids_of(await client.get("/recall", params={**query, "limit": "0"}))) == 5
+    # As AutoMem reads it: a whole number below 1 is 1 (not the default).
+    assert len(ids_of(await client.get("/recall", params={**query, "limit": "0"}))) == 1
+    assert len(ids_of(await client.get("/recall", params={**query, "limit": "-3"}))) == 1
     assert len(ids_of(await client.get("/recall", params={**query, "limit": "1000"}))) == 8  # capped at 100
     assert len(ids_of(await client.get("/recall", params={**query, "limit": "3"}))) == 3
     payments = set(ids_of(await client.get("/recall", params={**query, "tags": "team", "limit": 20})))
@@ -342,6 +344,11 @@ async def test_by_tag_pages_in_a_stable_order(client):
     assert (await client.get("/memory/by-tag")).status_code == 400
     over = (await client.get("/memory/by-tag", params={"tags": "paging", "limit": 5000})).json()
     assert over["limit"] == 200
+    for below in ("0", "-5"):  # 1..200: below is 1, as in AutoMem
+        one = (await client.get("/memory/by-tag", params={"tags": "paging", "limit": below})).json()
+        assert (one["limit"], one["count"], one["has_more"]) == (1, 1, True), one
+    lenient = (await client.get("/memory/by-tag", params={"tags": "paging", "limit": "many"})).json()
+    assert (lenient["limit"], lenient["count"]) == (20, 5)
 
 
 async def test_rebuild_from_the_graph_reproduces_the_index(client, stack_services, stack_settings):

@@ -336,6 +336,15 @@ async def test_embedding_is_a_list_or_a_comma_separated_string(client, settings)
     assert await memory_count(client) == 2
 
 
+async def test_a_supplied_embedding_is_reported_provided(client, settings):
+    """AutoMem's embedding_status: provided when the request carries the vector, queued when it is generated."""
+    given = await client.post("/memory", json={"content": "with a vector", "embedding": vector(settings, 3)})
+    assert given.status_code == 201, given.text
+    assert given.json()["embedding_status"] == "provided"
+    generated = await client.post("/memory", json={"content": "without a vector"})
+    assert generated.json()["embedding_status"] == "queued"
+
+
 # POST /memory/batch ---------------------------------------------------------------------------------------
 
 
@@ -501,6 +510,23 @@ async def test_tags_and_metadata_past_the_write_side_limits_are_400_naming_the_f
     assert stored["tags"] == ["t"] * 50 and stored["metadata"] == {"blob": "x" * 16_000}
 
 
+async def test_a_patch_naming_no_field_answers_the_memory_unchanged(client):
+    """AutoMem answers {} (or only fields it does not update) with success and
+    writes nothing; an unknown id is still 404."""
+    memory_id = await store(client, content="as it was", importance=0.3, tags=["kept"])
+    original = await fetch(client, memory_id)
+    for payload in ({}, {"memory_id": memory_id, "format": "json"}):
+        reply = await client.patch(f"/memory/{memory_id}", json=payload)
+        assert reply.status_code == 200, reply.text
+        body = reply.json()
+        assert (body["status"], body["memory_id"], body["content_changed"]) == ("success", memory_id, False)
+        assert body["memory"]["version"] == original["version"]
+    after = await fetch(client, memory_id)
+    assert (after["version"], after["updated_at"]) == (original["version"], original["updated_at"])
+    assert stable(after) == stable(original)
+    assert_error(await client.patch(f"/memory/{NO_SUCH_ID}", json={}), 404, NO_SUCH_ID)
+
+
 async def test_patch_replaces_metadata_wholesale(client):
     memory_id = await store(client, content="meta", metadata={"key1": "val1", "shared": 1})
     reply = await client.patch(f"/memory/{memory_id}", json={"metadata": {"key2": "val2"}})
@@ -538,7 +564,8 @@ async def test_patch_errors_use_the_envelope_and_change_nothing(client):
     original = stable(await fetch(client, memory_id))
     unknown = await client.patch(f"/memory/{NO_SUCH_ID}", json={"importance": 0.5})
     assert_error(unknown, 404, NO_SUCH_ID)
-    assert_error(await client.patch("/memory/abc", json={"importance": 0.5}), 400, "id")
+    # AutoMem answers an id that names no memory, well-formed or not, with 404.
+    assert_error(await client.patch("/memory/abc", json={"importance": 0.5}), 404, "abc")
     url = f"/memory/{memory_id}"
     for raw in (b"{not json", b"[1, 2]", b'"text"', b""):
         reply = await client.patch(url, content=raw, headers={"content-type": "application/json"})
@@ -573,9 +600,13 @@ async def test_delete_removes_the_memory_once(client):
 
 
 async def test_delete_of_a_malformed_or_unknown_id(client):
+    """Both name no memory: 404, as AutoMem's non-idempotent delete answers (GET keeps 400 for a non-UUID, as there)."""
     await store(client, content="survivor")
-    assert_error(await client.delete("/memory/abc"), 400, "id")
-    assert_error(await client.delete(f"/memory/{NO_SUCH_ID}"), 404, NO_SUCH_ID)
+    for missing in ("abc", "nonexistent-memory-id", NO_SUCH_ID):
+        reply = await client.delete(f"/memory/{missing}")
+        assert_error(reply, 404, missing)
+        assert reply.json()["reason"] == "MEMORY_NOT_FOUND"
+    assert_error(await client.get("/memory/abc"), 400, "id")
     assert await memory_count(client) == 1
 
 
@@ -737,6 +768,9 @@ async def test_each_type_keeps_its_own_properties(client, settings):
     reply = await client.post("/associate", json=payload)
     assert reply.status_code == 201, reply.text
     assert reply.json()["properties"] == {"reason": "ACID", "context": "payments"}
+    # AutoMem names the type's properties beside strength too.
+    assert (reply.json()["reason"], reply.json()["context"]) == ("ACID", "payments")
+    assert "unrelated" not in reply.json() and "pattern_type" not in reply.json()
     [(kind, target, properties)] = await edges_from(settings, a)
     assert (kind, target) == ("PREFERS_OVER", b)
     assert properties["reason"] == "ACID" and properties["context"] == "payments"
@@ -752,8 +786,11 @@ async def test_associate_needs_two_distinct_stored_memories(client, settings):
     payload = {"memory1_id": a, "memory2_id": a, "type": "RELATES_TO"}
     assert_error(await client.post("/associate", json=payload), 400, "memory")
     assert_error(await client.post("/associate", json={"memory2_id": a, "type": "RELATES_TO"}), 400, "memory1_id")
+    # An id that is no UUID names no memory: 404, as in AutoMem (a bad type is still the 400).
     payload = {"memory1_id": "abc", "memory2_id": a, "type": "RELATES_TO"}
-    assert_error(await client.post("/associate", json=payload), 400, "memory1_id")
+    assert_error(await client.post("/associate", json=payload), 404, "abc")
+    payload = {"memory1_id": "abc", "memory2_id": a, "type": "FRIENDS_WITH"}
+    assert_error(await client.post("/associate", json=payload), 400, "type")
     for raw in (b"{not json", b"[1, 2]"):
         reply = await client.post("/associate", content=raw, headers={"content-type": "application/json"})
         assert_error(reply, 400)

@@ -8,8 +8,8 @@ import pytest
 
 from services.core.domain.associations import DEFAULT_STRENGTH, build_relation, validate_relation_type
 from services.core.domain.drafts import Draft, validate_batch_size
-from services.core.domain.errors import InvalidArgument
-from services.core.domain.ids import validate_memory_id
+from services.core.domain.errors import InvalidArgument, NotFound
+from services.core.domain.ids import stored_memory_id, validate_memory_id
 from services.core.domain.limits import Limits
 from services.core.domain.model import AUTHORABLE_RELATIONS, EventKind, Memory
 from services.core.domain.supersede import close_superseded, supersession_edge, validate_supersede_relation
@@ -170,7 +170,9 @@ class TestAssociations:
         "args, reason",
         [
             ((A, A, "RELATES_TO", None, {}), "SAME_MEMORY"),
-            ((A, "nope", "RELATES_TO", None, {}), "INVALID_ID"),
+            ((A, "", "RELATES_TO", None, {}), "INVALID_ID"),
+            (("nope", "nope", "RELATES_TO", None, {}), "SAME_MEMORY"),
+            ((A, "nope", "FRIENDS_WITH", None, {}), "UNKNOWN_RELATION"),
             ((A, B, "RELATES_TO", 1.5, {}), "OUT_OF_RANGE"),
             ((A, B, "RELATES_TO", True, {}), "OUT_OF_RANGE"),
             ((A, B, "  ", None, {}), "RELATION_TYPE_REQUIRED"),
@@ -179,6 +181,11 @@ class TestAssociations:
     )
     def test_bad_associations(self, args, reason):
         assert reason_of(lambda: build_relation(*args, now=NOW)) == reason
+
+    def test_an_id_that_is_no_uuid_is_not_found_once_the_rest_is_valid(self):
+        with pytest.raises(NotFound) as caught:
+            build_relation(A, "nope", "RELATES_TO", None, {}, now=NOW)
+        assert (caught.value.reason, caught.value.field) == ("MEMORY_NOT_FOUND", "memory2_id")
 
 
 class TestSupersede:
@@ -205,6 +212,16 @@ def test_memory_ids_are_uuids():
     assert validate_memory_id(A.upper()) == A
     for bad in ("abc", "", None, 5):
         assert reason_of(lambda b=bad: validate_memory_id(b)) == "INVALID_ID"
+
+
+def test_an_id_to_update_or_delete_that_is_no_uuid_names_no_memory():
+    assert stored_memory_id(A.upper()) == A
+    for missing in ("abc", "nonexistent-id"):
+        with pytest.raises(NotFound) as caught:
+            stored_memory_id(missing)
+        assert (caught.value.reason, caught.value.field) == ("MEMORY_NOT_FOUND", "id")
+    for bad in ("", "  ", None, 5):
+        assert reason_of(lambda b=bad: stored_memory_id(b)) == "INVALID_ID"
 
 
 def test_batch_size_bounds():

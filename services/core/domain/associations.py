@@ -6,7 +6,7 @@ import math
 from datetime import datetime
 
 from services.core.domain.errors import InvalidArgument
-from services.core.domain.ids import validate_memory_id
+from services.core.domain.ids import stored_memory_id, validate_memory_id
 from services.core.domain.model import AUTHORABLE_RELATIONS, RELATION_PROPERTIES, SYSTEM_RELATIONS, Relation
 
 #: Strength of an association when the request sends none.
@@ -44,9 +44,11 @@ def build_relation(
 ) -> Relation:
     """A validated edge memory1 -> memory2; type RELATES_TO and strength 0.5
     when not sent. Only the type's own properties are kept; each must be a
-    string, number or boolean."""
-    source = validate_memory_id(memory1_id, "memory1_id")
-    target = validate_memory_id(memory2_id, "memory2_id")
+    string, number or boolean. An id that is no UUID names no memory:
+    MEMORY_NOT_FOUND once the rest is checked, as AutoMem answers 404 for an
+    unknown id after refusing a bad type or strength."""
+    source = _endpoint(memory1_id, "memory1_id")
+    target = _endpoint(memory2_id, "memory2_id")
     if source == target:
         raise InvalidArgument("SAME_MEMORY", "'memory2_id' must differ from 'memory1_id'", field="memory2_id")
     name = DEFAULT_RELATION if relation_type is None or relation_type == "" else validate_relation_type(relation_type)
@@ -68,4 +70,17 @@ def build_relation(
         if not isinstance(item, (str, int, float, bool)):
             raise InvalidArgument("INVALID_PROPERTY", f"'{key}' must be a string, number or boolean", field=key)
         kept[key] = item
+    stored_memory_id(memory1_id, "memory1_id")
+    stored_memory_id(memory2_id, "memory2_id")
     return Relation(source, target, name, float(value), now, kept)
+
+
+def _endpoint(value: object, field: str) -> str:
+    """A memory id, canonical when it is a UUID; other text as sent (it is
+    refused as not found last); a missing one is INVALID_ID."""
+    try:
+        return validate_memory_id(value, field)
+    except InvalidArgument:
+        if not isinstance(value, str) or not value.strip():
+            raise
+        return value.strip()
