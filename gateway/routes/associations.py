@@ -60,6 +60,10 @@ async def associate(request: Request, who: Caller = Depends(require("write"))):
     or a batch under `associations`: 201, 207 with per-item failures, or 400."""
     body = require_object(await json_body(request))
     if "associations" not in body:
+        for field in ("memory1_id", "memory2_id"):
+            # Text that is no memory id is a 404 (as AutoMem answers); a number, list or object is no text at all.
+            if body.get(field) is not None and not isinstance(body[field], str):
+                raise ApiError(400, f"'{field}' must be a string (a memory id)", "INVALID_ID")
         reply = await clients(request).ingest.CreateAssociation(
             ingest.CreateAssociationRequest(association=association_from_json(body)), **call_options(request, who)
         )
