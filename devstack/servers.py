@@ -17,12 +17,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+#: Every port free_port has handed out in this process: the kernel may offer a closed probe's port
+#: again at once, and two servers of one stack given one port fail (or worse, share it).
+_GIVEN: set[int] = set()
+
 
 def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A TCP port nothing listens on right now, and not handed out before by this process."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 def wait_for_port(port: int, timeout: float, host: str = "127.0.0.1") -> None:

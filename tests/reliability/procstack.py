@@ -58,14 +58,9 @@ class ProcessStack:
             "SHUTDOWN_GRACE_SECONDS": "1",
             **env_overrides,
         }
-        taken = {self.falkordb_port, self.nats_port, int(self.env["PORT"])}
         for name in SERVICE_NAMES:
             for kind in ("GRPC", "METRICS"):
-                port = free_port()
-                while port in taken:  # two asks can get the same free port: each process needs its own
-                    port = free_port()
-                taken.add(port)
-                self.env[f"{name.upper()}_{kind}_PORT"] = str(port)
+                self.env[f"{name.upper()}_{kind}_PORT"] = str(free_port())  # never one handed out before
         self.url = f"http://127.0.0.1:{self.env['PORT']}"
         self.servers: dict[str, ServerProcess] = {}
         self.children: dict[str, subprocess.Popen] = {}
