@@ -400,6 +400,24 @@ def test_the_stores_persist_as_the_settings_defaults_say_like_the_devstack(objec
         assert args["--appendfsync"] == defaults["falkordb_appendfsync"].default, falkordb["metadata"]["name"]
 
 
+def memory_bytes(quantity: str) -> int:
+    units = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
+    return int(quantity[:-2]) * units[quantity[-2:]] if quantity[-2:] in units else int(quantity)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_falkordb_lets_a_backup_sync_at_once_and_consolidate_has_room_for_the_copy(objects, overlay):
+    """A backup's snapshot is a scratch replica in the consolidate container (docs/backup.md): FalkorDB
+    starts the sync without waiting for other replicas (repl-diskless-sync-delay 0, as the devstack),
+    and consolidate's memory limit holds FalkorDB's data besides its own."""
+    docs = objects[overlay]
+    primary = named(docs, "StatefulSet", "falkordb")
+    assert redis_args(primary)["--repl-diskless-sync-delay"] == "0"
+    falkordb_limit = memory_bytes(container(primary)["resources"]["limits"]["memory"])
+    consolidate = container(memgrid_deployments(docs)["consolidate"])
+    assert memory_bytes(consolidate["resources"]["limits"]["memory"]) >= falkordb_limit + (1 << 30)
+
+
 #: The keys of memgrid-secrets each process reads (its Settings' secrets), and no other: the claim key
 #: (and the previous one, while it is rotated) everywhere; the API tokens in the gateway; FalkorDB's
 #: password in the services; Qdrant's key in recall only (no other process opens the vector index);
