@@ -14,7 +14,8 @@ A node already stored under the same identity (archive.identity: its id,
 key or tag within its tenant) is matched, not duplicated: the archive's
 version replaces it only when newer (archive.is_newer), so a merge never
 overwrites a newer record. Edges between two matched nodes are merged
-(never doubled); the others are created.
+(never doubled); the others are created. A tenant that keeps an audit log
+already keeps its own: the archive's entries are not written beside it.
 
 Nothing is published: the vector index is rebuilt from the graph afterwards
 (the gateway calls recall's RebuildIndex per tenant), and the memories the
@@ -175,6 +176,8 @@ class _PageWriter:
         self._matched: set[int] = set()
         #: (label, tenant) -> whether the graph held such nodes before (else no lookups are needed)
         self._held: dict[tuple[str, str], bool] = {}
+        #: archive node numbers not written (audit entries of a tenant that keeps its own log)
+        self._skipped: set[int] = set()
         self.tenants: dict[str, TenantRestore] = {}
 
     async def _holds(self, label: str, tenant: str) -> bool:
@@ -183,9 +186,19 @@ class _PageWriter:
             self._held[key] = await self._graph.count_label(label, tenant) > 0
         return self._held[key]
 
+    async def _keeps_own_log(self, node: ArchiveNode) -> bool:
+        """Whether `node` is an audit log node of a tenant that keeps a log of its own already."""
+        return bool(archive.AUDIT_LABELS.intersection(node.labels)) and await self._holds("AuditCounter", node.tenant)
+
     async def nodes(self, page: list[ArchiveNode], progress: RestoreProgress) -> None:
         groups: dict[tuple[str, ...], list[ArchiveNode]] = defaultdict(list)
         for node in page:
+            if await self._keeps_own_log(node):
+                # The tenant's chain stays whole: the archive's entries stay in the archive. (Entries the
+                # two logs share, an archive of this very tenant, would have been kept as they are anyway.)
+                self._skipped.add(node.ref)
+                progress.kept += 1
+                continue
             groups[node.labels].append(node)
             if "Memory" in node.labels:
                 entry = self.tenants.setdefault(node.tenant, TenantRestore(node.tenant))
@@ -237,6 +250,8 @@ class _PageWriter:
     async def edges(self, page: list[ArchiveEdge], progress: RestoreProgress) -> None:
         groups: dict[tuple[str, bool], list[tuple[int, int, dict]]] = defaultdict(list)
         for edge in page:
+            if edge.source in self._skipped or edge.target in self._skipped:
+                continue
             both_stored = edge.source in self._matched and edge.target in self._matched
             groups[(edge.type, both_stored)].append((self._ids[edge.source], self._ids[edge.target], edge.properties))
         for (kind, both_stored), rows in groups.items():

@@ -354,3 +354,23 @@ async def test_scheduled_backups_are_taken_by_one_replica(seeded, tmp_path):
     for replica in reversed(replicas):
         await replica._pass()  # noqa: SLF001
     assert len(files.names()) == 2
+
+
+async def test_a_tenant_that_keeps_an_audit_log_keeps_its_own_through_a_merge(seeded, fresh, tmp_path):
+    """Merged into a tenant with a log of its own, the archive's audit entries are not written beside
+    it: the tenant's sequence stays one, gapless, and its counter unchanged."""
+    result = await writer_for(seeded, tmp_path).create("acme")
+    archived = await seeded.connection.query("MATCH (a:AuditEntry {tenant: 'acme'}) RETURN count(a)")
+    assert archived.result_set[0][0] > 0  # the archive carries acme's log
+    await put(fresh, memory("own", content="only in the target"), memory("own2", content="also the target's"))
+    before = await fresh.connection.query("MATCH (a:AuditEntry {tenant: 'acme'}) RETURN a.seq ORDER BY a.seq")
+    own = [row[0] for row in before.result_set]
+    assert own == list(range(1, len(own) + 1)) and own
+    progress = await restore_all(fresh, result.path, merge=True)
+    after = await fresh.connection.query("MATCH (a:AuditEntry {tenant: 'acme'}) RETURN a.seq ORDER BY a.seq")
+    assert [row[0] for row in after.result_set] == own
+    counter = await fresh.connection.query("MATCH (c:AuditCounter {tenant: 'acme'}) RETURN c.seq")
+    assert counter.result_set == [[len(own)]]
+    assert progress[-1].kept >= archived.result_set[0][0]
+    got = await fresh.reader.get_memories("acme", ["a", "b", "own"])
+    assert set(got) == {"a", "b", "own"}  # the records themselves are merged

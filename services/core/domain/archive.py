@@ -38,6 +38,9 @@ SUFFIX = ".jsonl.gz"
 EVERY_TENANT = "@all"
 #: Labels never exported: run-time state, not data (pending events, run leases).
 TRANSIENT_LABELS = frozenset({"Outbox", "Lease"})
+#: The audit log's labels: a tenant that already keeps a log keeps its own, and an archive's
+#: entries are not written beside it (two sequences in one chain would never verify).
+AUDIT_LABELS = frozenset({"AuditEntry", "AuditCounter"})
 #: The property naming a node, in order of preference; a node with none of
 #: them is matched on its label and tenant only when the archive holds one
 #: such node for the tenant (a per-tenant singleton, such as a counter).
