@@ -213,3 +213,28 @@ async def test_a_scratch_that_cannot_start_is_refused_naming_the_binary(store, s
             pytest.fail("a snapshot was given without a scratch")
     assert refused.value.reason == "BACKUP_SNAPSHOT_FAILED" and "no-redis-server" in refused.value.message
     assert list(scratch.iterdir()) == []
+
+
+async def test_a_store_with_a_password_is_snapshotted_with_it_and_a_wrong_one_is_named(tmp_path):
+    """As in the prod overlay (requirepass): the scratch authenticates with the store's password
+    (masterauth, from FALKORDB_PASSWORD); a wrong one is refused in time, the scratch's log saying why."""
+    from services.core.adapters.falkor.connection import FalkorConnection
+
+    server = start_falkordb(free_port(), tmp_path / "store")
+    try:
+        admin = redis.Redis(port=server.port, decode_responses=True)
+        await admin.config_set("requirepass", 'p"w\\rd')
+        await admin.aclose()
+        good = FalkorConnection(host="127.0.0.1", port=server.port, graph="g", password='p"w\\rd')
+        await good.query("CREATE (:Probe {tenant: 'acme'})")
+        async with FalkorGraphBackup(good, ScratchSpec(root=tmp_path / "s1")).snapshot() as snapshot:
+            assert await count(snapshot._conn, "Probe") == 1  # noqa: SLF001
+        await good.close()
+        wrong = FalkorConnection(host="127.0.0.1", port=server.port, graph="g", password="nope")
+        with pytest.raises(Unavailable) as refused:
+            async with FalkorGraphBackup(wrong, ScratchSpec(root=tmp_path / "s2", sync_timeout_seconds=2)).snapshot():
+                pytest.fail("a snapshot was given without a sync")
+        assert refused.value.reason == "BACKUP_SNAPSHOT_TIMEOUT"
+        assert "auth" in refused.value.message.lower() or "password" in refused.value.message.lower()
+    finally:
+        server.stop()
