@@ -5,7 +5,8 @@ docs/backup.md).
 
 Consistency: the export reads a snapshot (GraphBackup.snapshot, on FalkorDB
 a scratch replica cut loose from the store), so the archive holds every
-write acknowledged before the snapshot and none after, whatever runs meanwhile. Durability: the archive is written
+write acknowledged before the snapshot and none after, whatever runs
+meanwhile. Durability: the archive is written
 to a .partial file, fsync'd, renamed and the directory fsync'd, so a file
 under its final name is whole; a small `<name>.manifest.json` beside it
 (written the same way) lets GET /backups list archives without reading them.
