@@ -87,6 +87,11 @@ class Settings(BaseSettings):
     # (same scores for what is returned), so searches and HNSW builds take less
     # time (docs/performance.md). none: float32 only.
     vector_quantization: Literal["int8", "none"] = "int8"
+    # The in-process index flushes its changes to its segments (and truncates its WAL) on a write this long
+    # after its last flush. qdrant-edge never flushes by itself (Qdrant's server does every 5 s): unflushed,
+    # its RAM and its WAL on disk grow with every write, and a restart replays all of it. A flush takes
+    # tens of milliseconds (an fsync), during which the index's other calls wait.
+    vector_flush_seconds: float = Field(default=5.0, gt=0)
 
     # Event consumers (enrich, recall's projector).
     enrichment_max_attempts: int = 3  # deliveries of an event before it goes to the dead-letter stream

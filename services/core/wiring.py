@@ -106,6 +106,7 @@ def vector_index(settings: Settings) -> VectorIndex:
         autodetect=settings.vector_size_autodetect,
         optimize_every=settings.vector_optimize_every,
         quantization=settings.vector_quantization,
+        flush_seconds=settings.vector_flush_seconds,
     )
 
 

@@ -4,7 +4,9 @@ cases against qdrant-client: test_vector_congruence.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import shutil
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -110,6 +112,40 @@ async def test_clear_replaces_the_shard_with_an_empty_usable_one(tmp_path):
     info = await reopened._run(lambda shard: shard.info())
     assert set(info.payload_schema) == set(INDEXED_FIELDS)
     await reopened.close()
+
+
+async def _segment_count(path, tmp_path) -> int:
+    """The points a copy of the shard holds without its WAL: what its segments hold."""
+    copy = tmp_path / "copy" / "memories"
+    shutil.rmtree(copy.parent, ignore_errors=True)
+    shutil.copytree(path, copy)
+    for wal in (copy / "wal").iterdir():
+        wal.unlink()
+    index = EdgeVectorIndex(path=copy, collection="memories", vector_size=4)
+    index.open()
+    try:
+        return await index.count()
+    finally:
+        await index.close()
+
+
+async def test_writes_reach_the_segments_within_flush_seconds(tmp_path):
+    """qdrant-edge flushes only when told: an index never flushed keeps every
+    change in RAM and in a WAL it cannot truncate (recall's RSS grew with
+    every write in the soak). A write flush_seconds after the last flush
+    flushes the shard, so the segments hold what was written before it."""
+    path = tmp_path / "vectors" / "memories"
+    index = EdgeVectorIndex(path=path, collection="memories", vector_size=4, flush_seconds=0.5)
+    index.open()
+    written = [memory() for _ in range(6)]
+    await put(index, written[:5])
+    assert index.flushes == 0 and await _segment_count(path, tmp_path) == 0  # within flush_seconds: the WAL only
+    await asyncio.sleep(0.55)
+    await put(index, written[5:])
+    await index.delete([written[0].id])
+    assert index.flushes == 1  # the delete came right after the flush: it waits for the next one
+    assert await _segment_count(path, tmp_path) == 6
+    await index.close()
 
 
 def _quantization(path) -> dict | None:

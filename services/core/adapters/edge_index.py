@@ -6,7 +6,12 @@ One process owns the shard: open() takes an exclusive lock file beside it
 directory refuses to start with VectorIndexInUse instead of failing deep in
 qdrant-edge's WAL. Calls run in a worker thread so the event loop
 never blocks; HNSW optimisation runs in the background after enough upserts
-(searches keep working meanwhile, on the unoptimised segments).
+(searches keep working meanwhile, on the unoptimised segments). A write
+flushes the shard when flush_seconds have passed since the last flush:
+qdrant-edge, unlike Qdrant's server (every 5 s), never flushes by itself,
+and an unflushed shard keeps every change since it opened in RAM and in a
+WAL it can never truncate (part of recall's RSS climb in `make soak`, and
+a start-up that replays all of it).
 `clear()` drops the shard directory and creates it anew, and so does open()
 when the shard on disk cannot be loaded (recall's convergence check then
 re-projects it from the graph).
@@ -130,6 +135,7 @@ class EdgeVectorIndex:
         autodetect: bool = True,
         optimize_every: int = 5000,
         quantization: str = "int8",
+        flush_seconds: float = 5.0,
     ):
         self._path = path
         self._collection = collection
@@ -151,6 +157,10 @@ class EdgeVectorIndex:
         self._quantization = quantization
         self._since_optimize = 0
         self._optimizing: asyncio.Task | None = None
+        self._flush_seconds = flush_seconds
+        self._flushed_at = time.monotonic()
+        #: Flushes done (a figure for the tests).
+        self.flushes = 0
         self._lock_path = path.parent / f"{collection}.lock"
         self._lock_fd: int | None = None
 
@@ -287,6 +297,21 @@ class EdgeVectorIndex:
         if self._since_optimize >= self._optimize_every and self._optimizing is None:
             self._since_optimize = 0
             self._optimizing = asyncio.create_task(self._optimize())
+        await self._flush_when_due()
+
+    async def _flush_when_due(self) -> None:
+        """Flush the shard after a write when flush_seconds have passed since
+        the last flush (VECTOR_FLUSH_SECONDS): the changes go to the segments
+        and the WAL the shard no longer needs is truncated. The write is in
+        the WAL already, so a failed flush is logged, not raised."""
+        if time.monotonic() - self._flushed_at < self._flush_seconds:
+            return
+        self._flushed_at = time.monotonic()
+        try:
+            await self._run(lambda shard: shard.flush())
+            self.flushes += 1
+        except Exception as exc:
+            log.warning("vector index flush failed", error=str(exc))
 
     async def optimize(self) -> None:
         """Optimise now and wait for it (recall calls this before it serves,
@@ -317,6 +342,7 @@ class EdgeVectorIndex:
         if ids:
             point_ids = [uuid.UUID(i) for i in ids]
             await self._run(lambda shard: shard.update(UpdateOperation.delete_points(point_ids)))
+            await self._flush_when_due()
 
     async def search(self, query: VectorQuery, *, with_payload: bool = False) -> list[VectorHit]:
         [hits] = await self.search_many([query], with_payload=with_payload)
@@ -369,6 +395,7 @@ class EdgeVectorIndex:
         if tenant is not None:
             of_tenant = Filter(must=[_of_tenant(tenant)])
             await self._run(lambda shard: shard.update(UpdateOperation.delete_points_by_filter(of_tenant)))
+            await self._flush_when_due()
             log.info("vector index cleared", collection=self._collection, tenant=tenant)
             return
 
