@@ -62,7 +62,7 @@ def build_app(
     scheduler = ConsolidationScheduler(runner, graph.consolidation, tick_seconds=settings.consolidation_tick_seconds)
     backups = BackupWriter(
         graph=graph.backups,
-        files=BackupFiles(settings.memgrid_data_dir / "backups"),
+        files=BackupFiles(settings.backups_dir),
         page_size=settings.backup_page_size,
         keep=settings.backup_keep,
     )

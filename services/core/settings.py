@@ -558,6 +558,16 @@ class Settings(BaseSettings):
         return addr or f"{self.grpc_host or '127.0.0.1'}:{self.grpc_port(service)}"
 
     @property
+    def backups_dir(self) -> Path:
+        """Where consolidate writes archives: MEMGRID_DATA_DIR/backups."""
+        return self.memgrid_data_dir / "backups"
+
+    @property
+    def backup_scratch_root(self) -> Path:
+        """Where a backup's scratch replica keeps its data: BACKUP_SCRATCH_DIR, else backups_dir/.scratch."""
+        return Path(self.backup_scratch_dir) if self.backup_scratch_dir else self.backups_dir / ".scratch"
+
+    @property
     def listen_host(self) -> str:
         """Where the services listen: GRPC_LISTEN_HOST, or the deprecated GRPC_HOST when only it is set."""
         if self.grpc_host and "grpc_listen_host" not in self.model_fields_set:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 from services.core.adapters.dead_letters import DeadLetterQueue
 from services.core.adapters.edge_index import EdgeVectorIndex
@@ -37,7 +36,7 @@ def graph_store(settings: Settings) -> FalkorGraph:
         request_retry_seconds=settings.falkordb_retry_seconds,
         audit_log=settings.audit_log_enabled,
         backup_scratch=ScratchSpec(
-            root=Path(settings.backup_scratch_dir or settings.memgrid_data_dir / "backups" / ".scratch"),
+            root=settings.backup_scratch_root,
             sync_timeout_seconds=settings.backup_snapshot_timeout_seconds,
         ),
         appendfsync=settings.falkordb_appendfsync,

@@ -76,7 +76,7 @@ class FalkorGraph:
         self.enrichment = FalkorEnrichmentStore(self.connection)
         self.consolidation = FalkorConsolidationStore(self.connection)
         self.trust = FalkorTrustStore(self.connection)
-        self.backups = FalkorGraphBackup(self.connection, backup_scratch or ScratchSpec())
+        self.backups = FalkorGraphBackup(self.connection, backup_scratch)
         self.restore = FalkorGraphRestore(self.connection)
         self.audit = FalkorAuditLog(self.connection)
         if not audit_log:
