@@ -25,7 +25,7 @@ from services.core.grpc.claims import ClaimSigner  # noqa: E402
 def relay(ingest_target: str, claim_key: bytes):
     """An ASGI app answering any POST with CreateMemory of its JSON body's content and type,
     each call with a claim signed as the gateway signs one (so the comparison stays fair)."""
-    claims = ClaimSigner(claim_key, actor="bench:relay")
+    claims = ClaimSigner(claim_key, actor="bench:relay", audience="ingest")
     stub: list[ingest_service_pb2_grpc.IngestServiceStub] = []
 
     async def app(scope, receive, send) -> None:

@@ -19,7 +19,7 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 
 from devstack.servers import free_port
-from services.core.grpc.claims import ADMIN_ROLE, claim_metadata
+from services.core.grpc.claims import OPERATOR_ROLE, claim_metadata
 from services.core.settings import SERVICE_NAMES
 
 TOKEN = "bench-token"
@@ -112,10 +112,11 @@ class BenchStack:
     def grpc_target(self, service: str) -> str:
         return f"127.0.0.1:{self.env[f'{service.upper()}_GRPC_PORT']}"
 
-    def claim(self, tenant: str | None = "default", role: str = ADMIN_ROLE) -> tuple[tuple[str, str], ...]:
-        """Call metadata for a direct gRPC call: a claim signed with the stack's key,
-        valid for the longest benchmark (a loop reuses it)."""
-        return claim_metadata(self.env["SERVICE_CLAIM_KEY"].encode(), tenant, role, actor="bench", ttl=6 * 3600)
+    def claim(self, tenant: str | None = "default", role: str = OPERATOR_ROLE) -> tuple[tuple[str, str], ...]:
+        """Call metadata for a direct gRPC call: a claim signed with the stack's key for
+        every service, valid for the longest benchmark (a loop reuses it)."""
+        key = self.env["SERVICE_CLAIM_KEY"].encode()
+        return claim_metadata(key, tenant, role, actor="bench", ttl=6 * 3600, audience=SERVICE_NAMES)
 
     def __enter__(self) -> BenchStack:
         print(f"starting the stack in {self.data} ...", file=sys.stderr, flush=True)

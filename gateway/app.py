@@ -29,7 +29,9 @@ def create_app(settings: Settings, api_token: str | None, clients: ServiceClient
     async def lifespan(app: FastAPI):
         app.state.clients = clients or ServiceClients.from_settings(settings)
         # /stream watches events through recall (WatchMemoryEvents): the gateway holds no bus connection.
-        app.state.stream = StreamHub.from_settings(settings, app.state.clients.recall, app.state.clients.claims)
+        app.state.stream = StreamHub.from_settings(
+            settings, app.state.clients.recall, app.state.clients.signer("recall")
+        )
         try:
             yield
         finally:

@@ -2,8 +2,12 @@
 the caller they stand for, and roles.
 
 Roles, each including the ones before it: read (every GET), write (create,
-update, delete, associate, supersede), review (write, reserved for the human
-review of memories), admin (everything, admin routes included)."""
+update, delete, associate, supersede), review (write, the human review of
+memories and force past a tombstone), admin (everything of its own tenant,
+admin routes included), operator (across tenants: every_tenant, every
+tenant's archives and figures). An operator is a tokens-file entry of role
+`operator`, which belongs to no tenant, or AUTOMEM_API_TOKEN with
+X-Admin-Token (ADMIN_API_TOKEN)."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from pathlib import Path
 from fastapi import Request
 
 from gateway.envelope import ApiError
-from gateway.tokens_file import ROLES, TokensFile, token_digest
+from gateway.tokens_file import OPERATOR, ROLES, TokensFile, token_digest
 from services.core.settings import Settings
 
 TOKEN_FILE_NAME = "api_token"
@@ -25,7 +29,8 @@ TOKEN_FILE_NAME = "api_token"
 @dataclass(frozen=True)
 class Caller:
     """Who is calling: the tenant every call is scoped to, the role, and the
-    tenant's memory limit (None: unlimited)."""
+    tenant's memory limit (None: unlimited). An operator's tenant-scoped
+    calls act on DEFAULT_TENANT, as the single token's do."""
 
     tenant: str
     role: str
@@ -35,6 +40,9 @@ class Caller:
     legacy: bool = False
     #: The token's id, the audit log's actor (never the token): `legacy` for AUTOMEM_API_TOKEN.
     token_id: str = field(default="", compare=False)  # names the caller; equality is its rights
+    #: May act across tenants (every_tenant, every tenant's archives and figures): a tokens-file
+    #: `operator`, or AUTOMEM_API_TOKEN with X-Admin-Token. A tenant's admin is not one.
+    operator: bool = False
 
 
 def role_allows(role: str, needed: str) -> bool:
@@ -111,6 +119,8 @@ class TokenAuth:
         digest = token_digest(token)
         if self._tokens is not None and (entry := self._tokens.lookup(digest)) is not None:
             limit = entry.memory_limit if entry.memory_limit is not None else self._memory_limit
+            if entry.role == OPERATOR:  # belongs to no tenant: its tenant-scoped calls are the default tenant's
+                return Caller(self._tenant, OPERATOR, limit, token_id=entry.token_id, operator=True)
             return Caller(entry.tenant, entry.role, limit, token_id=entry.token_id)
         if self._token is not None and hmac.compare_digest(digest, self._token):
             return Caller(self._tenant, "write", self._memory_limit, legacy=True, token_id="legacy")
@@ -122,10 +132,10 @@ class TokenAuth:
         if role_allows(caller.role, needed):
             return caller
         # The single-tenant token reviews with X-Admin-Token too: a deployment
-        # of one token has no review token, and admin includes review.
-        if needed in ("review", "admin") and caller.legacy:
+        # of one token has no review token, and its admin is the operator.
+        if needed in ("review", "admin", OPERATOR) and caller.legacy:
             self._check_admin_header(request)
-            return replace(caller, role="admin")
+            return replace(caller, role=OPERATOR, operator=True)
         raise ApiError(
             403, f"this token's role '{caller.role}' may not do this: it needs the '{needed}' role", "PERMISSION_DENIED"
         )

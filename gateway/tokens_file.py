@@ -1,10 +1,14 @@
 """Many tenants: MEMGRID_TOKENS_FILE, a JSON list of token entries.
 
     [{"token_sha256": "<hex sha256 of the token>", "tenant": "acme", "role": "write",
-      "memory_limit": 10000, "id": "acme-ci"}]
+      "memory_limit": 10000, "id": "acme-ci"},
+     {"token_sha256": "<hex sha256 of another token>", "role": "operator", "id": "ops"}]
 
 `id` (optional) names the token in the audit log; without one, the first 12
-hex digits of its digest do.
+hex digits of its digest do. Every entry but an operator's belongs to one
+tenant; an `operator` entry (what crosses tenants: every_tenant, every
+tenant's archives) belongs to none, so it names no `tenant` and no
+`memory_limit`.
 
 Only digests are stored, so the file holds no secret. The file is re-read when
 it changes (size, mtime or inode differ), checked at most once per
@@ -28,8 +32,10 @@ import structlog
 
 log = structlog.get_logger()
 
-#: Roles, weakest first; each includes every right of those before it.
-ROLES = ("read", "write", "review", "admin")
+#: Roles, weakest first; each includes every right of those before it. `admin`
+#: manages its own tenant; `operator` (no tenant's) acts across tenants.
+ROLES = ("read", "write", "review", "admin", "operator")
+OPERATOR = "operator"
 #: Tenant names become NATS subject tokens (memory.events.<tenant>.<kind>), so
 #: only characters that survive there unchanged are allowed (no collisions).
 TENANT_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -47,7 +53,8 @@ class TokensFileError(ValueError):
 @dataclass(frozen=True, slots=True)
 class TokenEntry:
     digest: bytes
-    tenant: str
+    #: None for an operator, who belongs to no tenant.
+    tenant: str | None
     role: str
     memory_limit: int | None = None
     #: Who the audit log records (never the token): the entry's `id`, or a digest prefix.
@@ -69,12 +76,20 @@ def _entry(index: int, item: object) -> TokenEntry:
     digest = item.get("token_sha256")
     if not isinstance(digest, str) or not _DIGEST_PATTERN.fullmatch(digest):
         raise TokensFileError(f"{where}: 'token_sha256' must be 64 hex characters (the sha256 of the token)")
-    tenant = item.get("tenant")
-    if not isinstance(tenant, str) or not TENANT_PATTERN.fullmatch(tenant):
-        raise TokensFileError(f"{where}: 'tenant' must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'")
     role = item.get("role")
     if role not in ROLES:
         raise TokensFileError(f"{where}: 'role' must be one of {', '.join(ROLES)}")
+    tenant = item.get("tenant")
+    if role == OPERATOR:
+        # An operator crosses tenants: one naming a tenant would read as that tenant's admin, and is not.
+        if "tenant" in item or "memory_limit" in item:
+            raise TokensFileError(
+                f"{where}: an 'operator' entry belongs to no tenant: it takes no 'tenant' or 'memory_limit'"
+            )
+    elif tenant is None:
+        raise TokensFileError(f"{where}: 'tenant' is required (only an 'operator' entry names none)")
+    elif not isinstance(tenant, str) or not TENANT_PATTERN.fullmatch(tenant):
+        raise TokensFileError(f"{where}: 'tenant' must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'")
     limit = item.get("memory_limit")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise TokensFileError(f"{where}: 'memory_limit' must be a whole number >= 0")

@@ -14,19 +14,27 @@ import pytest
 from devstack.servers import ServerProcess, free_port, start_falkordb, start_nats
 from services.core.grpc.claims import claim_metadata
 from services.core.grpc.plane import ServicePlane
-from services.core.settings import Settings
+from services.core.settings import SERVICE_NAMES, Settings
 
 #: The service plane's claim key of every test stack (services/core/grpc/claims.py).
 TEST_CLAIM_KEY = "memgrid-tests-service-claim-key-0123456789"
+#: The key every test stack signs its backup archives with (services/consolidate/backup_key.py).
+TEST_BACKUP_KEY = "memgrid-tests-backup-signing-key-0123456789"
 
 
 def signed(
-    tenant: str | None, role: str = "write", memory_limit: int | None = None, actor: str | None = None
+    tenant: str | None,
+    role: str = "write",
+    memory_limit: int | None = None,
+    actor: str | None = None,
+    *,
+    audience: str | tuple[str, ...] = SERVICE_NAMES,
 ) -> tuple[tuple[str, str], ...]:
     """Call metadata for a direct gRPC call to a test stack's service: a claim
-    for `tenant` signed with the tests' key (None: no tenant, for an admin's
-    every-tenant call)."""
-    return claim_metadata(TEST_CLAIM_KEY.encode(), tenant, role, memory_limit, actor)
+    for `tenant` signed with the tests' key (None: no tenant, for an operator's
+    every-tenant call), for `audience` (by default every service: the gateway
+    and the services sign one service's claim per call)."""
+    return claim_metadata(TEST_CLAIM_KEY.encode(), tenant, role, memory_limit, actor, audience=audience)
 
 
 def plane_of(settings: Settings) -> ServicePlane:
@@ -70,6 +78,8 @@ def make_settings(falkordb_port: int, nats_port: int, data_dir, **overrides) -> 
         # No consolidation on a schedule (it would rescore memories under other tests); tests run it on demand.
         consolidation_tick_seconds=0,
         service_claim_key=TEST_CLAIM_KEY,
+        # One backup key for every test stack: an archive of one restores, signed, into another.
+        backup_signing_key=TEST_BACKUP_KEY,
     )
     values.update(overrides)
     return Settings(_env_file=None, **values)

@@ -1,5 +1,7 @@
 """Backup and restore routes (consolidate's archives, docs/backup.md): write
-one, list them, download one, restore one (by name or uploaded). Admin only.
+one, list them, download one, restore one (by name or uploaded). Admin only:
+a tenant's admin sees and restores its own tenant's archives; every tenant's
+(every_tenant, the archives of other tenants) are an operator's.
 
 A restore ends with the vector index rebuilt from the graph for each tenant
 it wrote into (recall's RebuildIndex), and the restored memories that had no
@@ -24,7 +26,7 @@ from gateway.routes.admin import long_call
 from gateway.routes.body import decode_json, is_json_media_type, optional_json_object
 from gateway.routes.calls import clients
 from gateway.routes.query import query_bool, query_text
-from gateway.routes.roles import require
+from gateway.routes.roles import escalate, require
 from gateway.translate import require_object
 from memgrid.v1 import consolidate_service_pb2 as consolidate
 from memgrid.v1 import enrich_service_pb2 as enrich
@@ -88,7 +90,7 @@ BACKUP = obj(
     "/backup",
     **doc(
         ok=BACKUP,
-        body=obj({"every_tenant": {**BOOLEAN, "description": "One archive of every tenant's records."}}),
+        body=obj({"every_tenant": {**BOOLEAN, "description": "One archive of every tenant's records; an operator's."}}),
         body_required=False,
     ),
 )
@@ -101,6 +103,8 @@ async def backup(request: Request, who: Caller = Depends(require("admin"))):
     every_tenant = False if body.get("every_tenant") is None else body["every_tenant"]
     if not isinstance(every_tenant, bool):
         raise ApiError(400, "'every_tenant' must be true or false", "NOT_A_BOOLEAN")
+    if every_tenant:
+        who = escalate(request, who, "operator", "every_tenant")  # 403 for a tenant's admin
     return await _create(request, who, every_tenant)
 
 
@@ -130,7 +134,8 @@ async def _create(request: Request, who: Caller, every_tenant: bool) -> dict:
     **doc(ok=obj({"status": {"const": "success"}, "backups": array(INFO)}, ("status", "backups"))),
 )
 async def list_backups(request: Request, who: Caller = Depends(require("admin"))):
-    """Every archive on the consolidate host, newest first, with its manifest's counts."""
+    """The archives on the consolidate host, newest first, with their manifests' counts:
+    an operator's every one, a tenant's admin its own tenant's."""
     reply = await clients(request).consolidate.ListBackups(consolidate.ListBackupsRequest(), **long_call(request, who))
     return {"status": "success", "backups": [info_json(b) for b in reply.backups]}
 
@@ -146,7 +151,8 @@ async def list_backups(request: Request, who: Caller = Depends(require("admin"))
     },
 )
 async def download_backup(name: str, request: Request, who: Caller = Depends(require("admin"))):
-    """The archive's bytes, as POST /restore takes them back."""
+    """The archive's bytes, as POST /restore takes them back (404 for a tenant's admin
+    asking for another tenant's archive or an every-tenant one, as for an unknown name)."""
     stream = clients(request).consolidate.ReadBackup(
         consolidate.ReadBackupRequest(name=name), **long_call(request, who)
     )
@@ -275,7 +281,8 @@ async def restore(request: Request, who: Caller = Depends(require("admin"))):
                 raise ApiError(400, "'merge' must be true or false", "NOT_A_BOOLEAN")
             merge = merge or body["merge"]
     stream = clients(request).consolidate.RestoreBackup(
-        consolidate.RestoreBackupRequest(name=name, upload=upload, merge=merge, every_tenant=True),
+        # Into every tenant the archive names: an operator's; a tenant's admin restores its own tenant's records only.
+        consolidate.RestoreBackupRequest(name=name, upload=upload, merge=merge, every_tenant=who.operator),
         **long_call(request, who),
     )
     last = None

@@ -8,7 +8,7 @@ import time
 from fastapi import Request
 
 from gateway.auth import Caller
-from gateway.clients import ServiceClients
+from gateway.clients import ClaimFor, ServiceClients
 
 
 def clients(request: Request) -> ServiceClients:
@@ -17,12 +17,11 @@ def clients(request: Request) -> ServiceClients:
 
 
 def call_options(request: Request, who: Caller) -> dict:
-    """Metadata (a claim signed for the caller: tenant, role, memory limit,
-    token id as the actor) and deadline for a call on the caller's behalf."""
+    """Metadata (the caller a claim is signed for: tenant, role, memory limit,
+    token id as the actor; the stub called signs it for its own service) and
+    deadline for a call on the caller's behalf."""
     return {
-        "metadata": clients(request).claims.metadata(
-            who.tenant, who.role, who.memory_limit, actor=who.token_id or None
-        ),
+        "metadata": ClaimFor(who.tenant, who.role, who.memory_limit, actor=who.token_id or None),
         "timeout": request.app.state.settings.grpc_timeout_seconds,
     }
 

@@ -13,7 +13,7 @@ from gateway.responses import JsonRoute
 from gateway.routes.admin import long_call
 from gateway.routes.body import optional_json_object
 from gateway.routes.calls import call_options, clients
-from gateway.routes.roles import require
+from gateway.routes.roles import escalate, require
 from gateway.translate import iso
 from memgrid.v1 import consolidate_service_pb2 as consolidate
 
@@ -87,7 +87,7 @@ def run_record(run: consolidate.ConsolidationRun, *, with_sample: bool) -> dict:
             {
                 "mode": {"enum": MODES, "description": "Omitted: full (every task: decay, creative, cluster, forget)."},
                 "dry_run": {**BOOLEAN, "description": "Omitted: true (report what would change, change nothing)."},
-                "every_tenant": {**BOOLEAN, "description": "Every tenant's memories; an admin's call."},
+                "every_tenant": {**BOOLEAN, "description": "Every tenant's memories; an operator's call."},
             },
         ),
         body_required=False,
@@ -109,7 +109,7 @@ async def run_consolidation(request: Request, who: Caller = Depends(require("wri
     if not isinstance(every_tenant, bool):
         raise ApiError(400, "'every_tenant' must be true or false", "NOT_A_BOOLEAN")
     if every_tenant:
-        who = request.app.state.auth.authorize(request, "admin")  # 403 for anyone else
+        who = escalate(request, who, "operator", "every_tenant")  # 403 for anyone else, a tenant's admin too
     reply = await clients(request).consolidate.RunConsolidation(
         consolidate.RunConsolidationRequest(mode=mode, dry_run=dry_run, every_tenant=every_tenant),
         **long_call(request, who),

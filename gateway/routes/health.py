@@ -2,14 +2,14 @@
 
 The count is the caller's tenant's when a valid token comes with the
 request. With many tenants (a tokens file), an anonymous caller gets no
-count, and only an admin gets the figures that count every tenant's data
-(the graph's memories, the stream's messages, the index's points): a probe
-learns whether memgrid is up, not how much others store.
+count, and only an operator gets the figures that count every tenant's data
+(the graph's memories, the stream's messages, the index's points): a probe,
+or a tenant's own admin, learns whether memgrid is up, not how much others store.
 
 Each component's `detail` (the FalkorDB host and port, the NATS URL, which
-may hold a password, error strings) is shown to an admin only, recognised
-as on the admin routes (a tokens-file admin, or the API token with
-X-Admin-Token): everyone else gets the statuses and figures alone."""
+may hold a password, error strings) is shown to an operator only (a
+tokens-file operator, or the API token with X-Admin-Token): everyone else
+gets the statuses and figures alone."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from gateway.responses import Json, JsonRoute
 from gateway.routes.calls import clients
 from gateway.translate import now_iso
 from memgrid.v1 import recall_service_pb2
-from services.core.grpc.claims import ADMIN_ROLE
+from services.core.grpc.claims import OPERATOR_ROLE
 from services.core.settings import SERVICE_NAMES
 
 router = APIRouter(route_class=JsonRoute)
@@ -34,10 +34,10 @@ router = APIRouter(route_class=JsonRoute)
 EVERY_TENANTS_FIGURES = frozenset({"memories", "messages", "points", "lag", "repaired_tenants", "repaired_points"})
 
 
-def _is_admin(request: Request) -> bool:
-    """Whether the request carries what the admin routes accept."""
+def _is_operator(request: Request) -> bool:
+    """Whether the request carries an operator's credential (what crosses tenants)."""
     try:
-        request.app.state.auth.authorize(request, "admin")
+        request.app.state.auth.authorize(request, OPERATOR_ROLE)
     except ApiError:
         return False
     return True
@@ -99,8 +99,8 @@ async def health(request: Request):
         caller = auth.authenticate(request)
     except ApiError:
         caller = None  # /health answers everyone; a token only scopes the count
-    admin = caller is not None and _is_admin(request)
-    every_tenants_figures = not auth.many_tenants or (caller is not None and caller.role == "admin")
+    admin = caller is not None and _is_operator(request)
+    every_tenants_figures = not auth.many_tenants or admin
     statuses = await asyncio.gather(*(_service_health(request, n) for n in SERVICE_NAMES))
     services = dict(zip(SERVICE_NAMES, statuses, strict=True))
     components: dict[str, dict] = {}
@@ -109,9 +109,9 @@ async def health(request: Request):
         status = await clients(request).recall.GetSystemStatus(
             recall_service_pb2.GetSystemStatusRequest(),
             # No caller: the gateway's own every-tenant call (it shows the count only where that is everyone's).
-            metadata=clients(request).claims.metadata(caller.tenant, caller.role)
+            metadata=clients(request).signer("recall").metadata(caller.tenant, caller.role)
             if caller is not None
-            else clients(request).claims.metadata(None, ADMIN_ROLE),
+            else clients(request).signer("recall").metadata(None, OPERATOR_ROLE),
             timeout=request.app.state.settings.health_status_timeout_seconds,
         )
         if caller is not None or not auth.many_tenants:

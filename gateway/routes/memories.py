@@ -31,7 +31,7 @@ from gateway.responses import Json, JsonRoute
 from gateway.routes.body import json_body
 from gateway.routes.calls import call_options, clients, elapsed_ms
 from gateway.routes.query import query_bool, query_int, query_limit, query_list, query_text
-from gateway.routes.roles import require
+from gateway.routes.roles import escalate, require
 from gateway.translate import draft_from_json, iso, memory_to_json, relation_to_json, require_object, update_from_json
 from memgrid.v1 import ingest_service_pb2 as ingest
 from memgrid.v1 import recall_service_pb2 as recall
@@ -71,7 +71,11 @@ def _force(request: Request, body: dict) -> bool:
     return bool(value) or query_bool(request, "force")
 
 
-FORCE = query("force", BOOLEAN, "Store content a tombstone holds (otherwise 409 naming the tombstone); audited.")
+FORCE = query(
+    "force",
+    BOOLEAN,
+    "Store content a tombstone holds (otherwise 409 naming the tombstone); audited; needs the review role.",
+)
 
 
 def _replay_headers(replayed: bool) -> dict[str, str]:
@@ -166,6 +170,8 @@ async def create_memory(request: Request, who: Caller = Depends(require("write")
         if body.get(name) is not None and not isinstance(body[name], str):
             raise ApiError(400, f"'{name}' must be a string", "NOT_A_STRING")
     force = _force(request, body)
+    if force:  # past a reviewer's rejection: the review role's call
+        who = escalate(request, who, "review", "force")
     if body.get("supersedes_memory_id") is not None:
         reply = await clients(request).ingest.SupersedeMemory(
             ingest.SupersedeMemoryRequest(
@@ -213,11 +219,14 @@ async def batch_create(request: Request, who: Caller = Depends(require("write"))
         if key is not None and not isinstance(key, str):
             raise ApiError(400, f"{where}'idempotency_key' must be a string", "NOT_A_STRING")
         item_keys.append(key or "")
+    force = _force(request, body)
+    if force:  # past a reviewer's rejection: the review role's call
+        who = escalate(request, who, "review", "force")
     reply = await clients(request).ingest.BatchCreateMemories(
         ingest.BatchCreateMemoriesRequest(
             memories=drafts,
             idempotency_key=request.headers.get(IDEMPOTENCY_HEADER, ""),
-            force=_force(request, body),
+            force=force,
             item_idempotency_keys=item_keys if any(item_keys) else [],
         ),
         **call_options(request, who),

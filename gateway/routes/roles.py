@@ -6,7 +6,8 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import Request
 
-from gateway.auth import Caller
+from gateway.auth import Caller, role_allows
+from gateway.envelope import ApiError
 from gateway.tokens_file import ROLES
 
 
@@ -31,3 +32,21 @@ def require(role: str) -> Callable[[Request], Awaitable[Caller]]:
     if role not in _REQUIRE:
         raise ValueError(f"unknown role {role!r}; one of {', '.join(ROLES)}")
     return _REQUIRE[role]
+
+
+def escalate(request: Request, who: Caller, needed: str, field: str) -> Caller:
+    """`who`, when its role includes `needed`; the single token raised by
+    X-Admin-Token when it comes with one; else 403 naming `field`, the part of
+    the request that needs the role (every_tenant needs `operator`, force `review`)."""
+    if role_allows(who.role, needed):
+        return who
+    try:
+        return request.app.state.auth.authorize(request, needed)
+    except ApiError as exc:
+        if exc.code != 403:
+            raise
+        raise ApiError(
+            403,
+            f"'{field}' needs the '{needed}' role; this token's role is '{who.role}'",
+            "PERMISSION_DENIED",
+        ) from None

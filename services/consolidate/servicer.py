@@ -12,10 +12,11 @@ from services.consolidate.backup import BackupInfo, BackupWriter, read_chunks
 from services.consolidate.restore import RestoreProgress, Restorer
 from services.consolidate.scheduler import ConsolidationRunner, TaskReport
 from services.core.codec import ts_to_pb
+from services.core.domain.archive import missing_backup
 from services.core.domain.consolidation import RunRecord, tasks_for_mode
 from services.core.domain.errors import InvalidArgument
 from services.core.domain.times import parse_iso, to_micros
-from services.core.grpc.tenant import require_admin, tenant_of
+from services.core.grpc.tenant import is_operator, require_admin, require_operator, tenant_of
 from services.core.ports import ConsolidationStore
 
 
@@ -38,6 +39,13 @@ def run_to_pb(record: RunRecord, sample=()) -> pb.ConsolidationRun:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _tenant_of_archive(info: BackupInfo) -> str | None:
+    """The one tenant an archive holds, by its manifest; None for an every-tenant
+    archive or one without a manifest (an operator's to see)."""
+    header = info.header
+    return header.tenant if header is not None and header.scope == "tenant" else None
 
 
 def backup_to_pb(info: BackupInfo) -> pb.BackupInfo:
@@ -100,10 +108,10 @@ class ConsolidateServicer(pb_grpc.ConsolidateServiceServicer):
 
     async def RunConsolidation(self, request: pb.RunConsolidationRequest, context) -> pb.RunConsolidationResponse:
         """Run the mode's tasks now over the caller's tenant (or, with
-        every_tenant, every tenant's: only an admin claim may ask);
+        every_tenant, every tenant's: only an operator's claim may ask);
         dry unless dry_run is set false."""
         if request.every_tenant:
-            require_admin(context, "a consolidation of every tenant")
+            require_operator(context, "a consolidation of every tenant")
         tasks = tasks_for_mode(request.mode)
         dry_run = request.dry_run if request.HasField("dry_run") else True
         tenants = await self._store.tenants() if request.every_tenant else [tenant_of(context)]
@@ -160,11 +168,10 @@ class ConsolidateServicer(pb_grpc.ConsolidateServiceServicer):
 
     async def CreateBackup(self, request: pb.CreateBackupRequest, context) -> pb.CreateBackupResponse:
         """Write the caller's tenant's graph (every tenant's with every_tenant:
-        the gateway lets only an admin ask) to a new archive (services/consolidate/backup.py)."""
-        tenant = tenant_of(context)
+        an operator's) to a new archive (services/consolidate/backup.py)."""
         if request.every_tenant:
-            require_admin(context, "a backup of every tenant")
-        result = await self._backups.create(None if request.every_tenant else tenant)
+            require_operator(context, "a backup of every tenant")
+        result = await self._backups.create(None if request.every_tenant else tenant_of(context))
         return pb.CreateBackupResponse(
             path=str(result.path),
             memories=result.memories,
@@ -175,14 +182,28 @@ class ConsolidateServicer(pb_grpc.ConsolidateServiceServicer):
         )
 
     async def ListBackups(self, request: pb.ListBackupsRequest, context) -> pb.ListBackupsResponse:
-        """Every archive under the backups directory, newest first (an admin's call)."""
+        """The archives under the backups directory, newest first: an operator's
+        every one, a tenant's admin its own tenant's only."""
         require_admin(context, "the list of backups")
         listing = await asyncio.to_thread(self._backups.files.listing)
+        if not is_operator(context):
+            tenant = tenant_of(context)
+            listing = [info for info in listing if _tenant_of_archive(info) == tenant]
         return pb.ListBackupsResponse(backups=[backup_to_pb(info) for info in listing])
 
+    async def _visible(self, name: str, context) -> None:
+        """NotFound, as for an unknown name, unless the caller may see the archive: an operator
+        every one, a tenant's admin its own tenant's (never an every-tenant or unlabelled one)."""
+        if is_operator(context):
+            return
+        info = await asyncio.to_thread(self._backups.files.info, name)
+        if _tenant_of_archive(info) != tenant_of(context):
+            raise missing_backup(name)
+
     async def ReadBackup(self, request: pb.ReadBackupRequest, context) -> AsyncIterator[pb.BackupChunk]:
-        """The archive's bytes, BACKUP_CHUNK_BYTES at a time (an admin's call)."""
+        """The archive's bytes, BACKUP_CHUNK_BYTES at a time (an admin's call, of its own tenant's archive)."""
         require_admin(context, "a backup's download")
+        await self._visible(request.name, context)
         path = await asyncio.to_thread(self._backups.files.path_of, request.name)
         async for chunk in read_chunks(path, self._chunk):
             yield pb.BackupChunk(data=chunk)
@@ -199,11 +220,13 @@ class ConsolidateServicer(pb_grpc.ConsolidateServiceServicer):
         """Verify the archive, then write it into the graph (services/consolidate/restore.py), with progress."""
         caller = tenant_of(context)
         if request.every_tenant:
-            require_admin(context, "a restore into every tenant the archive names")
+            require_operator(context, "a restore into every tenant the archive names")
         if bool(request.name) == bool(request.upload):
             raise InvalidArgument(
                 "RESTORE_SOURCE", "name one backup ('name') or upload an archive, not both", field="name"
             )
+        if request.name:
+            await self._visible(request.name, context)
         files = self._backups.files
         path = await asyncio.to_thread(
             files.path_of if request.name else files.upload_path, request.name or request.upload

@@ -35,7 +35,8 @@ def start_metrics_server(port: int, host: str = "0.0.0.0") -> None:
 
 GRPC_REQUESTS = Counter("memgrid_grpc_requests_total", "gRPC requests handled", ["service", "method", "code"])
 #: Calls refused for their claim (services/core/grpc/plane.py): MISSING, MALFORMED, BAD_SIGNATURE, EXPIRED,
-#: and NOT_ADMIN for an every-tenant operation asked without the admin role.
+#: WRONG_AUDIENCE (a claim made for another service), ROLE (the method, or a field such as every_tenant,
+#: needs a role the claim lacks: services/core/grpc/method_roles.py) and NOT_OPERATOR (the servicer's own check).
 GRPC_REFUSED = Counter("memgrid_grpc_refused_total", "gRPC calls refused by the service plane", ["service", "reason"])
 GRPC_LATENCY = Histogram(
     "memgrid_grpc_request_seconds",

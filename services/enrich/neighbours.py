@@ -23,7 +23,7 @@ class RecallNeighbours:
         self._timeout = timeout_seconds
         self._plane = plane
         # A search for one tenant's neighbours, signed as enrich's own call.
-        self._claims = plane.signer("system:enrich")
+        self._claims = plane.signer("system:enrich", "recall")
         self._channel: grpc.aio.Channel | None = None
         self._stub = None
 

@@ -2,8 +2,8 @@
 
 Asks the running recall service (RebuildIndex) and prints its progress; the
 index is a projection, so nothing but the graph is read. Start the stack
-first (`make run`); RECALL_ADDR says where recall listens. It signs an admin
-claim with the service key (SERVICE_CLAIM_KEY, or the key file in the data
+first (`make run`); RECALL_ADDR says where recall listens. It signs an operator's
+claim for recall with the service key (SERVICE_CLAIM_KEY, or the key file in the data
 directory `make run` generated), as `system:reindex`.
 """
 
@@ -16,7 +16,7 @@ import sys
 import grpc
 
 from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
-from services.core.grpc.claims import ADMIN_ROLE
+from services.core.grpc.claims import OPERATOR_ROLE
 from services.core.grpc.plane import ServicePlane
 from services.core.settings import Settings
 
@@ -26,7 +26,7 @@ async def rebuild(
 ) -> recall_service_pb2.RebuildIndexProgress | None:
     """Stream the rebuild's progress to `out`; returns the last report."""
     last = None
-    metadata = plane.signer("system:reindex").metadata(None, ADMIN_ROLE)
+    metadata = plane.signer("system:reindex", "recall").metadata(None, OPERATOR_ROLE)
     async with plane.channel(target) as channel:
         stub = recall_service_pb2_grpc.RecallServiceStub(channel)
         async for progress in stub.RebuildIndex(

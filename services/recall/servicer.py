@@ -10,7 +10,7 @@ from services.core.codec import event_to_pb, memory_to_pb, relation_seen_from, s
 from services.core.domain.model import Relation
 from services.core.domain.recall_ranking import EXPANSIONS, Candidate
 from services.core.domain.times import format_iso
-from services.core.grpc.tenant import require_admin, tenant_if_any, tenant_of
+from services.core.grpc.tenant import require_operator, tenant_if_any, tenant_of
 from services.core.ports import SequencedEvent, WatchGap, WatchHeartbeat, WatchOpened
 from services.recall.event_watch import EventWatches
 from services.recall.exports import MemoryExports
@@ -324,7 +324,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
 
     async def RebuildIndex(self, request: pb.RebuildIndexRequest, context):
         if request.every_tenant:
-            require_admin(context, "a rebuild of every tenant's index")
+            require_operator(context, "a rebuild of every tenant's index")
         tenant = None if request.every_tenant else tenant_of(context)
         batch_size = request.batch_size or self._rebuild_batch_size
         async for progress in self._index.rebuild_index(batch_size, tenant):

@@ -134,7 +134,7 @@ async def _similar(channel, tenant: str, vector: list[float]) -> list[str]:
 
 async def _figures(channel) -> dict[str, float]:
     stub = recall_service_pb2_grpc.RecallServiceStub(channel)
-    status = await stub.GetSystemStatus(recall_service_pb2.GetSystemStatusRequest(), metadata=signed(None, "admin"))
+    status = await stub.GetSystemStatus(recall_service_pb2.GetSystemStatusRequest(), metadata=signed(None, "operator"))
     [index] = [c for c in status.components if c.name == "vector_index"]
     return dict(index.figures)
 
@@ -214,7 +214,7 @@ async def test_the_periodic_check_restores_points_deleted_behind_recalls_back(se
     service, channel = await _run_recall(settings, vectors)
     try:
         await _until(lambda: _similar(channel, "acme", axis(0, size)))
-        await vectors.delete([memories[0].id, memories[1].id])
+        await vectors.delete([memories[0].id, memories[1].id], tenant="acme")
         deleted_at = time.time()
         assert await vectors.count() == 2
 

@@ -30,6 +30,7 @@ from services.core.grpc.claims import CLAIM_METADATA_KEY, sign_claim
 from services.core.grpc.errors import error_info
 from services.core.grpc.plane import ServicePlane
 from services.core.grpc.server import start
+from services.core.settings import SERVICE_NAMES as SERVICES
 from services.enrich.bootstrap import build_app as build_enrich
 from services.ingest.bootstrap import build_app as build_ingest
 from services.recall.bootstrap import build_app as build_recall
@@ -89,8 +90,15 @@ def refused_count(service: str, reason: str) -> float:
 FORGED = {
     # What the services trusted before: a tenant written in the metadata.
     "MISSING": (("x-memgrid-tenant", "victim"), ("x-memgrid-memory-limit", "1000000")),
-    "BAD_SIGNATURE": ((CLAIM_METADATA_KEY, sign_claim(b"not-this-deployments-key-0123456789", "victim", "admin")),),
-    "EXPIRED": ((CLAIM_METADATA_KEY, sign_claim(TEST_CLAIM_KEY.encode(), "victim", "admin", ttl=60, now=0.0)),),
+    "BAD_SIGNATURE": (
+        (CLAIM_METADATA_KEY, sign_claim(b"not-this-deployments-key-0123456789", "victim", "admin", audience=SERVICES)),
+    ),
+    "EXPIRED": (
+        (
+            CLAIM_METADATA_KEY,
+            sign_claim(TEST_CLAIM_KEY.encode(), "victim", "admin", ttl=60, now=0.0, audience=SERVICES),
+        ),
+    ),
     "MALFORMED": ((CLAIM_METADATA_KEY, "victim"),),
 }
 
@@ -112,9 +120,9 @@ async def test_an_expired_claim_is_refused_once_its_lifetime_and_the_skew_are_pa
     ttl, skew = settings.service_claim_ttl_seconds, settings.service_claim_skew_seconds
     recall = recall_service_pb2_grpc.RecallServiceStub(stack["recall"])
     key, now = TEST_CLAIM_KEY.encode(), time.time()
-    within = sign_claim(key, "acme", "read", ttl=ttl, now=now - ttl - skew + 3)
+    within = sign_claim(key, "acme", "read", ttl=ttl, now=now - ttl - skew + 3, audience="recall")
     await recall.GetGraphStats(recall_service_pb2.GetGraphStatsRequest(), metadata=((CLAIM_METADATA_KEY, within),))
-    past = sign_claim(key, "acme", "read", ttl=ttl, now=now - ttl - skew - 1)
+    past = sign_claim(key, "acme", "read", ttl=ttl, now=now - ttl - skew - 1, audience="recall")
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await recall.GetGraphStats(recall_service_pb2.GetGraphStatsRequest(), metadata=((CLAIM_METADATA_KEY, past),))
     assert error_info(refused.value).reason == "CLAIM_EXPIRED"
@@ -139,7 +147,7 @@ async def test_the_tenant_and_the_quota_come_from_the_claim_alone(stack):
     assert full.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
-async def test_every_tenant_operations_need_the_admin_role(stack):
+async def test_every_tenant_operations_need_the_operator_role(stack):
     recall = recall_service_pb2_grpc.RecallServiceStub(stack["recall"])
     consolidate = consolidate_service_pb2_grpc.ConsolidateServiceStub(stack["consolidate"])
     every = {
@@ -152,16 +160,16 @@ async def test_every_tenant_operations_need_the_admin_role(stack):
         ),
     }
     for name, call in every.items():
-        before = refused_count("recall" if name != "consolidate" else "consolidate", "NOT_ADMIN")
-        for role in ("read", "write", "review"):
+        before = refused_count("recall" if name != "consolidate" else "consolidate", "ROLE")
+        for role in ("read", "write", "review", "admin"):  # a tenant's admin is no operator
             tenant = None if name == "status" else "acme"
             with pytest.raises(grpc.aio.AioRpcError) as denied:
                 await call(signed(tenant, role))
             assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED, (name, role)
-            assert error_info(denied.value).reason == "ADMIN_REQUIRED"
-        assert refused_count("recall" if name != "consolidate" else "consolidate", "NOT_ADMIN") == before + 3
-        await call(signed(None if name == "status" else "acme", "admin"))
-    # With a tenant, a non-admin's status is its own.
+            assert error_info(denied.value).reason == "ROLE_REQUIRED"
+        assert refused_count("recall" if name != "consolidate" else "consolidate", "ROLE") == before + 4
+        await call(signed(None if name == "status" else "acme", "operator"))
+    # With a tenant, a non-operator's status is its own.
     await recall.GetSystemStatus(recall_service_pb2.GetSystemStatusRequest(), metadata=signed("acme", "read"))
 
 

@@ -196,7 +196,11 @@ def test_an_uppercase_digest_is_accepted():
         (json.dumps([entry("a", tenant="")]), "'tenant'"),
         (json.dumps([entry("a", tenant="a.b")]), "'tenant'"),
         (json.dumps([entry("a", tenant=7)]), "'tenant'"),
-        (json.dumps([entry("a", role="owner")]), "'role' must be one of read, write, review, admin"),
+        (json.dumps([entry("a", role="owner")]), "'role' must be one of read, write, review, admin, operator"),
+        (json.dumps([entry("a", role="operator")]), "an 'operator' entry belongs to no tenant"),
+        (json.dumps([{"token_sha256": sha("a"), "role": "operator", "memory_limit": 5}]), "belongs to no tenant"),
+        (json.dumps([{"token_sha256": sha("a"), "role": "admin"}]), "entry 0: 'tenant' is required"),
+        (json.dumps([{"token_sha256": sha("a"), "tenant": None, "role": "read"}]), "'tenant' is required"),
         (json.dumps([entry("a", memory_limit=-1)]), "'memory_limit'"),
         (json.dumps([entry("a", memory_limit=1.5)]), "'memory_limit'"),
         (json.dumps([entry("a", memory_limit=True)]), "'memory_limit'"),
@@ -344,6 +348,7 @@ def test_lookup_compares_digests_in_constant_time(tokens_path, monkeypatch):
         ("write", {"read", "write"}),
         ("review", {"read", "write", "review"}),
         ("admin", {"read", "write", "review", "admin"}),
+        ("operator", {"read", "write", "review", "admin", "operator"}),
     ],
 )
 def test_each_role_includes_the_ones_before_it(role, allowed):
@@ -372,7 +377,29 @@ def test_the_single_tenant_token_needs_x_admin_token_for_admin_routes(multi):
     with pytest.raises(ApiError):
         multi.authorize(wrong, "admin")
     right = make_request({"Authorization": f"Bearer {TOKEN}", "X-Admin-Token": "admin-secret"})
-    assert multi.authorize(right, "admin") == Caller("default", "admin", 100, legacy=True)
+    # The single token's admin is the operator (across tenants), as it always was in a one-token setup.
+    assert multi.authorize(right, "admin") == Caller("default", "operator", 100, legacy=True, operator=True)
+    assert multi.authorize(right, "operator").operator
+
+
+def test_an_operator_entry_belongs_to_no_tenant_and_a_tenant_s_admin_is_no_operator(tmp_path):
+    path = tmp_path / "tokens.json"
+    write_tokens(
+        path, [{"token_sha256": sha("ops"), "role": "operator", "id": "ops"}, entry("alpha-admin", "alpha", "admin")]
+    )
+    auth = TokenAuth(None, "default", tokens=TokensFile(path))
+    operator = auth.authorize(bearer("ops"), "operator")
+    assert (operator.tenant, operator.role, operator.operator, operator.token_id) == (
+        "default",
+        "operator",
+        True,
+        "ops",
+    )
+    admin = auth.authorize(bearer("alpha-admin"), "admin")
+    assert (admin.tenant, admin.operator) == ("alpha", False)
+    with pytest.raises(ApiError) as caught:
+        auth.authorize(bearer("alpha-admin"), "operator")
+    assert caught.value.code == 403 and "'operator'" in caught.value.message
 
 
 def test_x_admin_token_raises_no_tokens_file_role(multi):

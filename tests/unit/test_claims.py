@@ -22,30 +22,32 @@ from services.core.settings import Settings
 
 KEY = b"k" * 32
 NOW = 1_800_000_000.0
+#: The service every claim here is for.
+AUD = "recall"
 
 
 def reason(token, *, key=KEY, now=NOW, skew=5.0) -> str:
     with pytest.raises(ClaimRefused) as refused:
-        verify_claim(key, token, now=now, skew=skew)
+        verify_claim(key, token, now=now, skew=skew, audience=AUD)
     return refused.value.reason
 
 
 def test_a_signed_claim_verifies_with_every_field():
-    token = sign_claim(KEY, "acme", "write", 10, "tok-1", ttl=60, now=NOW)
-    assert verify_claim(KEY, token, now=NOW + 30) == Claim("acme", "write", 10, "tok-1", NOW + 60)
-    bare = verify_claim(KEY, sign_claim(KEY, None, "admin", now=NOW), now=NOW)
-    assert (bare.tenant, bare.memory_limit, bare.actor, bare.admin) == (None, None, None, True)
+    token = sign_claim(KEY, "acme", "write", 10, "tok-1", ttl=60, now=NOW, audience=AUD)
+    assert verify_claim(KEY, token, now=NOW + 30, audience=AUD) == Claim("acme", "write", 10, "tok-1", NOW + 60, (AUD,))
+    bare = verify_claim(KEY, sign_claim(KEY, None, "operator", now=NOW, audience=AUD), now=NOW, audience=AUD)
+    assert (bare.tenant, bare.memory_limit, bare.actor, bare.operator) == (None, None, None, True)
 
 
 def test_an_expired_claim_is_refused_past_the_skew_allowance():
-    token = sign_claim(KEY, "acme", "read", ttl=60, now=NOW)
-    assert verify_claim(KEY, token, now=NOW + 64, skew=5).tenant == "acme"  # within the allowance
+    token = sign_claim(KEY, "acme", "read", ttl=60, now=NOW, audience=AUD)
+    assert verify_claim(KEY, token, now=NOW + 64, skew=5, audience=AUD).tenant == "acme"  # within the allowance
     assert reason(token, now=NOW + 66, skew=5) == "EXPIRED"
     assert reason(token, now=NOW + 61, skew=0) == "EXPIRED"
 
 
 def test_another_key_or_a_changed_payload_is_a_bad_signature():
-    token = sign_claim(KEY, "acme", "read", now=NOW)
+    token = sign_claim(KEY, "acme", "read", now=NOW, audience=AUD)
     assert reason(token, key=b"x" * 32) == "BAD_SIGNATURE"
     payload, mac = token.split(".")
     body = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
@@ -53,7 +55,7 @@ def test_another_key_or_a_changed_payload_is_a_bad_signature():
         forged = base64.urlsafe_b64encode(json.dumps({**body, **change}).encode()).rstrip(b"=").decode()
         assert reason(f"{forged}.{mac}") == "BAD_SIGNATURE"
     # Leaving the memory limit out cannot lift it: the payload without "m" is another payload.
-    limited = sign_claim(KEY, "acme", "write", 5, now=NOW)
+    limited = sign_claim(KEY, "acme", "write", 5, now=NOW, audience=AUD)
     payload, mac = limited.split(".")
     unlimited = {k: v for k, v in json.loads(base64.urlsafe_b64decode(payload + "==")).items() if k != "m"}
     stripped = base64.urlsafe_b64encode(json.dumps(unlimited).encode()).rstrip(b"=").decode()
@@ -86,9 +88,9 @@ def test_a_short_key_is_refused():
 
 
 def test_the_signer_puts_a_fresh_claim_in_the_metadata():
-    [(name, token)] = ClaimSigner(KEY, 30, "system:enrich").metadata("acme", "read")
+    [(name, token)] = ClaimSigner(KEY, 30, "system:enrich", AUD).metadata("acme", "read")
     assert name == "x-memgrid-claim"
-    claim = verify_claim(KEY, token)
+    claim = verify_claim(KEY, token, audience=AUD)
     assert (claim.tenant, claim.role, claim.actor) == ("acme", "read", "system:enrich")
 
 
@@ -134,14 +136,58 @@ def test_tls_settings_come_together(tmp_path):
 def test_a_previous_key_is_accepted_while_a_rotation_is_under_way():
     old, new = b"o" * 32, b"n" * 32
     rotating = ServicePlane(new, accepted_keys=(old,))
-    assert rotating.verify(sign_claim(old, "acme", "read")).tenant == "acme"
-    assert rotating.verify(sign_claim(new, "acme", "read")).tenant == "acme"
-    assert verify_claim(new, rotating.signer().metadata("acme", "read")[0][1]).tenant == "acme"  # signs with new
+    assert rotating.verify(sign_claim(old, "acme", "read", audience=AUD), AUD).tenant == "acme"
+    assert rotating.verify(sign_claim(new, "acme", "read", audience=AUD), AUD).tenant == "acme"
+    assert (
+        verify_claim(new, rotating.signer(audience=AUD).metadata("acme", "read")[0][1], audience=AUD).tenant == "acme"
+    )  # signs with new
     with pytest.raises(ClaimRefused) as refused:
-        rotating.verify(sign_claim(b"x" * 32, "acme", "read"))
+        rotating.verify(sign_claim(b"x" * 32, "acme", "read", audience=AUD), AUD)
     assert refused.value.reason == "BAD_SIGNATURE"
     with pytest.raises(ClaimRefused) as expired:
-        rotating.verify(sign_claim(old, "acme", "read", ttl=1, now=0))
+        rotating.verify(sign_claim(old, "acme", "read", ttl=1, now=0, audience=AUD), AUD)
     assert expired.value.reason == "EXPIRED"
     settings = Settings(_env_file=None, service_claim_key="n" * 32, service_claim_previous_key="o" * 32)
     assert ServicePlane.from_settings(settings).accepted_keys == (old,)
+
+
+def test_a_claim_is_refused_by_a_service_it_was_not_made_for():
+    token = sign_claim(KEY, "acme", "admin", now=NOW, audience="recall")
+    assert verify_claim(KEY, token, now=NOW, audience="recall").audience == ("recall",)
+    with pytest.raises(ClaimRefused) as refused:
+        verify_claim(KEY, token, now=NOW, audience="ingest")
+    assert refused.value.reason == "WRONG_AUDIENCE"
+    # Several services may be named (the tests' helper signs for all); the audience cannot be changed after.
+    both = sign_claim(KEY, "acme", "read", now=NOW, audience=("recall", "enrich"))
+    assert verify_claim(KEY, both, now=NOW, audience="enrich").tenant == "acme"
+    payload, mac = token.split(".")
+    body = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    widened = base64.urlsafe_b64encode(json.dumps({**body, "s": ["recall", "ingest"]}).encode()).rstrip(b"=").decode()
+    assert reason(f"{widened}.{mac}") == "BAD_SIGNATURE"
+
+
+def test_a_claim_naming_no_service_is_refused_and_none_is_signed():
+    from services.core.grpc.claims import _b64, _mac
+
+    payload = _b64(b'{"t":"acme","r":"admin","e":1900000000}')  # as claims were signed before they named one
+    assert reason(f"{payload}.{_mac(KEY, payload)}") == "WRONG_AUDIENCE"
+    for audience in ("", (), ("recall", "")):
+        with pytest.raises(ValueError):
+            sign_claim(KEY, "acme", "read", audience=audience)
+    with pytest.raises(ValueError):
+        ClaimSigner(KEY).metadata("acme", "read")  # a signer that names no service signs nothing
+
+
+@pytest.mark.parametrize(
+    ("role", "allowed"),
+    [
+        ("read", {"read"}),
+        ("admin", {"read", "write", "review", "admin"}),
+        ("operator", {"read", "write", "review", "admin", "operator"}),
+        ("root", set()),
+    ],
+)
+def test_a_claim_s_role_includes_the_ones_before_it(role, allowed):
+    claim = Claim("acme", role)
+    assert {r for r in ("read", "write", "review", "admin", "operator") if claim.allows(r)} == allowed
+    assert claim.operator is (role == "operator")

@@ -2,8 +2,10 @@
 safely. The claim key (SERVICE_CLAIM_KEY, or a file generated on first
 start), the claim's lifetime, and optional TLS (GRPC_TLS_*_FILE).
 
-Servers verify every call's claim in ClaimInterceptor and keep it for the
-call (services/core/grpc/tenant.py reads it); clients sign with plane.signer()."""
+Servers verify every call's claim in ClaimInterceptor (signed, for this
+service, with the role the method needs: services/core/grpc/method_roles.py)
+and keep it for the call (services/core/grpc/tenant.py reads it); clients
+sign with plane.signer(actor, audience)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from services.core.actor import reset_actor, set_actor, system_actor
-from services.core.domain.errors import Unauthenticated
+from services.core.domain.errors import PermissionDenied, Unauthenticated
 from services.core.grpc.claims import (
     CLAIM_METADATA_KEY,
     Claim,
@@ -28,6 +30,7 @@ from services.core.grpc.claims import (
     check_key,
     verify_claim,
 )
+from services.core.grpc.method_roles import refusal, rule_of
 from services.core.grpc.wrapping import around_calls
 from services.core.observability import GRPC_REFUSED
 
@@ -121,21 +124,22 @@ class ServicePlane:
         """Whether servers and channels use TLS."""
         return self.tls_cert_file is not None and self.tls_key_file is not None
 
-    def signer(self, actor: str | None = None) -> ClaimSigner:
-        """Signs this plane's claims; `actor` is the default actor (`system:<service>`)."""
-        return ClaimSigner(self.key, self.ttl_seconds, actor)
+    def signer(self, actor: str | None = None, audience: str = "") -> ClaimSigner:
+        """Signs this plane's claims for the service `audience` (ClaimSigner.for_service
+        names another); `actor` is the default actor (`system:<service>`)."""
+        return ClaimSigner(self.key, self.ttl_seconds, actor, audience)
 
-    def verify(self, token: str | None) -> Claim:
-        """The claim `token` carries, signed with the key or an accepted one;
-        ClaimRefused when it does not stand."""
+    def verify(self, token: str | None, audience: str) -> Claim:
+        """The claim `token` carries, signed with the key or an accepted one,
+        for the service `audience`; ClaimRefused when it does not stand."""
         try:
-            return verify_claim(self.key, token, skew=self.skew_seconds)
+            return verify_claim(self.key, token, audience=audience, skew=self.skew_seconds)
         except ClaimRefused as exc:
             if exc.reason != "BAD_SIGNATURE" or not self.accepted_keys:
                 raise
             for key in self.accepted_keys:
                 try:
-                    return verify_claim(key, token, skew=self.skew_seconds)
+                    return verify_claim(key, token, audience=audience, skew=self.skew_seconds)
                 except ClaimRefused as again:
                     if again.reason != "BAD_SIGNATURE":
                         raise
@@ -181,8 +185,10 @@ def _claim_token(handler_call_details) -> str | None:
 
 
 class ClaimInterceptor(grpc.aio.ServerInterceptor):
-    """Refuses every call without a valid claim (UNAUTHENTICATED, counted by
-    reason), except health and reflection; keeps the claim for the call.
+    """Refuses every call without a valid claim for this service
+    (UNAUTHENTICATED, counted by reason), and a claim without the role the
+    method needs (PERMISSION_DENIED, ROLE_REQUIRED: method_roles.py), except
+    health and reflection; keeps the claim for the call.
 
     Placed inside ErrorAndMetricsInterceptor, so a refusal is mapped and
     counted like any other domain error."""
@@ -194,15 +200,21 @@ class ClaimInterceptor(grpc.aio.ServerInterceptor):
     def _verified(self, token: str | None) -> Claim:
         CURRENT_SERVICE.set(self._service)
         try:
-            return self._plane.verify(token)
+            return self._plane.verify(token, self._service)
         except ClaimRefused as exc:
             count_refusal(exc.reason)
             raise Unauthenticated(f"CLAIM_{exc.reason}", exc.message) from None
 
     @asynccontextmanager
-    async def _claimed(self, token: str | None):
-        """The call runs with its verified claim and its actor (the audit log's "who")."""
+    async def _claimed(self, method: str, token: str | None, request):
+        """The call runs with its verified claim and its actor (the audit log's "who"),
+        once the claim's role is what the method (and the request's fields) need."""
         claim = self._verified(token)
+        rule = rule_of(method)
+        why = f"{method} has no role in the method table" if rule is None else refusal(rule, claim, request)
+        if why is not None:
+            count_refusal("ROLE")
+            raise PermissionDenied("ROLE_REQUIRED", why)
         reset = CURRENT_CLAIM.set(claim)
         acting = set_actor(claim.actor or system_actor(self._service))
         try:
@@ -220,7 +232,8 @@ class ClaimInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or handler_call_details.method.startswith(OPEN_SERVICES):
             return handler
         token = _claim_token(handler_call_details)
-        wrapped = around_calls(handler, lambda _context: self._claimed(token))
+        method = handler_call_details.method
+        wrapped = around_calls(handler, lambda request, _context: self._claimed(method, token, request))
         if wrapped is not None:
             return wrapped
         # No client- or bidi-streaming method of ours carries tenant data: refuse one rather than serve it unchecked.

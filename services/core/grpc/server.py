@@ -105,7 +105,7 @@ class ErrorAndMetricsInterceptor(grpc.aio.ServerInterceptor):
             return handler
         method = handler_call_details.method.rsplit("/", 1)[-1]
         service = self._service
-        wrapped = around_calls(handler, lambda context: _guarded(service, method, context))
+        wrapped = around_calls(handler, lambda _request, context: _guarded(service, method, context))
         return handler if wrapped is None else wrapped
 
 

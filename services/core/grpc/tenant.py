@@ -6,7 +6,7 @@ client writes in call metadata itself counts."""
 from __future__ import annotations
 
 from services.core.domain.errors import PermissionDenied, Unauthenticated
-from services.core.grpc.claims import Claim
+from services.core.grpc.claims import ADMIN_ROLE, Claim
 from services.core.grpc.plane import count_refusal, current_claim, current_service
 
 
@@ -19,10 +19,10 @@ def _claim() -> Claim:
 
 def tenant_if_any(context) -> str | None:
     """The tenant of the current call, or None for a call on no tenant's
-    behalf, which only an admin claim may make (the every-tenant status)."""
+    behalf, which only an operator's claim may make (the every-tenant status)."""
     claim = _claim()
     if claim.tenant is None:
-        require_admin(context, "a call on no tenant's behalf")
+        require_operator(context, "a call on no tenant's behalf")
     return claim.tenant
 
 
@@ -51,8 +51,22 @@ def actor_of(context) -> str:
     return _claim().actor or f"system:{current_service()}"
 
 
-def require_admin(context, what: str = "an operation over every tenant") -> None:
-    """Refuse (PERMISSION_DENIED) unless the current call's claim has the admin role."""
-    if not _claim().admin:
+def is_operator(context) -> bool:
+    """Whether the current call's claim is an operator's (may act across tenants)."""
+    return _claim().operator
+
+
+def require_operator(context, what: str = "an operation over every tenant") -> None:
+    """Refuse (PERMISSION_DENIED) unless the current call's claim is an operator's.
+    ClaimInterceptor checks it first, from the method table; this is the servicer's own word."""
+    if not _claim().operator:
+        count_refusal("NOT_OPERATOR")
+        raise PermissionDenied("OPERATOR_REQUIRED", f"{what} needs the operator role")
+
+
+def require_admin(context, what: str = "a tenant's administration") -> None:
+    """Refuse (PERMISSION_DENIED) unless the current call's claim includes the admin role
+    (a tenant's own admin, or an operator)."""
+    if not _claim().allows(ADMIN_ROLE):
         count_refusal("NOT_ADMIN")
         raise PermissionDenied("ADMIN_REQUIRED", f"{what} needs the admin role")

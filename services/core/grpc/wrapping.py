@@ -9,14 +9,14 @@ from contextlib import AbstractAsyncContextManager
 import grpc
 
 
-def around_calls(handler, around: Callable[[object], AbstractAsyncContextManager]):
+def around_calls(handler, around: Callable[[object, object], AbstractAsyncContextManager]):
     """`handler` with each unary or server-streaming call run inside
-    `around(context)`; None for any other kind (the interceptor decides)."""
+    `around(request, context)`; None for any other kind (the interceptor decides)."""
     if handler.unary_unary is not None:
         unary = handler.unary_unary
 
         async def call(request, context):
-            async with around(context):
+            async with around(request, context):
                 return await unary(request, context)
 
         return grpc.unary_unary_rpc_method_handler(
@@ -28,7 +28,7 @@ def around_calls(handler, around: Callable[[object], AbstractAsyncContextManager
         stream = handler.unary_stream
 
         async def streamed(request, context):
-            async with around(context):
+            async with around(request, context):
                 async for item in stream(request, context):
                     yield item
 
