@@ -37,6 +37,8 @@ log = structlog.get_logger()
 
 #: Media types POST /restore reads as the archive itself.
 ARCHIVE_TYPES = ("application/gzip", "application/x-gzip", "application/octet-stream")
+#: The largest JSON body POST /restore reads ({"name": ..., "merge": ..., "allow_unsigned": ...}).
+RESTORE_MAX_JSON_BYTES = 64 * 1024
 #: Ids per ReembedMemories call (a call's message stays far below gRPC's 4 MB).
 REEMBED_IDS_PER_CALL = 5000
 
@@ -76,13 +78,12 @@ BACKUP = obj(
     {
         "status": {"const": "success"},
         **INFO_FIELDS,
-        "path": {**STRING, "description": "The archive's path on the consolidate host."},
         "memories": INTEGER,
         "relations": {**INTEGER, "description": "Edges, every type."},
         "entities": INTEGER,
         "patterns": INTEGER,
     },
-    ("status", "name", "path", "memories", "relations", "entities", "patterns"),
+    ("status", "name", "memories", "relations", "entities", "patterns"),
 )
 
 
@@ -120,8 +121,7 @@ async def _create(request: Request, who: Caller, every_tenant: bool) -> dict:
     )
     return {
         "status": "success",
-        **info_json(reply.backup),
-        "path": reply.path,
+        **info_json(reply.backup),  # its name only: a server path says nothing a client may use
         "memories": reply.memories,
         "relations": reply.relations,
         "entities": reply.entities,
@@ -192,6 +192,13 @@ RESTORED = obj(
         "updated": {**INTEGER, "description": "Stored nodes the archive's newer version replaced (merge)."},
         "kept": {**INTEGER, "description": "Stored nodes kept, newer than (or as new as) the archive's."},
         "tenants": array(TENANT_RESTORED),
+        "signature": {
+            "enum": ["signed", "unsigned", "foreign"],
+            "description": "Whether this deployment's backup key signed the archive (else allow_unsigned was asked).",
+        },
+        "skipped": {**INTEGER, "description": "Records left out on their own (and their edges): see problems."},
+        "audit_left_out": {**INTEGER, "description": "Audit log nodes left out: a log that did not verify."},
+        "problems": {**array(STRING), "description": "Why, for the first records left out (line, field)."},
         "elapsed_seconds": {**NUMBER, "description": "The restore's own time: checking the archive, writing it."},
         "reindex_seconds": {**NUMBER, "description": "Then rebuilding the tenants' vector index."},
     },
@@ -208,6 +215,22 @@ RESTORED = obj(
         "reindex_seconds",
     ),
 )
+
+
+async def _small_body(request: Request) -> bytes:
+    """A JSON request's body, read a chunk at a time and refused (413) past RESTORE_MAX_JSON_BYTES
+    without reading on: /restore's body limit is an archive's, far beyond what a name needs."""
+    raw = bytearray()
+    async for data in request.stream():
+        raw += data
+        if len(raw) > RESTORE_MAX_JSON_BYTES:
+            raise ApiError(
+                413,
+                f"a JSON body of POST /restore is larger than {RESTORE_MAX_JSON_BYTES} bytes:"
+                " send the archive itself as application/gzip",
+                "REQUEST_TOO_LARGE",
+            )
+    return bytes(raw)
 
 
 async def _upload(request: Request, who: Caller) -> str:
@@ -236,11 +259,18 @@ async def _upload(request: Request, who: Caller) -> str:
     "/restore",
     **doc(
         ok=RESTORED,
-        params=(query("merge", BOOLEAN, "Into a tenant that holds memories: keep what is newer, add the rest."),),
+        params=(
+            query("merge", BOOLEAN, "Into a tenant that holds memories: keep what is newer, add the rest."),
+            query("allow_unsigned", BOOLEAN, "Restore an archive this deployment did not sign: an operator's."),
+        ),
         body=obj(
             {
                 "name": {**STRING, "description": "A backup as GET /backups lists it."},
                 "merge": BOOLEAN,
+                "allow_unsigned": {
+                    **BOOLEAN,
+                    "description": "Restore an archive this deployment did not sign: an operator's.",
+                },
             },
             ("name",),
         ),
@@ -257,11 +287,20 @@ async def restore(request: Request, who: Caller = Depends(require("admin"))):
     graph and memories without a stored vector are queued for embedding."""
     content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     merge = query_bool(request, "merge") if query_text(request, "merge") else False
+    allow_unsigned = query_bool(request, "allow_unsigned") if query_text(request, "allow_unsigned") else False
     name = upload = ""
     if content_type in ARCHIVE_TYPES:
+        if allow_unsigned:  # before a byte of the archive is taken
+            who = escalate(request, who, "operator", "allow_unsigned")
         upload = await _upload(request, who)
     else:
-        raw = await request.body()
+        if content_type and not is_json_media_type(content_type):  # refused unread
+            raise ApiError(
+                415,
+                "Content-Type must be application/json (a name) or application/gzip (an archive)",
+                "UNSUPPORTED_MEDIA_TYPE",
+            )
+        raw = await _small_body(request)
         if raw.strip() and not is_json_media_type(content_type):
             raise ApiError(
                 415,
@@ -269,6 +308,12 @@ async def restore(request: Request, who: Caller = Depends(require("admin"))):
                 "UNSUPPORTED_MEDIA_TYPE",
             )
         body = require_object(decode_json(raw)) if raw.strip() else {}
+        if body.get("allow_unsigned") is not None:
+            if not isinstance(body["allow_unsigned"], bool):
+                raise ApiError(400, "'allow_unsigned' must be true or false", "NOT_A_BOOLEAN")
+            allow_unsigned = allow_unsigned or body["allow_unsigned"]
+        if allow_unsigned:
+            who = escalate(request, who, "operator", "allow_unsigned")
         name = body.get("name")
         if not isinstance(name, str) or not name:
             raise ApiError(
@@ -282,7 +327,9 @@ async def restore(request: Request, who: Caller = Depends(require("admin"))):
             merge = merge or body["merge"]
     stream = clients(request).consolidate.RestoreBackup(
         # Into every tenant the archive names: an operator's; a tenant's admin restores its own tenant's records only.
-        consolidate.RestoreBackupRequest(name=name, upload=upload, merge=merge, every_tenant=who.operator),
+        consolidate.RestoreBackupRequest(
+            name=name, upload=upload, merge=merge, every_tenant=who.operator, allow_unsigned=allow_unsigned
+        ),
         **long_call(request, who),
     )
     last = None
@@ -311,6 +358,10 @@ async def restore(request: Request, who: Caller = Depends(require("admin"))):
         "updated": last.updated,
         "kept": last.kept,
         "tenants": tenants,
+        "signature": last.signature,
+        "skipped": last.skipped,
+        "audit_left_out": last.audit_left_out,
+        "problems": list(last.problems),
         "elapsed_seconds": round(last.elapsed_seconds, 3),
         "reindex_seconds": round(reindex_seconds, 3),
     }

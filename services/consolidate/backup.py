@@ -10,7 +10,14 @@ meanwhile. Durability: the archive is written
 to a .partial file, fsync'd, renamed and the directory fsync'd, so a file
 under its final name is whole; a small `<name>.manifest.json` beside it
 (written the same way) lets GET /backups list archives without reading them.
-Retention keeps BACKUP_KEEP archives per tenant.
+Every file is created 0600 (the directories 0700): an archive holds every
+tenant's memories. Retention keeps BACKUP_KEEP archives per tenant.
+
+An archive's last line is signed (HMAC-SHA256 under BACKUP_SIGNING_KEY,
+archive.sign), so a restore tells memgrid's own archives from hand-made ones.
+Reading one is bounded: a line longer than RESTORE_MAX_LINE_BYTES, or more
+unpacked bytes than RESTORE_MAX_UNPACKED_BYTES (or than the manifest file
+declares), is refused after reading at most that much.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ import structlog
 from services.core.background import BackgroundLoop
 from services.core.domain import archive
 from services.core.domain.archive import ArchiveDecoder, ArchiveEncoder, ArchiveError, Header, Manifest
-from services.core.domain.errors import FailedPrecondition
+from services.core.domain.errors import FailedPrecondition, InvalidArgument
 from services.core.domain.times import format_iso, to_micros
 from services.core.ports import ConsolidationStore, GraphBackup
 
@@ -41,8 +48,13 @@ log = structlog.get_logger()
 
 #: What the manifest file beside an archive is called.
 MANIFEST_SUFFIX = ".manifest.json"
-#: Lines decoded per hop to a worker thread while an archive is read.
+#: Lines decoded per hop to a worker thread while an archive is read ...
 _READ_BATCH = 1000
+#: ... and at most this many unpacked bytes (a batch of long lines stays bounded).
+_READ_BATCH_BYTES = 8 << 20
+#: Files and directories the backups write: the owner's alone.
+FILE_MODE = 0o600
+DIR_MODE = 0o700
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +86,21 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def make_dir(directory: Path) -> None:
+    """The directory (and its parents), the owner's alone when this creates it."""
+    directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+
+
+def open_private(path: Path, flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUNC) -> Any:
+    """`path` opened for binary writing, created 0600 whatever the umask (an existing file is made 0600 too)."""
+    fd = os.open(path, flags, FILE_MODE)
+    os.fchmod(fd, FILE_MODE)
+    return os.fdopen(fd, "ab" if flags & os.O_APPEND else "wb")
+
+
 def _write_atomically(path: Path, data: bytes) -> None:
     partial = path.with_name(path.name + ".partial")
-    with partial.open("wb") as out:
+    with open_private(partial) as out:
         out.write(data)
         out.flush()
         os.fsync(out.fileno())
@@ -87,9 +111,12 @@ def _write_atomically(path: Path, data: bytes) -> None:
 class BackupFiles:
     """The backups directory: archives, their manifest files, uploads."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, *, max_upload_bytes: int | None = None):
         self.directory = directory
         self.uploads = directory / "uploads"
+        self._max_upload = max_upload_bytes
+        #: Uploads a restore is reading: never swept, however long it takes.
+        self.in_use: set[str] = set()
 
     def path_of(self, name: str) -> Path:
         """The path of a listed archive; NotFound when there is none by that name."""
@@ -112,7 +139,9 @@ class BackupFiles:
             data = json.loads(side.read_text(encoding="utf-8"))
             header = archive.check_header(data["header"])
             raw = data["manifest"]
-            manifest = Manifest(raw["nodes"], raw["edges"], raw["tenants"], raw["lines"], raw["sha256"])
+            manifest = Manifest(
+                raw["nodes"], raw["edges"], raw["tenants"], raw["lines"], raw["sha256"], int(raw.get("bytes") or 0)
+            )
         except (OSError, ValueError, KeyError, TypeError, ArchiveError):
             pass  # an archive put there by hand: listed by name and size only
         return BackupInfo(name, path, path.stat().st_size, header, manifest)
@@ -146,7 +175,7 @@ class BackupFiles:
         """Add a chunk to an upload (a new one when `upload` is empty) at
         `offset`, the bytes so far; `complete` makes it usable (fsync'd,
         renamed from .partial). Its handle and size so far."""
-        self.uploads.mkdir(parents=True, exist_ok=True)
+        make_dir(self.uploads)
         if not upload:
             upload = archive.archive_name("upload", at).replace("upload-", f"upload{uuid.uuid4().hex[:8]}-", 1)
         partial = self.uploads / (archive.check_name(upload) + ".partial")
@@ -155,7 +184,15 @@ class BackupFiles:
             raise FailedPrecondition(
                 "UPLOAD_OFFSET", f"the chunk starts at byte {offset}, the upload holds {size}", field="offset"
             )
-        with partial.open("ab") as out:
+        if self._max_upload is not None and size + len(data) > self._max_upload:
+            partial.unlink(missing_ok=True)
+            raise InvalidArgument(
+                "UPLOAD_TOO_LARGE",
+                f"the archive is larger than RESTORE_MAX_UPLOAD_BYTES ({self._max_upload} bytes)",
+                field="archive",
+                limit=self._max_upload,
+            )
+        with open_private(partial, os.O_WRONLY | os.O_CREAT | os.O_APPEND) as out:
             out.write(data)
             if complete:
                 out.flush()
@@ -164,26 +201,121 @@ class BackupFiles:
             os.replace(partial, self.uploads / upload)
         return upload, size + len(data)
 
+    def sweep_uploads(self, max_age_seconds: float, *, now: float | None = None) -> list[str]:
+        """Delete uploads (parts, or whole ones never restored) untouched for `max_age_seconds`: an
+        upload whose client went away would otherwise stay on disk for good. Their names."""
+        if not self.uploads.is_dir():
+            return []
+        cutoff = (time.time() if now is None else now) - max_age_seconds
+        swept = []
+        for path in self.uploads.iterdir():
+            if path.name in self.in_use:
+                continue
+            try:
+                if path.is_file() and path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    swept.append(path.name)
+            except FileNotFoundError:
+                continue  # restored (and deleted) meanwhile
+        if swept:
+            log.info("abandoned uploads swept", removed=sorted(swept), max_age_seconds=max_age_seconds)
+        return sorted(swept)
 
-def _read_lines(stream: Any, count: int) -> list[bytes]:
-    lines = []
-    for _ in range(count):
-        line = stream.readline()
-        if not line:
-            break
-        lines.append(line)
-    return lines
+
+class UploadSweeper(BackgroundLoop):
+    """Sweeps abandoned uploads at start-up and every RESTORE_UPLOAD_SWEEP_SECONDS (0: at start-up only)."""
+
+    _failed = "upload sweep failed"
+
+    def __init__(self, files: BackupFiles, *, max_age_seconds: float, interval_seconds: float):
+        self._files = files
+        self._max_age = max_age_seconds
+        self._interval = interval_seconds
+
+    def start(self) -> None:
+        try:
+            self._files.sweep_uploads(self._max_age)  # a directory listing: what a crash or a lost client left
+        except OSError as exc:
+            log.warning(self._failed, error=str(exc))
+        super().start()
+
+    async def _pass(self) -> None:
+        await asyncio.to_thread(self._files.sweep_uploads, self._max_age)
 
 
-async def read_archive(path: Path, decoder: ArchiveDecoder, batch: int = _READ_BATCH) -> AsyncIterator[list[Any]]:
+#: RESTORE_MAX_LINE_BYTES and RESTORE_MAX_UNPACKED_BYTES's defaults (services/core/settings.py).
+MAX_LINE_BYTES = 64 << 20
+MAX_UNPACKED_BYTES = 64 << 30
+
+
+class _BoundedLines:
+    """Lines of an unpacked stream, each at most `max_line` bytes, at most `max_total` in all:
+    past either bound the archive is refused, having read no more than the bound."""
+
+    def __init__(self, stream: Any, max_line: int, max_total: int, total_setting: str):
+        self._stream = stream
+        self._max_line = max_line
+        self._max_total = max_total
+        self._total_setting = total_setting
+        self.total = 0
+        self.lines = 0
+
+    def read(self, count: int, max_bytes: int) -> list[bytes]:
+        lines: list[bytes] = []
+        size = 0
+        while len(lines) < count and size < max_bytes:
+            line = self._stream.readline(self._max_line + 1)
+            if not line:
+                break
+            self.lines += 1
+            if len(line) > self._max_line:
+                raise ArchiveError(
+                    "ARCHIVE_LINE_TOO_LONG",
+                    f"the archive is refused: line {self.lines} is longer than RESTORE_MAX_LINE_BYTES"
+                    f" ({self._max_line} bytes)",
+                    line=self.lines,
+                    limit=self._max_line,
+                )
+            self.total += len(line)
+            if self.total > self._max_total:
+                raise ArchiveError(
+                    "ARCHIVE_TOO_LARGE",
+                    f"the archive is refused: it unpacks to more than {self._total_setting} ({self._max_total} bytes)"
+                    f" by line {self.lines}",
+                    line=self.lines,
+                    limit=self._max_total,
+                )
+            lines.append(line)
+            size += len(line)
+        return lines
+
+
+async def read_archive(
+    path: Path,
+    decoder: ArchiveDecoder,
+    batch: int = _READ_BATCH,
+    *,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    max_unpacked_bytes: int = MAX_UNPACKED_BYTES,
+    declared_bytes: int = 0,
+) -> AsyncIterator[list[Any]]:
     """The archive's records, a batch at a time, each line checked by `decoder`
     (a damaged gzip stream is refused as ARCHIVE_CORRUPT, a cut one as
-    ARCHIVE_TRUNCATED); decoder.finish() after the last batch checks the manifest."""
+    ARCHIVE_TRUNCATED); decoder.finish() after the last batch checks the manifest.
+
+    Bounded: a line longer than `max_line_bytes`, or more unpacked bytes than
+    `max_unpacked_bytes` (or than `declared_bytes`, what the manifest file beside
+    the archive declares, with the manifest line itself), is refused having
+    read at most that much."""
+    limit, setting = max_unpacked_bytes, "RESTORE_MAX_UNPACKED_BYTES"
+    if declared_bytes and declared_bytes + max_line_bytes < limit:
+        limit, setting = declared_bytes + max_line_bytes, "what its manifest declares"
     stream = await asyncio.to_thread(gzip.open, path, "rb")
+    reader = _BoundedLines(stream, max_line_bytes, limit, setting)
     try:
         while True:
             try:
-                lines = await asyncio.to_thread(_read_lines, stream, batch)
+                lines = await asyncio.to_thread(reader.read, batch, _READ_BATCH_BYTES)
             except EOFError:
                 raise ArchiveError(
                     "ARCHIVE_TRUNCATED", "the archive is truncated: its gzip stream ends early"
@@ -219,19 +351,22 @@ class BackupWriter:
         page_size: int,
         keep: int = 0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        key: bytes | None = None,
     ):
         self._graph = graph
         self.files = files
         self._page_size = page_size
         self._keep = keep
         self._clock = clock
+        #: The backup key the archives are signed with (None: unsigned, as an archive by hand is).
+        self._key = key
 
     async def create(self, tenant: str | None) -> BackupResult:
         """Write the tenant's graph (None: every tenant's) to a new archive; its path and counts."""
         started = self._clock()
         began = time.perf_counter()
         directory = self.files.directory
-        await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
+        await asyncio.to_thread(make_dir, directory)
         path = (directory / archive.archive_name(tenant, started)).resolve()
         partial = path.with_name(path.name + ".partial")
         header = Header(
@@ -242,7 +377,8 @@ class BackupWriter:
         )
         encoder = ArchiveEncoder(header)
         log.info("backup started", tenant=tenant, path=str(path))
-        out = await asyncio.to_thread(gzip.open, partial, "wb", 6)
+        raw = await asyncio.to_thread(open_private, partial)
+        out = gzip.GzipFile(filename=partial.name, mode="wb", compresslevel=6, fileobj=raw)
         try:
             await asyncio.to_thread(out.write, encoder.header_line())
             async with self._graph.snapshot() as snapshot:
@@ -261,13 +397,15 @@ class BackupWriter:
                         await asyncio.to_thread(out.write, b"".join(encoder.edge_line(e) for e in page))
                         edges += len(page)
                         log.info("backup progress", tenant=tenant, nodes=nodes, edges=edges)
-            await asyncio.to_thread(out.write, encoder.manifest_line())
+            await asyncio.to_thread(out.write, encoder.manifest_line(self._key))
             await asyncio.to_thread(out.close)
+            await asyncio.to_thread(raw.close)
             await asyncio.to_thread(_fsync_file, partial)
             await asyncio.to_thread(os.replace, partial, path)
             await asyncio.to_thread(_fsync_dir, directory)
         except BaseException:
             await asyncio.to_thread(out.close)
+            await asyncio.to_thread(raw.close)
             await asyncio.to_thread(partial.unlink, missing_ok=True)
             raise
         manifest = encoder.manifest()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from memgrid.v1 import consolidate_service_pb2, consolidate_service_pb2_grpc
 from services.consolidate.audit_sealer import AuditSealer
-from services.consolidate.backup import BackupFiles, BackupScheduler, BackupWriter, read_archive
+from services.consolidate.backup import BackupFiles, BackupScheduler, BackupWriter, UploadSweeper, read_archive
+from services.consolidate.backup_key import backup_keys
 from services.consolidate.restore import Restorer
 from services.consolidate.scheduler import ConsolidationRunner, ConsolidationScheduler
 from services.consolidate.servicer import ConsolidateServicer
@@ -60,11 +61,19 @@ def build_app(
         history_keep=settings.consolidation_history_keep,
     )
     scheduler = ConsolidationScheduler(runner, graph.consolidation, tick_seconds=settings.consolidation_tick_seconds)
+    keys = backup_keys(settings)
+    files = BackupFiles(settings.backups_dir, max_upload_bytes=settings.restore_max_upload_bytes)
     backups = BackupWriter(
         graph=graph.backups,
-        files=BackupFiles(settings.backups_dir),
+        files=files,
         page_size=settings.backup_page_size,
         keep=settings.backup_keep,
+        key=keys[0],
+    )
+    sweeper = UploadSweeper(
+        files,
+        max_age_seconds=settings.restore_upload_max_age_seconds,
+        interval_seconds=settings.restore_upload_sweep_seconds,
     )
     # Hash-chains the audit log's new entries (services/core/domain/audit.py).
     sealer = AuditSealer(graph.audit, seal_seconds=settings.audit_seal_seconds, batch=settings.audit_seal_batch)
@@ -74,7 +83,14 @@ def build_app(
         add_servicer=consolidate_service_pb2_grpc.add_ConsolidateServiceServicer_to_server,
         servicer=ConsolidateServicer(
             backups,
-            restorer=Restorer(graph=graph.restore, read=read_archive, page_size=settings.restore_page_size),
+            restorer=Restorer(
+                graph=graph.restore,
+                read=read_archive,
+                page_size=settings.restore_page_size,
+                keys=keys,
+                max_line_bytes=settings.restore_max_line_bytes,
+                max_unpacked_bytes=settings.restore_max_unpacked_bytes,
+            ),
             chunk_bytes=settings.backup_chunk_bytes,
             runner=runner,
             store=graph.consolidation,
@@ -87,6 +103,15 @@ def build_app(
             scheduler.start,
             backup_schedule.start,
             sealer.start,
+            sweeper.start,
         ],
-        shutdowns=[sealer.stop, backup_schedule.stop, scheduler.stop, relay.stop, events.close, graph.lifecycle.close],
+        shutdowns=[
+            sweeper.stop,
+            sealer.stop,
+            backup_schedule.stop,
+            scheduler.stop,
+            relay.stop,
+            events.close,
+            graph.lifecycle.close,
+        ],
     )

@@ -3,9 +3,15 @@
 Two passes over the archive. The first checks it whole before anything is
 written: its version, every line's shape, the checksum and counts of its
 manifest, whose tenants it holds (a caller restores only its own tenant's
-records unless it acts for every tenant, an admin, whose records each go
+records unless it acts for every tenant, an operator, whose records each go
 into the tenant they name) and that no tenant it names already holds
-memories (unless merge). The second writes the nodes a page at a time with
+memories (unless merge). An archive is untrusted input: the labels, edge
+types and tenants only a forgery holds refuse it whole (archive.py); a
+record that is wrong on its own is left out and counted, and so is a
+tenant's audit log that does not verify as a chain (archive_checks.py). Its
+signature says whether this deployment wrote it: an unsigned or
+foreign-signed archive is restored only when the caller allows it (an
+operator's allow_unsigned). The second writes the nodes a page at a time with
 their properties as archived (ids, validity windows, supersession times,
 versions, embeddings: nothing is recomputed, so a superseded or expired
 memory stays so), then the edges between them.
@@ -33,14 +39,17 @@ from typing import Any
 
 import structlog
 
-from services.core.domain import archive
+from services.core.domain import archive, archive_checks
 from services.core.domain.archive import ArchiveDecoder, ArchiveEdge, ArchiveNode, Header, Manifest
+from services.core.domain.errors import InvalidArgument
 from services.core.ports import GraphRestore
 
 log = structlog.get_logger()
 
-#: (path) -> the archive's records, a batch at a time (backup.read_archive).
-ArchiveSource = Callable[[Path, ArchiveDecoder], AsyncIterator[list[Any]]]
+#: (path, decoder, bounds as keywords) -> the archive's records, a batch at a time (backup.read_archive).
+ArchiveSource = Callable[..., AsyncIterator[list[Any]]]
+#: Problems the answer spells out (the rest are counted).
+PROBLEMS_SHOWN = 20
 
 
 @dataclass(slots=True)
@@ -65,6 +74,12 @@ class RestoreProgress:
     header: Header | None = None
     manifest: Manifest | None = None
     elapsed_seconds: float = 0.0
+    #: Records left out on their own (and the edges touching them), audit log nodes left out.
+    skipped: int = 0
+    audit_left_out: int = 0
+    problems: list[str] = field(default_factory=list)
+    #: "signed", "unsigned" or "foreign" (archive.signature_state).
+    signature: str = ""
 
 
 @dataclass(slots=True)
@@ -75,37 +90,103 @@ class _Plan:
     manifest: Manifest
     tenants: set[str]
     keyless: Counter
+    signature: str = ""
+    #: Archive node numbers left out (a bad record, or an audit log that did not verify).
+    skipped: set[int] = field(default_factory=set)
+    problems: list[str] = field(default_factory=list)
+    #: Tenant -> why its audit log is left out.
+    audit_refused: dict[str, str] = field(default_factory=dict)
+    #: Archive node numbers of the audit logs left out.
+    audit_left: set[int] = field(default_factory=set)
 
 
 class Restorer:
     """Verifies an archive, then writes it into the graph."""
 
-    def __init__(self, *, graph: GraphRestore, read: ArchiveSource, page_size: int):
+    def __init__(
+        self,
+        *,
+        graph: GraphRestore,
+        read: ArchiveSource,
+        page_size: int,
+        keys: tuple[bytes, ...] = (),
+        max_line_bytes: int | None = None,
+        max_unpacked_bytes: int | None = None,
+    ):
         self._graph = graph
         self._read = read
         self._page = page_size
+        #: The backup key and the previous ones: an archive signed by one of them is this deployment's.
+        self._keys = keys
+        self._bounds = {
+            name: value
+            for name, value in (("max_line_bytes", max_line_bytes), ("max_unpacked_bytes", max_unpacked_bytes))
+            if value is not None
+        }
 
-    async def _verify(self, path: Path) -> _Plan:
+    def _records(self, path: Path, decoder: ArchiveDecoder, declared_bytes: int) -> AsyncIterator[list[Any]]:
+        return self._read(path, decoder, **self._bounds, declared_bytes=declared_bytes)
+
+    async def _verify(self, path: Path, declared_bytes: int) -> _Plan:
         decoder = ArchiveDecoder()
         tenants: set[str] = set()
         keyless: Counter = Counter()
-        async for batch in self._read(path, decoder):
+        skipped: set[int] = set()
+        problems: list[str] = []
+        seen = archive_checks.Seen()
+        chains = archive_checks.AuditChains()
+        audit_refs: dict[str, list[int]] = {}
+        line = 1  # the header's
+        async for batch in self._records(path, decoder, declared_bytes):
             for record in batch:
-                if isinstance(record, ArchiveNode):
-                    tenants.add(record.tenant)
-                    if archive.identity(record) is None:
-                        keyless[(record.labels, record.tenant)] += 1
+                line += 1
+                if not isinstance(record, ArchiveNode):
+                    continue
+                tenants.add(record.tenant)  # whose records it holds, a record left out's too
+                problem = archive_checks.record_problem(record)
+                if problem is None and seen.again(record):
+                    problem = ("properties.id", "the same memory again")
+                if problem is not None:
+                    skipped.add(record.ref)
+                    if len(problems) < PROBLEMS_SHOWN:
+                        problems.append(archive_checks.problem_text(line, record, *problem))
+                    continue
+                if archive.AUDIT_LABELS.intersection(record.labels):
+                    chains.add(record, line)
+                    audit_refs.setdefault(record.tenant, []).append(record.ref)
+                if archive.identity(record) is None:
+                    keyless[(record.labels, record.tenant)] += 1
         manifest = decoder.finish()
         assert decoder.header is not None
-        return _Plan(decoder.header, manifest, tenants, keyless)
+        signature = archive.signature_state(self._keys, manifest, decoder.signature)
+        refused = chains.refused(signed=signature == "signed")
+        for tenant, why in sorted(refused.items()):
+            if len(problems) < PROBLEMS_SHOWN:
+                problems.append(f"tenant {tenant!r}: its audit log is left out: {why}")
+        plan = _Plan(decoder.header, manifest, tenants, keyless, signature, skipped, problems, refused)
+        plan.audit_left = {ref for tenant in refused for ref in audit_refs[tenant]}
+        return plan
 
     async def restore(
-        self, path: Path, *, caller: str, every_tenant: bool, merge: bool
+        self,
+        path: Path,
+        *,
+        caller: str,
+        every_tenant: bool,
+        merge: bool,
+        allow_unsigned: bool = False,
+        declared_bytes: int = 0,
     ) -> AsyncIterator[RestoreProgress]:
-        """Restore the archive at `path`; progress after the check and after each page, the last one `done`."""
+        """Restore the archive at `path`; progress after the check and after each page, the last one `done`.
+
+        `declared_bytes`: the unpacked size the manifest file beside the archive declares (0: none),
+        read no further. `allow_unsigned`: restore an archive this deployment did not sign (the
+        caller checked that only an operator asks)."""
         began = time.perf_counter()
-        plan = await self._verify(path)
+        plan = await self._verify(path, declared_bytes)
         archive.check_tenants(plan.tenants, caller, every_tenant)
+        if plan.signature != "signed" and not allow_unsigned:
+            raise unsigned(plan.signature)
         if not merge:
             for tenant in sorted(plan.tenants):
                 held = await self._graph.count_memories(tenant)
@@ -117,15 +198,27 @@ class Restorer:
             edges_total=plan.manifest.edge_count,
             header=plan.header,
             manifest=plan.manifest,
+            skipped=len(plan.skipped),
+            audit_left_out=len(plan.audit_left),
+            problems=list(plan.problems),
+            signature=plan.signature,
         )
         log.info(
-            "restore verified", path=str(path), nodes=progress.nodes_total, edges=progress.edges_total, merge=merge
+            "restore verified",
+            path=str(path),
+            nodes=progress.nodes_total,
+            edges=progress.edges_total,
+            merge=merge,
+            signature=plan.signature,
+            skipped=progress.skipped,
+            audit_left_out=progress.audit_left_out,
+            problems=plan.problems[:5],
         )
         yield replace(progress)
         writer = _PageWriter(self._graph, plan)
         nodes: list[ArchiveNode] = []
         edges: list[ArchiveEdge] = []
-        async for batch in self._read(path, ArchiveDecoder()):
+        async for batch in self._records(path, ArchiveDecoder(), declared_bytes):
             for record in batch:
                 if isinstance(record, ArchiveNode):
                     nodes.append(record)
@@ -159,9 +252,23 @@ class Restorer:
             created=progress.created,
             updated=progress.updated,
             kept=progress.kept,
+            skipped=progress.skipped,
+            audit_left_out=progress.audit_left_out,
             seconds=round(progress.elapsed_seconds, 3),
         )
         yield replace(progress)
+
+
+def unsigned(signature: str) -> InvalidArgument:
+    """An archive this deployment did not sign, restored without allow_unsigned."""
+    whose = "carries no signature" if signature == "unsigned" else "is signed with a key this deployment does not hold"
+    return InvalidArgument(
+        "ARCHIVE_UNSIGNED" if signature == "unsigned" else "ARCHIVE_SIGNATURE_UNKNOWN",
+        f"the archive {whose} (BACKUP_SIGNING_KEY and BACKUP_SIGNING_PREVIOUS_KEYS): only an operator restores it,"
+        " asking allow_unsigned: true",
+        field="allow_unsigned",
+        signature=signature,
+    )
 
 
 class _PageWriter:
@@ -193,6 +300,9 @@ class _PageWriter:
     async def nodes(self, page: list[ArchiveNode], progress: RestoreProgress) -> None:
         groups: dict[tuple[str, ...], list[ArchiveNode]] = defaultdict(list)
         for node in page:
+            if node.ref in self._plan.skipped or node.ref in self._plan.audit_left:
+                self._skipped.add(node.ref)  # counted by the verify pass
+                continue
             if await self._keeps_own_log(node):
                 # The tenant's chain stays whole: the archive's entries stay in the archive. (Entries the
                 # two logs share, an archive of this very tenant, would have been kept as they are anyway.)
@@ -251,6 +361,8 @@ class _PageWriter:
         groups: dict[tuple[str, bool], list[tuple[int, int, dict]]] = defaultdict(list)
         for edge in page:
             if edge.source in self._skipped or edge.target in self._skipped:
+                if edge.source in self._plan.skipped or edge.target in self._plan.skipped:
+                    progress.skipped += 1  # an edge of a record left out
                 continue
             both_stored = edge.source in self._matched and edge.target in self._matched
             groups[(edge.type, both_stored)].append((self._ids[edge.source], self._ids[edge.target], edge.properties))

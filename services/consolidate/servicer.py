@@ -76,6 +76,10 @@ def restore_to_pb(progress: RestoreProgress, name: str) -> pb.RestoreProgress:
         kept=progress.kept,
         done=progress.done,
         elapsed_seconds=progress.elapsed_seconds,
+        skipped=progress.skipped,
+        audit_left_out=progress.audit_left_out,
+        problems=progress.problems,
+        signature=progress.signature,
         tenants=[
             pb.RestoredTenant(tenant=t.tenant, memories=t.memories, unembedded_ids=t.unembedded_ids)
             for t in progress.tenants
@@ -221,6 +225,8 @@ class ConsolidateServicer(pb_grpc.ConsolidateServiceServicer):
         caller = tenant_of(context)
         if request.every_tenant:
             require_operator(context, "a restore into every tenant the archive names")
+        if request.allow_unsigned:
+            require_operator(context, "a restore of an archive this deployment did not sign (allow_unsigned)")
         if bool(request.name) == bool(request.upload):
             raise InvalidArgument(
                 "RESTORE_SOURCE", "name one backup ('name') or upload an archive, not both", field="name"
@@ -231,11 +237,23 @@ class ConsolidateServicer(pb_grpc.ConsolidateServiceServicer):
         path = await asyncio.to_thread(
             files.path_of if request.name else files.upload_path, request.name or request.upload
         )
+        # What the manifest file beside a listed archive declares bounds the read (an upload has none).
+        declared = 0
+        if request.name:
+            info = await asyncio.to_thread(files.info, request.name)
+            declared = info.manifest.bytes if info.manifest is not None else 0
+        files.in_use.add(path.name)
         try:
             async for progress in self._restorer.restore(
-                path, caller=caller, every_tenant=request.every_tenant, merge=request.merge
+                path,
+                caller=caller,
+                every_tenant=request.every_tenant,
+                merge=request.merge,
+                allow_unsigned=request.allow_unsigned,
+                declared_bytes=declared,
             ):
                 yield restore_to_pb(progress, request.name or request.upload)
         finally:
+            files.in_use.discard(path.name)
             if request.upload:
                 await asyncio.to_thread(path.unlink, missing_ok=True)

@@ -588,7 +588,10 @@ class VectorIndex(Protocol):
     async def upsert(self, points: list[tuple[str, list[float], dict]]) -> None:
         """Insert or replace points (id, vector, payload from vector_payload)."""
 
-    async def delete(self, ids: list[str]) -> None: ...
+    async def delete(self, ids: list[str], *, tenant: str) -> None:
+        """Remove the tenant's points of these memories. A point's id is derived from its tenant
+        and memory id (projection.point_id): no tenant's ids name another tenant's point."""
+
 
     async def search(self, query: VectorQuery, *, with_payload: bool = False) -> list[VectorHit]: ...
 

@@ -443,6 +443,23 @@ class Settings(BaseSettings):
     # is sized for JSON requests; 100k memories with 384-dimension vectors
     # make an archive of a few hundred MB).
     restore_max_upload_bytes: int = Field(default=8 * 1024**3, ge=1)
+    # An archive is untrusted input and read bounded (docs/backup.md): a line longer than this is refused
+    # having read no more of it (a memory's line is a few KB; its metadata is capped at 16 KB) ...
+    restore_max_line_bytes: int = Field(default=16 * 1024**2, ge=1024)
+    # ... and so is an archive that unpacks to more than this, or than its manifest file declares.
+    restore_max_unpacked_bytes: int = Field(default=16 * 1024**3, ge=1024)
+    # An upload (POST /restore's body, kept under backups/uploads/ until its restore ends) untouched this
+    # long is abandoned and deleted; consolidate sweeps them at start-up and every this many seconds (0: at
+    # start-up only).
+    restore_upload_max_age_seconds: float = Field(default=3600.0, gt=0)
+    restore_upload_sweep_seconds: float = Field(default=600.0, ge=0)
+    # Archives are signed (HMAC-SHA256) with this key, so a restore tells this deployment's archives from
+    # hand-made ones; an unsigned or foreign-signed one needs an operator and allow_unsigned. Kept like
+    # SERVICE_CLAIM_KEY: a Secret in a pod; unset, the file backup_signing_key in MEMGRID_DATA_DIR,
+    # generated on first start (a restore on another host needs the same key).
+    backup_signing_key: SecretStr | None = Field(default=None, min_length=32)  # at least 32 characters
+    # Also accepted, never signed with: rotating the key keeps older archives restorable (comma-separated).
+    backup_signing_previous_keys: SecretStr | None = None
     # Bytes per chunk when an archive travels over gRPC (download, upload):
     # well under gRPC's 4 MB message limit.
     backup_chunk_bytes: int = Field(default=1 << 20, ge=1024, le=3 << 20)

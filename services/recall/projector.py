@@ -67,7 +67,7 @@ class Projector:
             log.error("vectors refused: dimension mismatch", count=refused, index_dimension=self._vectors.dimension)
         stale = [i for i in memory_ids if i not in found or found[i].embedding is None]
         await self._vectors.upsert(points)
-        await self._vectors.delete(stale)
+        await self._vectors.delete(stale, tenant=tenant)
         return len(points), len(stale)
 
     async def handle(self, deliveries: list[Delivery]) -> list[Outcome]:

@@ -25,6 +25,7 @@ from services.core.domain.archive import ArchiveError, to_prune
 from services.core.domain.embedding_codec import encode_embedding
 from services.core.domain.errors import AlreadyExists, PermissionDenied
 from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
+from services.core.domain.tombstones import tombstone_id
 from services.core.settings import Settings
 from services.core.wiring import graph_store
 from tests.factories import memory_at
@@ -43,6 +44,13 @@ def falkordb_server(tmp_path_factory):
 
 
 T0 = datetime(2025, 1, 15, 10, 30, 0, 123456, tzinfo=UTC)
+#: The backup key of these tests' archives (a restore verifies their signature).
+KEY = b"memgrid-test-backup-restore-key-0123456789"
+
+
+def ID(name: str) -> str:
+    """The memory id a test names by a word (memgrid mints UUIDs, and a restore accepts only those)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"memgrid-test/{name}"))
 
 
 def memory(memory_id: str, tenant: str = "acme", **fields) -> Memory:
@@ -55,7 +63,7 @@ def memory(memory_id: str, tenant: str = "acme", **fields) -> Memory:
         metadata={"k": "v", "n": [1, 2.5]},
     )
     values.update(fields)
-    return memory_at(memory_id, T0, tenant=tenant, **values)
+    return memory_at(ID(memory_id), T0, tenant=tenant, **values)
 
 
 async def put(store, *memories: Memory) -> None:
@@ -64,7 +72,7 @@ async def put(store, *memories: Memory) -> None:
 
 
 async def link(store, tenant: str, source: str, target: str, kind: str = "RELATES_TO", strength: float = 0.5) -> None:
-    relation = Relation(source, target, kind, strength, T0, {})
+    relation = Relation(ID(source), ID(target), kind, strength, T0, {})
     await store.writer.create_relations(tenant, [relation], [MemoryEvent.associated(tenant, relation)], now_us=1)
 
 
@@ -114,17 +122,19 @@ async def seeded(store):
     await link(store, "other", "x", "x")
     await store.connection.query(
         """
-        MATCH (a:Memory {id: 'a'}), (c:Memory {id: 'c'})
+        MATCH (a:Memory {id: $a}), (c:Memory {id: $c})
         CREATE (e:Entity {tenant: 'acme', tag: 'entity:tools:docker', name: 'docker', updated_at: 5}),
                (p:Pattern {tenant: 'acme', key: 'Decision|entity:tools:docker', members: 2}),
-               (mp:MetaPattern {id: 'mp-1', tenant: 'acme', summary: 'two', size: 2}),
-               (t:Tombstone {id: 'tomb-1', tenant: 'acme', hash: 'abc', reason: 'rejected'}),
+               (mp:MetaPattern {id: $mp, tenant: 'acme', summary: 'two', size: 2}),
+               (t:Tombstone {id: $tomb, tenant: 'acme', content_hash: 'abc', reason: 'rejected'}),
                (:Lease {task: 'decay', tenant: 'acme', owner: 'o'}),
                (a)-[:MENTIONS]->(e), (c)-[:MENTIONS]->(e), (a)-[:EXEMPLIFIES]->(p),
                (a)-[:IN_PATTERN {weight: 0.5}]->(mp), (c)-[:IN_PATTERN {weight: 0.25}]->(mp)
-        """
+        """,
+        {"a": ID("a"), "c": ID("c"), "mp": ID("mp-1"), "tomb": tombstone_id("acme", "abc")},
     )
-    assert (await store.connection.query("MATCH (m:Memory {id: 'a'}) RETURN m.embedding")).result_set[0][0] == vector
+    row = await store.connection.query("MATCH (m:Memory {id: $a}) RETURN m.embedding", {"a": ID("a")})
+    assert row.result_set[0][0] == vector
     return store
 
 
@@ -134,11 +144,13 @@ def ours(counts: dict[str, int]) -> dict[str, int]:
 
 
 def writer_for(store, tmp_path: Path, page_size: int = 3, keep: int = 0) -> BackupWriter:
-    return BackupWriter(graph=store.backups, files=BackupFiles(tmp_path / "backups"), page_size=page_size, keep=keep)
+    return BackupWriter(
+        graph=store.backups, files=BackupFiles(tmp_path / "backups"), page_size=page_size, keep=keep, key=KEY
+    )
 
 
 def restorer_for(store, page_size: int = 2) -> Restorer:
-    return Restorer(graph=store.restore, read=read_archive, page_size=page_size)
+    return Restorer(graph=store.restore, read=read_archive, page_size=page_size, keys=(KEY,))
 
 
 async def restore_all(store, path: Path, *, caller="acme", every_tenant=False, merge=False, page_size=2):
@@ -166,14 +178,14 @@ async def test_restore_into_a_fresh_graph_reproduces_the_tenant_exactly(seeded, 
     progress = await restore_all(fresh, result.path)
     assert progress[-1].created == manifest.node_count and progress[-1].edges_done == manifest.edge_count
     [acme] = progress[-1].tenants
-    assert acme.tenant == "acme" and acme.memories == 4 and sorted(acme.unembedded_ids) == ["b", "c", "d"]
+    assert acme.tenant == "acme" and acme.memories == 4 and sorted(acme.unembedded_ids) == sorted(ID(n) for n in "bcd")
     assert await dump(fresh, "acme") == await dump(seeded, "acme")
     assert await dump(fresh, "other") == ([], [])
     # The superseded memory stays superseded and the expired one expired: the stored fields came back as they were.
-    row = await fresh.connection.query("MATCH (m:Memory {id: 'b'}) RETURN m.superseded_at, m.version")
+    row = await fresh.connection.query("MATCH (m:Memory {id: $b}) RETURN m.superseded_at, m.version", {"b": ID("b")})
     assert row.result_set[0] == [int((T0 + timedelta(days=1)).timestamp() * 1_000_000), 3]
-    got = await fresh.reader.get_memories("acme", ["a", "d"])
-    assert got["a"].embedding == [0.25, -1.0, 3.5, 0.0] and got["d"].t_invalid == T0 and got["d"].archived
+    got = await fresh.reader.get_memories("acme", [ID("a"), ID("d")])
+    assert got[ID("a")].embedding == [0.25, -1.0, 3.5, 0.0] and got[ID("d")].t_invalid == T0 and got[ID("d")].archived
 
 
 async def test_an_every_tenant_archive_restores_each_record_into_its_tenant(seeded, fresh, tmp_path):
@@ -204,10 +216,10 @@ async def test_a_tenant_with_memories_is_refused_unless_merge_and_merge_keeps_wh
         await restore_all(fresh, result.path)
     assert refused.value.reason == "TENANT_NOT_EMPTY" and refused.value.field == "merge"
     await restore_all(fresh, result.path, merge=True)
-    got = await fresh.reader.get_memories("acme", ["a", "b", "c", "d", "own"])
-    assert got["a"].content == "newer a" and got["a"].version == 9  # never overwritten by an older version
-    assert got["c"].content == "content of c"  # the archive's newer version won
-    assert set(got) == {"a", "b", "c", "d", "own"}
+    got = await fresh.reader.get_memories("acme", [ID(n) for n in ("a", "b", "c", "d", "own")])
+    assert got[ID("a")].content == "newer a" and got[ID("a")].version == 9  # never overwritten by an older version
+    assert got[ID("c")].content == "content of c"  # the archive's newer version won
+    assert set(got) == {ID(n) for n in ("a", "b", "c", "d", "own")}
     # Run again: nothing is doubled, neither nodes nor edges.
     again = await restore_all(fresh, result.path, merge=True)
     assert again[-1].created == 0
@@ -239,7 +251,8 @@ async def test_a_damaged_archive_is_refused_before_anything_is_written(seeded, f
         "flip_a_byte": {"ARCHIVE_CORRUPT", "ARCHIVE_CHECKSUM_MISMATCH"},
         "truncate": {"ARCHIVE_TRUNCATED"},
         "wrong_version": {"ARCHIVE_VERSION_UNSUPPORTED"},
-        "edit_a_line": {"ARCHIVE_CHECKSUM_MISMATCH"},
+        # Its tenant renamed: the node no longer belongs to the archive's tenant (caught before the checksum).
+        "edit_a_line": {"ARCHIVE_CHECKSUM_MISMATCH", "ARCHIVE_TENANT_MISMATCH"},
         "drop_manifest": {"ARCHIVE_TRUNCATED"},
     }[damage]
     if damage == "flip_a_byte":
@@ -270,9 +283,9 @@ async def test_a_backup_taken_while_writes_run_is_one_point_in_time(store, fresh
     balances sum to the total, and it holds every log memory acknowledged
     before the backup began, each with its edge."""
     accounts, total = 150, 150 * 100
+    account_ids = [ID(f"acct-{i}") for i in range(accounts)]
     await store.connection.query(
-        "UNWIND range(0, $n - 1) AS i CREATE (:Memory {id: 'acct-' + toString(i), tenant: 'bank', balance: 100})",
-        {"n": accounts},
+        "UNWIND $ids AS id CREATE (:Memory {id: id, tenant: 'bank', balance: 100})", {"ids": account_ids}
     )
     acknowledged: list[str] = []
     transfers = 0
@@ -288,17 +301,17 @@ async def test_a_backup_taken_while_writes_run_is_one_point_in_time(store, fresh
                 MATCH (a:Memory {id: $a}), (b:Memory {id: $b})
                 SET a.balance = a.balance - 7, b.balance = b.balance + 7
                 """,
-                {"a": f"acct-{a}", "b": f"acct-{b}"},
+                {"a": account_ids[a], "b": account_ids[b]},
             )
             transfers += 1
 
     async def grow() -> None:
         while not stop.is_set():
-            memory_id = f"g-{uuid.uuid4().hex}"
+            memory_id = str(uuid.uuid4())
             await store.connection.query(
-                "MATCH (a:Memory {id: 'acct-0'})"
+                "MATCH (a:Memory {id: $first})"
                 " CREATE (:Memory {id: $id, tenant: 'bank', log: true})-[:RELATES_TO]->(a)",
-                {"id": memory_id},
+                {"id": memory_id, "first": account_ids[0]},
             )
             acknowledged.append(memory_id)
 
@@ -320,14 +333,21 @@ async def test_a_backup_taken_while_writes_run_is_one_point_in_time(store, fresh
     # It restores whole: every edge has both ends (the decoder refuses any other).
     progress = await restore_all(fresh, result.path, caller="x", every_tenant=True, page_size=100)
     assert progress[-1].created == len(nodes)
-    edges = await fresh.connection.query("MATCH (:Memory {log: true})-[e]->(:Memory {id: 'acct-0'}) RETURN count(e)")
+    edges = await fresh.connection.query(
+        "MATCH (:Memory {log: true})-[e]->(:Memory {id: $first}) RETURN count(e)", {"first": account_ids[0]}
+    )
     assert edges.result_set[0][0] == len(logged)
 
 
 async def test_retention_keeps_the_newest_archives_of_each_tenant(seeded, tmp_path):
     times = iter(T0 + timedelta(minutes=i) for i in range(10))
     writer = BackupWriter(
-        graph=seeded.backups, files=BackupFiles(tmp_path / "backups"), page_size=50, keep=2, clock=lambda: next(times)
+        graph=seeded.backups,
+        files=BackupFiles(tmp_path / "backups"),
+        page_size=50,
+        keep=2,
+        clock=lambda: next(times),
+        key=KEY,
     )
     made = [(await writer.create(tenant)).path.name for tenant in ("acme", "acme", "other", "acme", None)]
     names = writer.files.names()
@@ -372,5 +392,5 @@ async def test_a_tenant_that_keeps_an_audit_log_keeps_its_own_through_a_merge(se
     counter = await fresh.connection.query("MATCH (c:AuditCounter {tenant: 'acme'}) RETURN c.seq")
     assert counter.result_set == [[len(own)]]
     assert progress[-1].kept >= archived.result_set[0][0]
-    got = await fresh.reader.get_memories("acme", ["a", "b", "own"])
-    assert set(got) == {"a", "b", "own"}  # the records themselves are merged
+    got = await fresh.reader.get_memories("acme", [ID("a"), ID("b"), ID("own")])
+    assert set(got) == {ID("a"), ID("b"), ID("own")}  # the records themselves are merged

@@ -343,8 +343,8 @@ async def test_delete_count_and_clear(fresh_engines):
     total = len(engines.memories)
     for index in engines.all:
         assert await index.count() == total
-        await index.delete(list(engines.ids("plain", "ops")))
-        await index.delete([])
+        await index.delete(list(engines.ids("plain", "ops")), tenant="a")
+        await index.delete([], tenant="a")
         assert await index.count() == total - 2
     await engines.expect(HISTORY - {"plain", "ops"})
 

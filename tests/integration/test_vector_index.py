@@ -62,7 +62,7 @@ async def test_exclusions_scores_and_deletes(index):
     assert [h.id for h in await index.search(query)] == [near.id]
     excluded = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10, exclude_ids=(near.id,))
     assert near.id not in {h.id for h in await index.search(excluded)}
-    await index.delete([near.id])
+    await index.delete([near.id], tenant="a")
     assert await index.count() == 1
 
 
@@ -142,7 +142,7 @@ async def test_writes_reach_the_segments_within_flush_seconds(tmp_path):
     assert index.flushes == 0 and await _segment_count(path, tmp_path) == 0  # within flush_seconds: the WAL only
     await asyncio.sleep(0.55)
     await put(index, written[5:])
-    await index.delete([written[0].id])
+    await index.delete([written[0].id], tenant="a")
     assert index.flushes == 1  # the delete came right after the flush: it waits for the next one
     assert await _segment_count(path, tmp_path) == 6
     await index.close()

@@ -43,6 +43,7 @@ from qdrant_edge import (
     IsNullCondition,
     MatchValue,
     PayloadSchemaType,
+    PayloadSelector,
     Point,
     Query,
     RangeFloat,
@@ -54,7 +55,7 @@ from qdrant_edge import (
 
 from services.core.adapters.vector_status import vector_index_status
 from services.core.domain.model import ComponentStatus
-from services.core.domain.projection import ARCHIVED, VectorHit, VectorQuery
+from services.core.domain.projection import ARCHIVED, VectorHit, VectorQuery, point_id
 
 log = structlog.get_logger()
 
@@ -75,6 +76,16 @@ INDEXED_FIELDS = {
 #: VECTOR_QUANTIZATION: int8 copies of the vectors in RAM (searched first,
 #: the best rescored with the float32 vectors), or none.
 QUANTIZATIONS = {"int8": ScalarQuantizationConfig(type=ScalarType.Int8, always_ram=True), "none": None}
+
+
+#: What a search without payload still reads of each hit: the memory id.
+_MEMORY_ID = PayloadSelector.Include(["memory_id"])
+
+
+def _hit(point, with_payload: bool) -> VectorHit:
+    """A hit, named by the memory id its payload carries (the point id is derived: projection.point_id)."""
+    payload = dict(point.payload or {})
+    return VectorHit(str(payload.get("memory_id") or point.id), float(point.score), payload if with_payload else None)
 
 
 class VectorIndexInUse(RuntimeError):
@@ -119,7 +130,7 @@ def current_state_filter(query: VectorQuery) -> Filter:
     if query.exclude_tags:
         must_not += _tag_condition(query, query.exclude_tags)
     if query.exclude_ids:
-        must_not.append(HasIdCondition({uuid.UUID(i) for i in query.exclude_ids}))
+        must_not.append(HasIdCondition({uuid.UUID(point_id(query.tenant, i)) for i in query.exclude_ids}))
     return Filter(must=must, must_not=must_not)
 
 
@@ -291,7 +302,10 @@ class EdgeVectorIndex:
             if len(vector) != self.dimension:
                 self.refused += 1
                 raise ValueError(f"vector has {len(vector)} dimensions; the index holds {self.dimension}")
-        batch = [Point(uuid.UUID(i), vector, payload) for i, vector, payload in points]
+        batch = [
+            Point(uuid.UUID(point_id(payload.get("tenant", ""), i)), vector, {**payload, "memory_id": i})
+            for i, vector, payload in points
+        ]
         await self._run(lambda shard: shard.update(UpdateOperation.upsert_points(batch)))
         self._since_optimize += len(points)
         if self._since_optimize >= self._optimize_every and self._optimizing is None:
@@ -338,9 +352,10 @@ class EdgeVectorIndex:
         finally:
             self._optimizing = None
 
-    async def delete(self, ids: list[str]) -> None:
+    async def delete(self, ids: list[str], *, tenant: str) -> None:
+        """Remove the tenant's points of these memories (never another tenant's: projection.point_id)."""
         if ids:
-            point_ids = [uuid.UUID(i) for i in ids]
+            point_ids = [uuid.UUID(point_id(tenant, i)) for i in ids]
             await self._run(lambda shard: shard.update(UpdateOperation.delete_points(point_ids)))
             await self._flush_when_due()
 
@@ -355,19 +370,13 @@ class EdgeVectorIndex:
                 query=Query.Nearest(q.vector),
                 limit=q.limit,
                 filter=current_state_filter(q),
-                with_payload=with_payload,
+                with_payload=True if with_payload else _MEMORY_ID,
                 score_threshold=q.min_score,
             )
             for q in queries
         ]
         results = await self._run(lambda shard: [shard.search(r) for r in requests])
-        return [
-            [
-                VectorHit(str(h.id), float(h.score), dict(h.payload) if with_payload and h.payload else None)
-                for h in hits
-            ]
-            for hits in results
-        ]
+        return [[_hit(h, with_payload) for h in hits] for hits in results]
 
     async def count(self) -> int:
         if self._shard is None:

@@ -9,7 +9,6 @@ tests do.
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import httpx
@@ -21,7 +20,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from services.core.adapters.retry import with_backoff
 from services.core.adapters.vector_status import vector_index_status
 from services.core.domain.model import ComponentStatus
-from services.core.domain.projection import ARCHIVED, VectorHit, VectorQuery
+from services.core.domain.projection import ARCHIVED, VectorHit, VectorQuery, point_id
 
 log = structlog.get_logger()
 
@@ -46,9 +45,14 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, ResponseHandlingException | httpx.TransportError | ConnectionError)
 
 
-def _point_id(value: str) -> str:
-    # Qdrant answers with canonical UUID text; send the same so ids compare equal.
-    return str(uuid.UUID(value))
+def _hit(point, with_payload: bool) -> VectorHit:
+    """A hit, named by the memory id its payload carries (the point id is derived: projection.point_id)."""
+    payload = dict(point.payload or {})
+    return VectorHit(str(payload.get("memory_id") or point.id), float(point.score), payload if with_payload else None)
+
+
+#: What a search without payload still reads of each hit: the memory id.
+_MEMORY_ID = models.PayloadSelectorInclude(include=["memory_id"])
 
 
 def _tag_conditions(query: VectorQuery, tags: tuple[str, ...]) -> list[models.FieldCondition]:
@@ -91,7 +95,7 @@ def current_state_filter(query: VectorQuery) -> models.Filter:
     if query.exclude_tags:
         must_not += _tag_conditions(query, query.exclude_tags)
     if query.exclude_ids:
-        must_not.append(models.HasIdCondition(has_id=[_point_id(i) for i in query.exclude_ids]))
+        must_not.append(models.HasIdCondition(has_id=[point_id(query.tenant, i) for i in query.exclude_ids]))
     return models.Filter(must=must, must_not=must_not)
 
 
@@ -227,13 +231,17 @@ class QdrantClientIndex:
                 self.refused += 1
                 raise ValueError(f"vector has {len(vector)} dimensions; the index holds {self.dimension}")
         batch = [
-            models.PointStruct(id=_point_id(i), vector=list(vector), payload=payload) for i, vector, payload in points
+            models.PointStruct(
+                id=point_id(payload.get("tenant", ""), i), vector=list(vector), payload={**payload, "memory_id": i}
+            )
+            for i, vector, payload in points
         ]
         await self._open_client().upsert(self._collection, points=batch, wait=True)
 
-    async def delete(self, ids: list[str]) -> None:
+    async def delete(self, ids: list[str], *, tenant: str) -> None:
+        """Remove the tenant's points of these memories (never another tenant's: projection.point_id)."""
         if ids:
-            selector = models.PointIdsList(points=[_point_id(i) for i in ids])
+            selector = models.PointIdsList(points=[point_id(tenant, i) for i in ids])
             await self._open_client().delete(self._collection, points_selector=selector, wait=True)
 
     async def search(self, query: VectorQuery, *, with_payload: bool = False) -> list[VectorHit]:
@@ -250,19 +258,13 @@ class QdrantClientIndex:
                 query=list(q.vector),
                 filter=current_state_filter(q),
                 limit=q.limit,
-                with_payload=with_payload,
+                with_payload=True if with_payload else _MEMORY_ID,
                 score_threshold=_score_threshold(q.min_score),
             )
             for q in queries
         ]
         responses = await client.query_batch_points(self._collection, requests=requests)
-        return [
-            [
-                VectorHit(str(p.id), float(p.score), dict(p.payload) if with_payload and p.payload else None)
-                for p in response.points
-            ]
-            for response in responses
-        ]
+        return [[_hit(p, with_payload) for p in response.points] for response in responses]
 
     async def count(self) -> int:
         if self._client is None:

@@ -19,8 +19,10 @@ bytes as written (newline included); its counts must match the lines.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
+import sys
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from services.core.domain.errors import AlreadyExists, InvalidArgument, NotFound, PermissionDenied
+from services.core.domain.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS
 
 FORMAT = "memgrid-backup"
 VERSION = 2
@@ -36,8 +39,19 @@ SUPPORTED_VERSIONS = frozenset({VERSION})
 SUFFIX = ".jsonl.gz"
 #: The name's prefix of an archive of every tenant ('@' never comes out of a tenant's safe name).
 EVERY_TENANT = "@all"
-#: Labels never exported: run-time state, not data (pending events, run leases).
-TRANSIENT_LABELS = frozenset({"Outbox", "Lease"})
+#: Labels never exported: run-time state, not data (pending events, run leases, the
+#: idempotency keys of creates in flight, which name a request's hash and a memory id).
+TRANSIENT_LABELS = frozenset({"Outbox", "Lease", "IdempotencyKey"})
+#: The labels export writes, and so the only ones a restore accepts: an archive is untrusted
+#: input, and a node of any other label (an Outbox event the relay would publish, a Lease that
+#: stops a pass, an IdempotencyKey that answers another create) is refused, the whole archive.
+RESTORABLE_LABELS = frozenset(
+    {"Memory", "Entity", "Pattern", "MetaPattern", "ConsolidationRun", "Tombstone", "AuditEntry", "AuditCounter"}
+)
+#: The edge types export writes: relations (authored and the system's), entity mentions, MetaPattern members.
+RESTORABLE_EDGES = frozenset({*AUTHORABLE_RELATIONS, *SYSTEM_RELATIONS, "MENTIONS", "IN_PATTERN"})
+#: A tenant's name, as the tokens file accepts it (gateway/tokens_file.py TENANT_PATTERN).
+TENANT_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: The audit log's labels: a tenant that already keeps a log keeps its own, and an archive's
 #: entries are not written beside it (two sequences in one chain would never verify).
 AUDIT_LABELS = frozenset({"AuditEntry", "AuditCounter"})
@@ -96,6 +110,8 @@ class Manifest:
     tenants: dict[str, int] = field(default_factory=dict)
     lines: int = 0
     sha256: str = ""
+    #: The unpacked bytes of the lines before the manifest (0: an archive from before it was counted).
+    bytes: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -104,6 +120,7 @@ class Manifest:
             "tenants": dict(sorted(self.tenants.items())),
             "lines": self.lines,
             "sha256": self.sha256,
+            "bytes": self.bytes,
         }
 
     @property
@@ -137,12 +154,14 @@ class ArchiveEncoder:
         self._edges: Counter[str] = Counter()
         self._tenants: Counter[str] = Counter()
         self._lines = 0
+        self._bytes = 0
         self.header = header
 
     def _line(self, value: Any) -> bytes:
         data = _json(value)
         self._hash.update(data)
         self._lines += 1
+        self._bytes += len(data)
         return data
 
     def header_line(self) -> bytes:
@@ -168,15 +187,73 @@ class ArchiveEncoder:
         return self._line({"edge": edge.type, "from": edge.source, "to": edge.target, "properties": edge.properties})
 
     def manifest(self) -> Manifest:
-        return Manifest(dict(self._nodes), dict(self._edges), dict(self._tenants), self._lines, self._hash.hexdigest())
+        return Manifest(
+            dict(self._nodes), dict(self._edges), dict(self._tenants), self._lines, self._hash.hexdigest(), self._bytes
+        )
 
-    def manifest_line(self) -> bytes:
-        """The last line (not itself counted or hashed)."""
-        return _json({"manifest": self.manifest().as_dict()})
+    def manifest_line(self, key: bytes | None = None) -> bytes:
+        """The last line (not itself counted or hashed), signed with `key` when one is given."""
+        manifest = self.manifest()
+        line: dict[str, Any] = {"manifest": manifest.as_dict()}
+        if key is not None:
+            line["signature"] = sign(key, manifest)
+        return _json(line)
+
+
+#: Mixed into every archive signature, so an HMAC made with the same key for anything else never passes.
+_SIGNATURE_DOMAIN = b"memgrid-backup-v1."
+SIGNATURE_ALGORITHM = "HMAC-SHA256"
+
+
+def _signed_bytes(manifest: Manifest) -> bytes:
+    # The manifest's sha256 covers every line before it (the header included); its counts and size too.
+    return _SIGNATURE_DOMAIN + json.dumps(manifest.as_dict(), sort_keys=True, separators=(",", ":")).encode()
+
+
+def sign(key: bytes, manifest: Manifest) -> dict[str, str]:
+    """The signature an archive's last line carries: HMAC-SHA256 over the manifest under the backup key."""
+    return {"alg": SIGNATURE_ALGORITHM, "mac": hmac.new(key, _signed_bytes(manifest), hashlib.sha256).hexdigest()}
+
+
+def signature_state(keys: Iterable[bytes], manifest: Manifest, signature: Any) -> str:
+    """Whose signature the archive carries: "signed" (one of `keys`, the backup key or a previous
+    one, made it), "foreign" (signed, by no key this deployment holds) or "unsigned"."""
+    if not isinstance(signature, dict) or not isinstance(signature.get("mac"), str):
+        return "unsigned"
+    if signature.get("alg") != SIGNATURE_ALGORITHM:
+        return "foreign"
+    mac = signature["mac"].encode("ascii", "replace")
+    signed = _signed_bytes(manifest)
+    for key in keys:
+        if hmac.compare_digest(mac, hmac.new(key, signed, hashlib.sha256).hexdigest().encode()):
+            return "signed"
+    return "foreign"
 
 
 def _corrupt(line_number: int, what: str) -> ArchiveError:
     return ArchiveError("ARCHIVE_CORRUPT", f"the archive is corrupt: line {line_number} {what}", line=line_number)
+
+
+def _refused(reason: str, line_number: int, where: str, what: str) -> ArchiveError:
+    """A record no backup writes: the whole archive is refused (a forgery, not a damaged record)."""
+    return ArchiveError(
+        reason, f"the archive is refused: line {line_number} {what} (field {where})", line=line_number, record=where
+    )
+
+
+#: The property values a graph stores: a scalar, or a list of scalars.
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _check_values(props: dict[str, Any], line_number: int) -> None:
+    """Every property a value the graph can store (else the write would fail half-way through a restore)."""
+    for name, value in props.items():
+        if isinstance(value, _SCALARS) or (isinstance(value, list) and all(isinstance(x, _SCALARS) for x in value)):
+            continue
+        raise _refused(
+            "ARCHIVE_PROPERTY_INVALID", line_number, f"properties.{str(name)[:64]}",
+            "holds a value no graph property stores (an object, or a list of lists)",
+        )  # fmt: skip
 
 
 def check_header(value: Any) -> Header:
@@ -195,7 +272,9 @@ def check_header(value: Any) -> Header:
         )
     scope = value.get("scope")
     tenant = value.get("tenant")
-    if scope not in ("tenant", "every_tenant") or (scope == "tenant" and not isinstance(tenant, str)):
+    if scope not in ("tenant", "every_tenant") or (
+        scope == "tenant" and not (isinstance(tenant, str) and TENANT_PATTERN.fullmatch(tenant))
+    ):
         raise _corrupt(1, "has no valid scope/tenant")
     return Header(str(value.get("created_at", "")), scope, tenant, version, str(value.get("snapshot", "")))
 
@@ -211,9 +290,13 @@ class ArchiveDecoder:
         self._nodes: Counter[str] = Counter()
         self._edges: Counter[str] = Counter()
         self._lines = 0
-        self._refs: set[int] = set()
+        self._bytes = 0
+        #: node number -> its tenant (an edge joins two nodes of one tenant)
+        self._refs: dict[int, str] = {}
         self.header: Header | None = None
         self.manifest: Manifest | None = None
+        #: The last line's signature, as it came (archive.signature_state tells whose it is).
+        self.signature: Any = None
 
     def feed(self, data: bytes) -> Header | ArchiveNode | ArchiveEdge | Manifest:
         number = self._lines + 1
@@ -221,7 +304,7 @@ class ArchiveDecoder:
             raise _corrupt(number, "follows the manifest")
         try:
             value = json.loads(data)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             raise _corrupt(number, "is not JSON") from None
         if self.header is None:
             self.header = check_header(value)
@@ -231,6 +314,7 @@ class ArchiveDecoder:
             raise _corrupt(number, "is not an object")
         if "manifest" in value:
             self.manifest = self._check_manifest(value["manifest"], number)
+            self.signature = value.get("signature")
             return self.manifest
         record = self._record(value, number)
         self._count(data)
@@ -239,6 +323,7 @@ class ArchiveDecoder:
     def _count(self, data: bytes) -> None:
         self._hash.update(data)
         self._lines += 1
+        self._bytes += len(data)
 
     def _record(self, value: dict, number: int) -> ArchiveNode | ArchiveEdge:
         props = value.get("properties")
@@ -254,17 +339,51 @@ class ArchiveDecoder:
                 or not all(isinstance(x, str) and _NAME.match(x) for x in labels)
             ):
                 raise _corrupt(number, "has no valid labels")
-            if not isinstance(props.get("tenant"), str):
+            tenant = props.get("tenant")
+            if not isinstance(tenant, str):
                 raise _corrupt(number, "is a node without a tenant")
-            self._refs.add(ref)
+            if len(labels) != 1 or labels[0] not in RESTORABLE_LABELS:
+                raise _refused(
+                    "ARCHIVE_LABEL_REFUSED", number, "labels",
+                    f"is a node labelled {labels!r}, which no backup writes"
+                    f" (a restore takes only {', '.join(sorted(RESTORABLE_LABELS))})",
+                )  # fmt: skip
+            if not TENANT_PATTERN.fullmatch(tenant):
+                raise _refused(
+                    "ARCHIVE_TENANT_INVALID", number, "properties.tenant",
+                    f"names the tenant {tenant[:80]!r}, which is no tenant's name ({TENANT_PATTERN.pattern})",
+                )  # fmt: skip
+            if self.header is not None and self.header.scope == "tenant" and tenant != self.header.tenant:
+                raise _refused(
+                    "ARCHIVE_TENANT_MISMATCH", number, "properties.tenant",
+                    f"is a node of tenant {tenant!r} in an archive of tenant {self.header.tenant!r}",
+                )  # fmt: skip
+            _check_values(props, number)
+            self._refs[ref] = sys.intern(tenant)
             self._nodes[label_key(labels)] += 1
             return ArchiveNode(ref, tuple(labels), props)
         if "edge" in value:
             kind, source, target = value["edge"], value.get("from"), value.get("to")
             if not isinstance(kind, str) or not _NAME.match(kind):
                 raise _corrupt(number, "has no valid edge type")
-            if source not in self._refs or target not in self._refs:
+            if (
+                type(source) is not int
+                or type(target) is not int
+                or source not in self._refs
+                or target not in self._refs
+            ):
                 raise _corrupt(number, "is an edge whose ends are not in the archive before it")
+            if kind not in RESTORABLE_EDGES:
+                raise _refused(
+                    "ARCHIVE_EDGE_REFUSED", number, "edge", f"is an edge of type {kind!r}, which no backup writes"
+                )
+            if self._refs[source] != self._refs[target]:
+                raise _refused(
+                    "ARCHIVE_EDGE_ACROSS_TENANTS", number, "to",
+                    f"is an edge from tenant {self._refs[source]!r} to tenant {self._refs[target]!r}:"
+                    " an edge never joins two tenants",
+                )  # fmt: skip
+            _check_values(props, number)
             self._edges[kind] += 1
             return ArchiveEdge(kind, source, target, props)
         raise _corrupt(number, "is neither a node, an edge nor the manifest")
@@ -278,6 +397,7 @@ class ArchiveDecoder:
             tenants=dict(value.get("tenants") or {}),
             lines=value.get("lines", -1),
             sha256=str(value.get("sha256", "")),
+            bytes=value.get("bytes", 0),
         )
         if manifest.sha256 != self._hash.hexdigest():
             raise ArchiveError(
@@ -286,7 +406,12 @@ class ArchiveDecoder:
                 expected=manifest.sha256,
                 actual=self._hash.hexdigest(),
             )
-        if manifest.lines != self._lines or manifest.nodes != dict(self._nodes) or manifest.edges != dict(self._edges):
+        if (
+            manifest.lines != self._lines
+            or manifest.nodes != dict(self._nodes)
+            or manifest.edges != dict(self._edges)
+            or manifest.bytes not in (0, self._bytes)
+        ):
             raise ArchiveError("ARCHIVE_COUNTS_MISMATCH", "the archive's counts do not match its manifest")
         return manifest
 
@@ -393,7 +518,7 @@ def check_tenants(tenants: Iterable[str], caller: str, every_tenant: bool) -> No
         raise PermissionDenied(
             "RESTORE_OTHER_TENANT",
             f"the archive holds records of tenant(s) {', '.join(repr(t) for t in foreign[:5])}, not of the caller's"
-            f" tenant {caller!r}: only an admin restores another tenant's records",
+            f" tenant {caller!r}: only an operator restores another tenant's records",
             field="archive",
         )
 

@@ -5,6 +5,7 @@ reference's two payload writers disagreed)."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -18,11 +19,23 @@ def epoch_seconds(value: datetime | None) -> float | None:
     return None if value is None else value.timestamp()
 
 
+#: The namespace of point ids (uuid5): any fixed UUID, never to change (every index's ids come from it).
+_POINT_NAMESPACE = uuid.UUID("5b0f8f7e-3c1a-4c7e-9a51-6d2f0c9e4b18")
+
+
+def point_id(tenant: str, memory_id: str) -> str:
+    """A memory's point id: derived from its tenant and its id, so a tenant's ids can never name
+    (overwrite, delete, exclude) another tenant's point, whatever ids an archive brings. The memory's
+    own id travels in the payload (`memory_id`), and hits answer with it."""
+    return str(uuid.uuid5(_POINT_NAMESPACE, f"{tenant}\x00{memory_id}"))
+
+
 def vector_payload(memory: Memory) -> dict:
     """What a vector point carries: everything a filter needs, nothing more."""
     metadata = memory.metadata if isinstance(memory.metadata, dict) else {}
     factuality = memory.factuality
     return {
+        "memory_id": memory.id,
         "tenant": memory.tenant,
         "type": memory.type,
         # Lowercase, so tag filters are case-insensitive like every other tag match.

@@ -1,0 +1,59 @@
+"""The backup key: what archives are signed with (archive.sign), kept like the
+service plane's claim key (services/core/grpc/plane.py). BACKUP_SIGNING_KEY,
+or a file generated on first start under MEMGRID_DATA_DIR (0600); the keys of
+BACKUP_SIGNING_PREVIOUS_KEYS are accepted on restore, never signed with, so a
+rotation leaves the archives already written restorable."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from services.core.settings import Settings
+
+#: Where the generated key is kept, under MEMGRID_DATA_DIR.
+BACKUP_KEY_FILE_NAME = "backup_signing_key"
+#: A key shorter than this is refused (an HMAC key should carry >= 256 bits).
+MIN_KEY_LENGTH = 32
+
+
+def _checked(key: str, setting: str) -> bytes:
+    if len(key) < MIN_KEY_LENGTH:
+        raise ValueError(f"{setting} must be at least {MIN_KEY_LENGTH} characters")  # never the key itself
+    return key.encode()
+
+
+def load_or_create_key(data_dir: Path) -> bytes:
+    """The key saved under the data dir, minted on first start (0600). Several
+    processes may start at once: the first creates the file exclusively, the
+    others wait for its content."""
+    path = data_dir / BACKUP_KEY_FILE_NAME
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        deadline = time.monotonic() + 5.0
+        while True:
+            saved = path.read_text().strip()
+            if saved or time.monotonic() > deadline:
+                return _checked(saved, str(path))
+            time.sleep(0.05)  # its creator is writing it
+    with os.fdopen(fd, "w") as handle:
+        key = secrets.token_urlsafe(48)
+        handle.write(key + "\n")
+    return key.encode()
+
+
+def backup_keys(settings: Settings) -> tuple[bytes, ...]:
+    """The signing key first, then the previous ones (accepted on restore only)."""
+    if settings.backup_signing_key is not None:
+        current = _checked(settings.backup_signing_key.get_secret_value(), "BACKUP_SIGNING_KEY")
+    else:
+        current = load_or_create_key(settings.memgrid_data_dir)
+    previous = settings.backup_signing_previous_keys
+    older = [] if previous is None else [k.strip() for k in previous.get_secret_value().split(",") if k.strip()]
+    return (current, *(_checked(k, "BACKUP_SIGNING_PREVIOUS_KEYS") for k in older))
