@@ -449,9 +449,9 @@ class Settings(BaseSettings):
     # ... and so is an archive that unpacks to more than this, or than its manifest file declares.
     restore_max_unpacked_bytes: int = Field(default=16 * 1024**3, ge=1024)
     # An upload (POST /restore's body, kept under backups/uploads/ until its restore ends) untouched this
-    # long is abandoned and deleted; consolidate sweeps them at start-up and every this many seconds (0: at
-    # start-up only).
+    # long is abandoned and deleted ...
     restore_upload_max_age_seconds: float = Field(default=3600.0, gt=0)
+    # ... by a sweep consolidate runs at start-up and every this many seconds (0: at start-up only).
     restore_upload_sweep_seconds: float = Field(default=600.0, ge=0)
     # Archives are signed (HMAC-SHA256) with this key, so a restore tells this deployment's archives from
     # hand-made ones; an unsigned or foreign-signed one needs an operator and allow_unsigned. Kept like
