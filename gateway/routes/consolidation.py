@@ -25,8 +25,12 @@ CHANGE = obj(
     {"memory_id": STRING, "action": STRING, "before": STRING, "after": STRING},
     ("memory_id", "action", "before", "after"),
 )
+#: A run's outcome: no errors; errors after it did part of its work (records skipped); errors and nothing
+#: done; not finished yet (in the history).
+OUTCOMES = ["success", "partial", "failed", "running"]
 RUN = obj(
     {
+        "status": {"enum": OUTCOMES, "description": "success: no errors; partial or failed: see errors."},
         "task": STRING,
         "tenant": STRING,
         "mode": STRING,
@@ -58,8 +62,18 @@ RUNNING = obj(
 )
 
 
+def outcome(run: consolidate.ConsolidationRun) -> str:
+    """success when the run has no errors; else partial when it counted any work, failed when none."""
+    if not run.errors and not run.HasField("finished"):
+        return "running"
+    if not run.errors:
+        return "success"
+    return "partial" if any(v for k, v in run.counts.items() if k != "skipped") else "failed"
+
+
 def run_record(run: consolidate.ConsolidationRun, *, with_sample: bool) -> dict:
     record = {
+        "status": outcome(run),
         "task": run.task,
         "tenant": run.tenant,
         "mode": run.mode,
@@ -80,7 +94,15 @@ def run_record(run: consolidate.ConsolidationRun, *, with_sample: bool) -> dict:
     "/consolidate",
     **doc(
         ok=obj(
-            {"status": {"const": "success"}, "mode": STRING, "dry_run": BOOLEAN, "runs": array(RUN)},
+            {
+                "status": {
+                    "enum": ["success", "partial"],
+                    "description": "partial when any run has errors (each run's own status says which).",
+                },
+                "mode": STRING,
+                "dry_run": BOOLEAN,
+                "runs": array(RUN),
+            },
             ("status", "mode", "dry_run", "runs"),
         ),
         body=obj(
@@ -114,11 +136,12 @@ async def run_consolidation(request: Request, who: Caller = Depends(require("wri
         consolidate.RunConsolidationRequest(mode=mode, dry_run=dry_run, every_tenant=every_tenant),
         **long_call(request, who),
     )
+    runs = [run_record(run, with_sample=True) for run in reply.runs]
     return {
-        "status": "success",
+        "status": "success" if all(run["status"] == "success" for run in runs) else "partial",
         "mode": reply.mode,
         "dry_run": reply.dry_run,
-        "runs": [run_record(run, with_sample=True) for run in reply.runs],
+        "runs": runs,
     }
 
 

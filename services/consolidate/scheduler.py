@@ -168,7 +168,8 @@ class ConsolidationRunner:
         except Exception as exc:
             log.warning("consolidation run not recorded", task=task.value, tenant=tenant, error=str(exc))
             record.errors.append(f"not recorded: {exc}")
-        log.info(
+        # A run with errors (records skipped, a failure) is no plain success, in the log either.
+        (log.warning if record.errors else log.info)(
             "consolidation finished",
             task=task.value,
             tenant=tenant,

@@ -99,6 +99,37 @@ class _Sampler:
             self._result.sample.append(Change(memory_id, action, _text(before), _text(after)))
 
 
+#: The skipped records a pass names in its error (all are counted and logged).
+_SKIPS_NAMED = 5
+
+
+class _Skips:
+    """The records a pass could not read or score: each skipped, counted
+    (`skipped`) and logged with its id; at the end, one error that names the
+    first few, so the run is not reported as a plain success."""
+
+    def __init__(self, result: PassResult, task: str, tenant: str):
+        self._result, self._task, self._tenant = result, task, tenant
+        self._named: list[str] = []
+
+    def add(self, memory_id: str, why: str) -> None:
+        # Counted only when something is skipped: a clean run's counts stay as they were.
+        self._result.counts["skipped"] = self._result.counts.get("skipped", 0) + 1
+        log.warning(
+            "consolidation skipped a record", task=self._task, tenant=self._tenant, memory_id=memory_id, why=why
+        )
+        if len(self._named) < _SKIPS_NAMED:
+            self._named.append(f"{memory_id} ({why})")
+
+    def close(self) -> None:
+        skipped = self._result.counts.get("skipped", 0)
+        if skipped:
+            more = f" and {skipped - len(self._named)} more" if skipped > len(self._named) else ""
+            self._result.errors.append(
+                f"skipped {skipped} record(s) it could not read or score: {'; '.join(self._named)}{more}"
+            )
+
+
 def _text(value: object) -> str:
     if value is None:
         return ""
@@ -173,6 +204,17 @@ class ConsolidationTasks:
             policy=self._policies.decay,
         )
 
+    def _scored(self, row: DecayRow, now: datetime, skips: _Skips) -> float | None:
+        """The row's score, or None (skipped and counted) for one that did not read or does not score."""
+        if row.unreadable:
+            skips.add(row.id, row.unreadable)
+            return None
+        try:
+            return self._score(row, now)
+        except (TypeError, ValueError, OverflowError, ArithmeticError) as exc:
+            skips.add(row.id, f"{type(exc).__name__}: {exc}")
+            return None
+
     async def _pages(self, tenant: str, progress: RunProgress, heartbeat: Heartbeat):
         """The tenant's decay rows a page at a time, with progress and a log line per page."""
         progress.total = await self._writer.count_memories(tenant)
@@ -211,12 +253,15 @@ class ConsolidationTasks:
         counts = result.counts
         counts.update(scanned=0, updated=0, events=0)
         sampler = _Sampler(result, self._sample)
+        skips = _Skips(result, progress.task, tenant)
         epsilon = self._policies.decay.event_epsilon
         async for rows in self._pages(tenant, progress, heartbeat):
             now = self._clock()
             updates, before = [], {}
             for row in rows:
-                score = self._score(row, now)
+                score = self._scored(row, now, skips)
+                if score is None:
+                    continue
                 if row.relevance_score is not None and abs(score - row.relevance_score) <= self._write_epsilon:
                     continue
                 emit = emits(row.relevance_score, row.emitted_score, score, epsilon)
@@ -238,6 +283,7 @@ class ConsolidationTasks:
                     counts["updated"] += 1
                     counts["events"] += update.emit
                     sampler.add(update.id, "decayed", before[update.id].relevance_score, update.score)
+        skips.close()
         return result
 
     async def _relay_decayed(
@@ -271,20 +317,34 @@ class ConsolidationTasks:
         if not policy.enabled:
             return result
         sampler = _Sampler(result, self._sample)
+        skips = _Skips(result, progress.task, tenant)
         async for rows in self._pages(tenant, progress, heartbeat):
             now = self._clock()
             to_archive, to_delete, scores = [], [], {}
             for row in rows:
-                score = scores[row.id] = self._score(row, now) if rescore else row.relevance_score
-                decision = verdict(
-                    type=row.type,
-                    importance=row.importance,
-                    timestamp=row.timestamp,
-                    relevance_score=score,
-                    archived=row.archived,
-                    now=now,
-                    policy=policy,
-                )
+                if rescore:
+                    score = self._scored(row, now, skips)
+                    if score is None:
+                        continue
+                elif row.unreadable:
+                    skips.add(row.id, row.unreadable)
+                    continue
+                else:
+                    score = row.relevance_score
+                try:
+                    decision = verdict(
+                        type=row.type,
+                        importance=row.importance,
+                        timestamp=row.timestamp,
+                        relevance_score=score,
+                        archived=row.archived,
+                        now=now,
+                        policy=policy,
+                    )
+                except (TypeError, ValueError, OverflowError, ArithmeticError) as exc:
+                    skips.add(row.id, f"{type(exc).__name__}: {exc}")
+                    continue
+                scores[row.id] = score
                 if decision is Verdict.DELETE:
                     to_delete.append(row)
                 elif decision is Verdict.ARCHIVE:
@@ -303,6 +363,7 @@ class ConsolidationTasks:
                 counts["deleted"] += 1
                 state = "archived" if rows_by_id[memory_id].archived else "active"
                 sampler.add(memory_id, "deleted", f"{state}, score {scores[memory_id]:.6f}", "deleted")
+        skips.close()
         return result
 
     async def _forget_page(

@@ -411,6 +411,9 @@ class DecayRow:
     #: The score the last DECAYED event carried (the event threshold compares
     #: with it, so a drift of many small writes still emits once it adds up).
     emitted_score: float | None = None
+    #: Why the store could not read this record ('' when it could): the pass
+    #: skips and counts it, and `id` names it (the node id when it has none).
+    unreadable: str = ""
 
 
 @dataclass(frozen=True, slots=True)

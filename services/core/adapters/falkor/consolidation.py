@@ -16,6 +16,8 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
+import structlog
+
 from services.core.adapters.falkor.audit import AuditTail
 from services.core.adapters.falkor.consolidation_runs import FalkorRunStore
 from services.core.adapters.falkor.rows import outbox_row, relation_row
@@ -27,6 +29,8 @@ from services.core.domain.model import EventKind, MemoryEvent, Relation
 from services.core.domain.times import from_micros
 from services.core.ports import DecayRow, RelevanceUpdate
 
+log = structlog.get_logger()
+
 #: The edge from a member to its MetaPattern.
 IN_PATTERN = "IN_PATTERN"
 #: What a sample or a cluster page reads: current memories with a vector.
@@ -35,19 +39,77 @@ _CURRENT_WITH_VECTOR = (
     " AND n.superseded_at IS NULL AND (n.t_invalid IS NULL OR n.t_invalid > $now)"
 )
 _SAMPLE_FIELDS = "n.id, n.content, n.type, n.importance, n.embedding"
+#: What an unreadable row carries for its times (never scored: the pass skips it).
+_EPOCH = from_micros(0)
 
 
 def _samples(rows) -> list[MemorySample]:
+    """The rows as samples; one that does not read is left out and logged, never the end of the pass."""
     samples = []
     for memory_id, content, type_, importance, embedding in rows:
-        vector = decode_embedding(embedding)
-        if vector:
-            samples.append(MemorySample(memory_id, content or "", type_ or "", float(importance or 0.0), vector))
+        try:
+            vector = decode_embedding(embedding)
+            if vector:
+                samples.append(
+                    MemorySample(str(memory_id), str(content or ""), str(type_ or ""), float(importance or 0.0), vector)
+                )
+        except (TypeError, ValueError, OverflowError) as exc:
+            log.warning("consolidation sample skipped", memory_id=memory_id, error=f"{type(exc).__name__}: {exc}")
     return samples
 
 
 def _now(now_us: int) -> datetime:
     return from_micros(now_us)
+
+
+def _decay_row(row, tenant: str) -> DecayRow:
+    """A decay_page row as a DecayRow; one that is not a Memory of `tenant`
+    or does not read comes back with `unreadable` saying why (and the node id
+    where it has no memory id), never an exception that ends the page."""
+    node, mid, version, type_, imp, conf, ts, accessed, edges, score, emitted, archived, vector, labels, of = row
+    name = mid if isinstance(mid, str) and mid else f"node {node}"
+    if "Memory" not in (labels or []) or of != tenant:
+        return _unreadable(name, f"not a Memory of the tenant (labels {list(labels or [])})")
+    if not isinstance(mid, str) or not mid:
+        return _unreadable(name, "a Memory without an id")
+    try:
+        timestamp = from_micros(ts)
+        if timestamp is None:
+            return _unreadable(name, "a Memory without a timestamp")
+        return DecayRow(
+            id=mid,
+            version=int(version or 1),
+            type=str(type_ or ""),
+            importance=float(imp if imp is not None else 0.5),
+            confidence=float(conf if conf is not None else 0.5),
+            timestamp=timestamp,
+            last_accessed=from_micros(accessed) if accessed is not None else timestamp,
+            edges=int(edges or 0),
+            relevance_score=None if score is None else float(score),
+            archived=bool(archived),
+            has_embedding=bool(vector),
+            # A score written before the emitted one was kept: the written one stands in.
+            emitted_score=float(emitted) if emitted is not None else (None if score is None else float(score)),
+        )
+    except (TypeError, ValueError, OverflowError) as exc:
+        return _unreadable(name, f"{type(exc).__name__}: {exc}")
+
+
+def _unreadable(name: str, why: str) -> DecayRow:
+    return DecayRow(
+        id=name,
+        version=0,
+        type="",
+        importance=0.0,
+        confidence=0.0,
+        timestamp=_EPOCH,
+        last_accessed=_EPOCH,
+        edges=0,
+        relevance_score=None,
+        archived=False,
+        has_embedding=False,
+        unreadable=why,
+    )
 
 
 class FalkorConsolidationStore(FalkorRunStore):
@@ -63,48 +125,36 @@ class FalkorConsolidationStore(FalkorRunStore):
     async def decay_page(self, tenant: str, cursor: int, limit: int) -> tuple[int, list[DecayRow]]:
         """Up to `limit` of the tenant's memories (archived too) after the
         internal node id `cursor` (-1 to start), in id order, and the next
-        cursor. The read is an id seek with no label in the MATCH: FalkorDB
-        walks node ids upwards from the cursor and stops at the limit, so a
-        page costs its own size (with the label or the tenant in the MATCH
-        it scanned the tenant's index instead: about 6.5 ms a page at 100k,
-        whatever the page's size). The edge count is the memory's edges to
+        cursor. The read is a label scan from the cursor (Node By Label and
+        ID Scan): it walks the Memory label's ids upwards and stops at the
+        limit, so a page costs its own size and the other tenants' memories
+        in its range. The tenant is compared after a projection, so that the
+        planner does not scan the tenant's index instead (about 6.5 ms a page
+        at 100k, whatever the page's size). It used to be an id seek with
+        the label in the WHERE, whose label test FalkorDB gets wrong for a
+        node id reused after a delete: it handed back AuditEntry nodes.
+        Each row is checked anyway: one that is not a Memory of the tenant,
+        or whose fields do not read, comes back with `unreadable` set, for
+        the pass to skip and count. The edge count is the memory's edges to
         other memories either way, each counted once (a named edge: with an
         anonymous one FalkorDB folds parallel edges to one neighbour into
         one), by one traversal over the page rather than one per node."""
         result = await self._conn.query(
             """
-            MATCH (n) WHERE ID(n) > $after AND n:Memory AND n.tenant = $tenant
+            MATCH (n:Memory) WHERE ID(n) > $after
+            WITH n, n.tenant AS owner WHERE owner = $tenant
             WITH n LIMIT $limit
             OPTIONAL MATCH (n)-[e]-(:Memory)
             WITH n, count(e) AS edges
             RETURN ID(n), n.id, n.version, n.type, n.importance, n.confidence, n.timestamp, n.last_accessed,
                    edges, n.relevance_score, n.relevance_emitted, coalesce(n.archived, false),
-                   n.embedding IS NOT NULL
+                   n.embedding IS NOT NULL, labels(n), n.tenant
             """,
             {"tenant": tenant, "after": cursor, "limit": max(0, limit)},
         )
-        rows = []
-        # The aggregation does not keep the seek's order: the page is sorted here (the cursor is its last id).
+        # The aggregation does not keep the scan's order: the page is sorted here (the cursor is its last id).
         ordered = sorted(result.result_set, key=lambda row: row[0])
-        for _, mid, version, type_, imp, conf, ts, accessed, edges, score, emitted, archived, vector in ordered:
-            timestamp = from_micros(ts)
-            rows.append(
-                DecayRow(
-                    id=mid,
-                    version=int(version or 1),
-                    type=type_ or "",
-                    importance=float(imp if imp is not None else 0.5),
-                    confidence=float(conf if conf is not None else 0.5),
-                    timestamp=timestamp,
-                    last_accessed=from_micros(accessed) if accessed is not None else timestamp,
-                    edges=int(edges or 0),
-                    relevance_score=None if score is None else float(score),
-                    archived=bool(archived),
-                    has_embedding=bool(vector),
-                    # A score written before the emitted one was kept: the written one stands in.
-                    emitted_score=float(emitted) if emitted is not None else (None if score is None else float(score)),
-                )
-            )
+        rows = [_decay_row(row, tenant) for row in ordered]
         return (int(ordered[-1][0]) if ordered else cursor), rows
 
     async def write_relevance(self, tenant: str, updates: list[RelevanceUpdate], *, now_us: int) -> list[str]:

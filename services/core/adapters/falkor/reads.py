@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import structlog
+
 from services.core.adapters.falkor.connection import FalkorConnection
 from services.core.adapters.falkor.rows import (
     ORDERS,
@@ -17,6 +19,19 @@ from services.core.domain.model import Memory, Relation
 from services.core.domain.recall_request import Scope
 from services.core.domain.state import Successor
 from services.core.domain.times import from_micros
+
+log = structlog.get_logger()
+
+
+def readable(props: dict) -> Memory | None:
+    """The record as a Memory, or None (logged with its id) for one that does
+    not read (a field missing or of the wrong type): a read leaves it out
+    rather than failing for every record beside it."""
+    try:
+        return row_to_memory(props)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        log.warning("memory record does not read", memory_id=props.get("id"), error=f"{type(exc).__name__}: {exc}")
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +62,7 @@ class FalkorLookup:
             "UNWIND $ids AS id MATCH (m:Memory {id: id}) WHERE m.tenant = $tenant RETURN properties(m)",
             {"ids": memory_ids, "tenant": tenant},
         )
-        memories = [row_to_memory(dict(row[0])) for row in result.result_set]
+        memories = [m for m in (readable(dict(row[0])) for row in result.result_set) if m is not None]
         return {m.id: m for m in memories}
 
     async def count_memories(self, tenant: str | None = None) -> int:
@@ -276,12 +291,21 @@ class FalkorIndexSource(FalkorLookup):
         size (and the other tenants' nodes in its range), not the graph's."""
         of = "" if tenant is None else " {tenant: $tenant}"  # two plans: every tenant's scan stays a plain id seek
         result = await self._conn.query(
-            f"MATCH (m:Memory{of}) WHERE ID(m) > $after WITH m ORDER BY ID(m) LIMIT $limit RETURN ID(m), properties(m)",
+            f"MATCH (m:Memory{of}) WHERE ID(m) > $after WITH m ORDER BY ID(m) LIMIT $limit"
+            " RETURN ID(m), properties(m), labels(m)",
             {"after": cursor, "limit": limit, "tenant": tenant},
         )
         if not result.result_set:
             return cursor, []
-        return int(result.result_set[-1][0]), [row_to_memory(dict(row[1])) for row in result.result_set]
+        memories = []
+        for node, props, labels in result.result_set:
+            # Checked, not trusted: a row that is not a Memory or does not read is left out (and logged),
+            # never the end of the rebuild.
+            if "Memory" not in (labels or []):
+                log.warning("index scan skipped a node that is not a Memory", node=node, labels=list(labels or []))
+            elif (found := readable(dict(props))) is not None:
+                memories.append(found)
+        return int(result.result_set[-1][0]), memories
 
     async def embedded_counts(self) -> dict[str, int]:
         """Per tenant, the memories with an embedding: one label scan that
