@@ -93,11 +93,14 @@ async def test_rejected_content_is_refused_with_409_naming_the_tombstone_and_for
     assert batch.status_code == 409 and "index 1" in batch.json()["message"], batch.text
     assert (await client.get("/memory/by-tag", params={"tags": tag})).json()["memories"] == []
 
-    # force=true stores it (body or query).
-    forced = await client.post("/memory", json={"content": content, "force": True})
+    # force=true stores it (body or query): past a reviewer's rejection, the review role's call (the single
+    # token's with X-Admin-Token); the writer's own force is a 403 naming it.
+    refused = await client.post("/memory", json={"content": content, "force": True})
+    assert refused.status_code == 403 and "'force'" in refused.json()["message"], refused.text
+    forced = await admin.post("/memory", json={"content": content, "force": True})
     assert forced.status_code == 201, forced.text
-    assert (await client.post("/memory", params={"force": "true"}, json={"content": content})).status_code == 201
-    forced_batch = await client.post("/memory/batch", json={"memories": [{"content": content}], "force": True})
+    assert (await admin.post("/memory", params={"force": "true"}, json={"content": content})).status_code == 201
+    forced_batch = await admin.post("/memory/batch", json={"memories": [{"content": content}], "force": True})
     assert forced_batch.status_code == 201, forced_batch.text
 
     # Admin routes list and remove it; then the content is welcome again.
