@@ -10,7 +10,14 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from services.core.adapters.falkor.reads import EntityBounds
-from services.core.domain.model import SUPERSESSION_RELATIONS, ComponentStatus, Memory, MemoryEvent, Relation
+from services.core.domain.model import (
+    SUPERSESSION_RELATIONS,
+    ComponentStatus,
+    Memory,
+    MemoryEvent,
+    Relation,
+    relation_rank,
+)
 from services.core.domain.recall_request import Scope, in_scope
 from services.core.domain.state import State, Successor, window_state
 from services.core.domain.times import to_micros
@@ -238,10 +245,11 @@ class InMemoryGraph:
     # MemoryReader ----------------------------------------------------------------------------------
 
     def _edges_of(self, tenant: str, memory_id: str) -> list[Relation]:
-        """The memory's edges, both directions, strongest first (ties in write
-        order: the engine's order, which no caller relies on)."""
+        """The memory's edges, both directions, by kind (relation_rank) and
+        then strongest first (ties in write order: the engine's order, which
+        no caller relies on)."""
         found = [r for k, r in self.edges.items() if k[0] == tenant and memory_id in (k[1], k[3])]
-        return sorted((replace(r) for r in found), key=lambda r: -r.strength)
+        return sorted((replace(r) for r in found), key=lambda r: (relation_rank(r.type), -r.strength))
 
     async def read_memory(
         self, tenant: str, memory_id: str, *, accessed_us: int, relation_limit: int

@@ -5,12 +5,17 @@ current-state pass, appended after the ranked results."""
 
 from __future__ import annotations
 
-from services.core.domain.model import AUTHORABLE_RELATIONS
+from services.core.domain.model import AUTHORABLE_RELATIONS, relation_rank
 from services.core.domain.recall_assembly import append_new, entity_names
 from services.core.domain.recall_ranking import Candidate, order, score
 from services.core.domain.recall_request import RecallPolicy, RecallRequest, in_scope
 from services.core.ports import MemoryReader
 from services.recall.current_state import CurrentStatePass
+
+
+def _rank(candidate: Candidate) -> int:
+    """The best kind (model.relation_rank) of the edges that brought a candidate."""
+    return min((relation_rank(kind) for kind, _, _ in candidate.edges), default=0)
 
 
 class Expansion:
@@ -45,7 +50,7 @@ class Expansion:
             candidate = found.setdefault(memory.id, Candidate(memory.id, memory=memory, via="relation"))
             candidate.relation = max(candidate.relation, min(1.0, max(0.0, relation.strength)))
             candidate.edges.append((relation.type, relation.strength, seed))
-        return sorted(found.values(), key=lambda c: (-c.relation, -c.memory.importance, c.id))
+        return sorted(found.values(), key=lambda c: (_rank(c), -c.relation, -c.memory.importance, c.id))
 
     async def entities(
         self, request: RecallRequest, seeds: list[Candidate], taken: set[str]

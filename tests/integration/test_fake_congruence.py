@@ -204,10 +204,12 @@ async def _seed(writer, mention) -> None:
         _relation("c2", "c3", strength=0.6, note="both ways"),
         _relation("c3", "c2", "PREFERS_OVER", 0.55, context="tests"),
         _relation("exp", "future", strength=0.7),
+        # Temporal adjacency at full strength: listed after every other kind all the same.
+        _relation("c1", "c3", "PRECEDED_BY", 1.0),
         _relation("q1", "q2", strength=0.95),  # another tenant's: never seen from r
     ]
     events = [MemoryEvent.associated("r", r) for r in relations]
-    assert await writer.create_relations("r", relations[:-1], events[:-1], now_us=to_micros(NOW - HOUR)) == [*range(8)]
+    assert await writer.create_relations("r", relations[:-1], events[:-1], now_us=to_micros(NOW - HOUR)) == [*range(9)]
     assert await writer.create_relations("q", relations[-1:], events[-1:], now_us=to_micros(NOW - HOUR)) == [0]
     await mention("r", [
         ("c1", ["postgres", "redis", "solo", "common"]), ("c2", ["postgres", "redis", "common"]),

@@ -27,6 +27,22 @@ AUTHORABLE_RELATIONS = (
 )
 #: Relation types only the system writes.
 SYSTEM_RELATIONS = ("SIMILAR_TO", "PRECEDED_BY", "DISCOVERED")
+#: How relations rank beside their strength, where a memory's relations are
+#: listed or followed: what a user linked first, then what memgrid found
+#: alike, then mere adjacency in time (several automatic PRECEDED_BY edges of
+#: strength 1.0 must not crowd out a RELATES_TO a user made).
+SEMANTIC_SYSTEM_RELATIONS = ("SIMILAR_TO", "DISCOVERED")
+TEMPORAL_RELATIONS = ("PRECEDED_BY",)
+
+
+def relation_rank(kind: str) -> int:
+    """0 for a relation a user made (or any other type), 1 for a semantic
+    one memgrid made, 2 for temporal adjacency: lower ranks come first."""
+    if kind in TEMPORAL_RELATIONS:
+        return 2
+    return 1 if kind in SEMANTIC_SYSTEM_RELATIONS else 0
+
+
 #: Relations the current-state pass follows to the head of a chain.
 SUPERSESSION_RELATIONS = ("INVALIDATED_BY", "EVOLVED_INTO")
 #: Properties each authorable relation carries besides strength.

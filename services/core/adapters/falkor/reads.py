@@ -15,12 +15,19 @@ from services.core.adapters.falkor.rows import (
     row_to_memory,
     scope_where,
 )
-from services.core.domain.model import Memory, Relation
+from services.core.domain.model import SEMANTIC_SYSTEM_RELATIONS, TEMPORAL_RELATIONS, Memory, Relation
 from services.core.domain.recall_request import Scope
 from services.core.domain.state import Successor
 from services.core.domain.times import from_micros
 
 log = structlog.get_logger()
+
+#: Cypher's form of model.relation_rank, then strength: how an edge `e` is ordered among a memory's relations.
+RELATION_ORDER = (
+    "CASE WHEN type(e) IN $temporal_types THEN 2 WHEN type(e) IN $semantic_types THEN 1 ELSE 0 END,"
+    " coalesce(e.strength, 0.0) DESC"
+)
+RELATION_ORDER_PARAMS = {"temporal_types": list(TEMPORAL_RELATIONS), "semantic_types": list(SEMANTIC_SYSTEM_RELATIONS)}
 
 
 def readable(props: dict) -> Memory | None:
@@ -86,19 +93,19 @@ class FalkorMemoryReader(FalkorLookup):
         self, tenant: str, memory_id: str, *, accessed_us: int, relation_limit: int
     ) -> tuple[Memory, list[Relation]] | None:
         """One query for a read by id: the record, its access time bumped,
-        and its strongest relations."""
+        and its first relations (RELATION_ORDER: by kind, then strength)."""
         result = await self._conn.query(
-            """
-            MATCH (m:Memory {id: $id}) WHERE m.tenant = $tenant
+            f"""
+            MATCH (m:Memory {{id: $id}}) WHERE m.tenant = $tenant
             SET m.last_accessed = $at
             WITH m
             OPTIONAL MATCH (m)-[e]-(o:Memory) WHERE o.tenant = $tenant
-            WITH m, e, o ORDER BY e.strength DESC
+            WITH m, e, o ORDER BY {RELATION_ORDER}
             WITH m, collect(CASE WHEN e IS NULL THEN NULL ELSE [type(e), startNode(e) = m, o.id, properties(e)] END)
                 AS edges
             RETURN properties(m), edges[0..$limit]
             """,
-            {"id": memory_id, "tenant": tenant, "at": accessed_us, "limit": relation_limit},
+            {"id": memory_id, "tenant": tenant, "at": accessed_us, "limit": relation_limit, **RELATION_ORDER_PARAMS},
         )
         if not result.result_set:
             return None
@@ -141,21 +148,23 @@ class FalkorMemoryReader(FalkorLookup):
         return found
 
     async def relations_of(self, tenant: str, ids: list[str], limit: int) -> dict[str, list[Relation]]:
-        """The strongest `limit` relations of each memory, both directions."""
+        """The first `limit` relations of each memory, both directions: by
+        kind (model.relation_rank: a user's links before memgrid's similar
+        ones before temporal adjacency), then strength."""
         if not ids or limit <= 0:
             return {i: [] for i in ids}
         result = await self._conn.query(
-            """
+            f"""
             UNWIND $ids AS id
-            MATCH (n:Memory {id: id}) WHERE n.tenant = $tenant
-            CALL {
+            MATCH (n:Memory {{id: id}}) WHERE n.tenant = $tenant
+            CALL {{
                 WITH n
                 MATCH (n)-[e]-(o:Memory) WHERE o.tenant = $tenant
-                RETURN e, o ORDER BY e.strength DESC LIMIT $limit
-            }
+                RETURN e, o ORDER BY {RELATION_ORDER} LIMIT $limit
+            }}
             RETURN n.id, type(e), startNode(e) = n, o.id, properties(e)
             """,
-            {"tenant": tenant, "ids": ids, "limit": limit},
+            {"tenant": tenant, "ids": ids, "limit": limit, **RELATION_ORDER_PARAMS},
         )
         found: dict[str, list[Relation]] = {i: [] for i in ids}
         for memory_id, kind, outgoing, other, props in result.result_set:
@@ -184,7 +193,7 @@ class FalkorMemoryReader(FalkorLookup):
                 MATCH (a)-[e]-(n:Memory)
                 WHERE n.tenant = $tenant AND coalesce(e.strength, 0.0) >= $min_strength
                   AND n.importance >= $min_importance {type_filter}
-                RETURN e, n ORDER BY e.strength DESC LIMIT $per
+                RETURN e, n ORDER BY {RELATION_ORDER} LIMIT $per
             }}
             RETURN a.id, type(e), startNode(e) = a, properties(e), {RETURN_FIELDS}
             """,
@@ -195,6 +204,7 @@ class FalkorMemoryReader(FalkorLookup):
                 "per": per_memory,
                 "min_strength": min_strength,
                 "min_importance": min_importance,
+                **RELATION_ORDER_PARAMS,
             },
         )
         found = []
