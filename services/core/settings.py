@@ -361,6 +361,10 @@ class Settings(BaseSettings):
             "importance": 0.15, "confidence": 0.02, "recency": 0.30, "trust": 0.03, "context": 0.10, "relevance": 0.0,
         },
     }  # fmt: skip
+    # The neighbourhood component (services/core/domain/recall_context.py): a
+    # candidate gets the best first-pass score among the candidates written
+    # within this many seconds of it (a stretch of conversation); 0 turns it off.
+    recall_neighbourhood_seconds: float = Field(default=1800.0, ge=0)
     # The relevance component of a memory no decay pass has scored yet (new
     # since the last pass, or consolidation off): 1.0, the top of decay's
     # range, as nothing has faded yet.
@@ -663,6 +667,7 @@ class Settings(BaseSettings):
             bm25_b=self.recall_bm25_b,
             disputed_weight=self.recall_disputed_weight,
             fiction_weight=self.recall_fiction_weight,
+            neighbourhood_seconds=self.recall_neighbourhood_seconds,
         )
 
     @property

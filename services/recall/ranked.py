@@ -255,6 +255,7 @@ class RankedRecall:
         candidates = list(pool.values())
         for candidate in candidates:
             ranking.score(candidate, request, self._policy, weights)
+        ranking.with_neighbourhood(candidates, self._policy, weights, search=request.has_query)
         watch.lap("score")
         results = await self._state.apply(tenant, candidates, scope, debug, known)
         watch.lap("state_pass")

@@ -172,8 +172,8 @@ def test_figures_average_per_category_and_over_all_questions():
     ]
     rankings = {"c#0": ["a", "x"], "c#1": ["x", "b"], "c#2": ["b", "x"]}
     result = figures(rankings, questions, (1, 2))
-    assert result["single-hop"] == {"R@1": 50.0, "R@2": 100.0}
-    assert result["multi-hop"] == {"R@1": 50.0, "R@2": 50.0}
+    assert result["single-hop"] == {"R@1": 50.0, "R@2": 100.0, "any@5": 100.0, "session@5": 100.0}
+    assert result["multi-hop"] == {"R@1": 50.0, "R@2": 50.0, "any@5": 100.0, "session@5": 100.0}
     assert result["overall"]["R@1"] == pytest.approx(100 * (1 + 0 + 0.5) / 3)
     assert math.isnan(result["temporal"]["R@1"])
     counts = {"multi-hop": 1, "temporal": 0, "open-domain": 0, "single-hop": 2, "overall": 3}
@@ -194,3 +194,38 @@ def test_rrf_fusion_and_top_keep_corpus_order_on_ties():
     fused = rrf_fusion(first, second, k=60)
     assert fused == pytest.approx([1 / 61 + 1 / 63, 2 / 62, 1 / 63 + 1 / 61])
     assert top(fused, ["a", "b", "c"], 2) == ["a", "c"]
+
+
+def test_loose_measures_count_any_evidence_turn_and_evidence_sessions():
+    from benchmarks.quality import any_at_k, session_at_k, session_of
+
+    assert session_of("D8:6") == "D8"
+    assert any_at_k(["D1:1", "D2:3"], ["D2:3", "D9:1"], 2) == 1.0
+    assert any_at_k(["D1:1", "D2:3"], ["D2:3"], 1) == 0.0
+    assert session_at_k(["D1:1", "D2:4"], ["D2:3"], 2) == 1.0
+    assert session_at_k(["D1:1", "D2:4"], ["D3:3"], 2) == 0.0
+
+
+def test_folds_fuse_the_pool_as_recall_fuses_it_and_fit_on_the_other_conversations():
+    from benchmarks.quality_folds import PoolItem, fit, fused_order, held_out
+
+    # b matches the query's words weakly but sits a minute from the strong a; c is alone, days away.
+    pool = [
+        PoolItem("a", {"vector": 0.9, "keyword": 0.0}, 0.0),
+        PoolItem("c", {"vector": 0.45, "keyword": 0.0}, 500_000.0),
+        PoolItem("b", {"vector": 0.3, "keyword": 0.5}, 60.0),
+    ]
+    assert fused_order(pool, {"vector": 1.0}, 1800) == ["a", "c", "b"]
+    assert fused_order(pool, {"vector": 1.0, "neighbourhood": 0.5}, 1800) == ["a", "b", "c"]
+    assert fused_order(pool, {"vector": 1.0, "neighbourhood": 0.5}, 0) == ["a", "c", "b"]
+
+    def objective(rankings):  # b wanted second
+        return sum(r.index("b") == 1 for r in rankings.values())
+
+    weights = fit({"q": pool}, objective, {"vector": 1.0}, 1800, fitted=("neighbourhood",), grid=(0.0, 0.5))
+    assert weights == {"vector": 1.0, "neighbourhood": 0.5}
+    # Held out: each conversation ranked with what the other one chose.
+    pools = {"one": {"one#0": pool}, "two": {"two#0": pool}}
+    rankings, chosen = held_out(pools, lambda _: objective, {"vector": 1.0}, 1800)
+    assert rankings["one#0"] == ["a", "b", "c"]
+    assert set(chosen) == {"one", "two"}

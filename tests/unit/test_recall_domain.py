@@ -44,10 +44,12 @@ WEEK_AGO = NOW - timedelta(days=7)
 RECALL_WEIGHTS = {
     "vector": 0.45, "keyword": 0.25, "metadata": 0.05, "tag": 0.05, "exact": 0.05, "relation": 0.1,
     "importance": 0.03, "confidence": 0.01, "recency": 0.02, "trust": 0.02, "context": 0.1, "relevance": 0.0,
+    "speaker": 0.1, "neighbourhood": 0.0,
 }  # fmt: skip
 BROWSE_WEIGHTS = {
     "vector": 0.3, "keyword": 0.1, "metadata": 0.03, "tag": 0.05, "exact": 0.02, "relation": 0.05,
     "importance": 0.15, "confidence": 0.02, "recency": 0.3, "trust": 0.03, "context": 0.1, "relevance": 0.0,
+    "speaker": 0.0, "neighbourhood": 0.0,
 }  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from services.core.domain.factuality import FICTION
 from services.core.domain.model import Memory
+from services.core.domain.recall_context import Timed, neighbourhood, speaker_named
 from services.core.domain.recall_request import RecallPolicy, RecallRequest
 from services.core.domain.recall_text import all_words, tokens
 from services.core.domain.tombstones import normalise_content
@@ -21,7 +22,7 @@ from services.core.domain.trust import TrustState
 #: Score components, in the order score_components reports them.
 COMPONENTS = (
     "vector", "keyword", "metadata", "tag", "exact", "relation", "importance", "confidence", "recency", "trust",
-    "context", "relevance",
+    "context", "relevance", "speaker", "neighbourhood",
 )  # fmt: skip
 #: The arms that find candidates by the query (match_type is the strongest of these).
 ARMS = ("vector", "keyword", "metadata", "tag")
@@ -175,10 +176,31 @@ def score(candidate: Candidate, request: RecallRequest, policy: RecallPolicy, we
         "trust": policy.trust(memory),
         "context": _context(memory, request, policy),
         "relevance": relevance(memory, policy),
+        "speaker": speaker_named(memory, query_words),
+        "neighbourhood": 0.0,  # set by with_neighbourhood, once every candidate is scored
     }
     candidate.components = {name: round(components[name], 6) for name in COMPONENTS}
     candidate.final = sum(weights.get(name, 0.0) * value for name, value in components.items())
     candidate.final *= trust_weight(memory, policy)
+
+
+def with_neighbourhood(
+    candidates: list[Candidate], policy: RecallPolicy, weights: Mapping[str, float], *, search: bool
+) -> None:
+    """The neighbourhood component of scored candidates (recall_context):
+    the best first-pass score among the candidates written within
+    policy.neighbourhood_seconds of each, added with its weight (and the
+    memory's trust weight) to the final score. Only a query's recall
+    (`search`) has first-pass scores worth spreading; 0 weight or seconds
+    leaves the scores as they are."""
+    weight = weights.get("neighbourhood", 0.0)
+    if not search or weight <= 0 or policy.neighbourhood_seconds <= 0:
+        return
+    scored = [c for c in candidates if c.memory is not None]
+    best = neighbourhood([Timed(c.memory.timestamp.timestamp(), c.final) for c in scored], policy.neighbourhood_seconds)
+    for candidate, value in zip(scored, best, strict=True):
+        candidate.components["neighbourhood"] = round(value, 6)
+        candidate.final += weight * value * trust_weight(candidate.memory, policy)
 
 
 def trust_weight(memory: Memory, policy: RecallPolicy) -> float:

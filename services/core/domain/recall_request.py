@@ -63,6 +63,8 @@ class RecallPolicy:
     relevance_unscored: float = 1.0  # the relevance component of a memory decay has not scored
     disputed_weight: float = 1.0  # the final score of a disputed memory is multiplied by this
     fiction_weight: float = 1.0  # ... and of one whose factuality is FICTION by this
+    #: The neighbourhood component looks at candidates written this close in time (0: off).
+    neighbourhood_seconds: float = 0.0
 
     def candidates_per_arm(self, limit: int) -> int:
         """How many candidates each arm fetches for `limit` results."""
