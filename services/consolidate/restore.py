@@ -136,7 +136,7 @@ class Restorer:
         seen = archive_checks.Seen()
         chains = archive_checks.AuditChains()
         audit_refs: dict[str, list[int]] = {}
-        line = 1  # the header's
+        line = 0  # the batches hold every line's record, the header's first
         async for batch in self._records(path, decoder, declared_bytes):
             for record in batch:
                 line += 1
