@@ -35,7 +35,7 @@ def consolidate(
     ctx: typer.Context,
     mode: str = typer.Option("full", "--mode", help="full, decay, creative, cluster or forget."),
     apply: bool = typer.Option(False, "--apply", help="Make the changes (default: a dry run that reports them)."),
-    every_tenant: bool = typer.Option(False, "--every-tenant", help="Every tenant's memories (admin)."),
+    every_tenant: bool = typer.Option(False, "--every-tenant", help="Every tenant's memories (an operator's)."),
     show_status: bool = typer.Option(False, "--status", help="Show runs in progress, next runs and history instead."),
 ) -> None:
     """Run consolidation now (POST /consolidate), or show its state (--status)."""
@@ -128,7 +128,7 @@ class _nothing:
 
 def backup(
     ctx: typer.Context,
-    every_tenant: bool = typer.Option(False, "--every-tenant", help="One archive of every tenant's records."),
+    every_tenant: bool = typer.Option(False, "--every-tenant", help="One archive of every tenant's (an operator's)."),
     list_them: bool = typer.Option(False, "--list", help="List the archives instead (GET /backups)."),
     download: str | None = typer.Option(None, "--download", help="Download this archive (GET /backup/{name})."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Where --download writes (default: its name)."),

@@ -18,7 +18,15 @@ import typer
 
 from cli.client import CONFLICT, NOT_FOUND, USAGE, CliError
 from cli.output import session, table
-from gateway.tokens_file import ROLES, TENANT_PATTERN, TOKEN_ID_PATTERN, TokensFileError, parse_tokens, token_digest
+from gateway.tokens_file import (
+    OPERATOR,
+    ROLES,
+    TENANT_PATTERN,
+    TOKEN_ID_PATTERN,
+    TokensFileError,
+    parse_tokens,
+    token_digest,
+)
 
 app = typer.Typer(help="Create, revoke and list the API tokens of the tokens file.", no_args_is_help=True)
 
@@ -68,7 +76,7 @@ def _save(path: Path, entries: list[dict]) -> None:
 @app.command("create")
 def create(
     ctx: typer.Context,
-    tenant: str = typer.Option(..., "--tenant", help="The tenant the token works on."),
+    tenant: str | None = typer.Option(None, "--tenant", help="The tenant the token works on (an operator: none)."),
     role: str = typer.Option("write", "--role", help=f"One of {', '.join(ROLES)}."),
     memory_limit: int | None = typer.Option(None, "--memory-limit", min=0, help="Memories the tenant may hold."),
     token_id: str | None = typer.Option(None, "--id", help="The token's name in the audit log (and for revoke)."),
@@ -76,10 +84,13 @@ def create(
 ) -> None:
     """Add a token; prints it once (only its sha256 is written)."""
     s = session(ctx)
-    if not TENANT_PATTERN.fullmatch(tenant):
-        raise CliError("--tenant must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'", USAGE)
     if role not in ROLES:
         raise CliError(f"--role must be one of {', '.join(ROLES)}", USAGE)
+    if role == OPERATOR:  # across tenants: it belongs to none
+        if tenant is not None or memory_limit is not None:
+            raise CliError("an operator token belongs to no tenant: no --tenant or --memory-limit", USAGE)
+    elif tenant is None or not TENANT_PATTERN.fullmatch(tenant):
+        raise CliError("--tenant must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'", USAGE)
     if token_id is not None and not TOKEN_ID_PATTERN.fullmatch(token_id):
         raise CliError("--id must be 1-64 characters of A-Z, a-z, 0-9, '_', '.' or '-'", USAGE)
     path = _path(file)
@@ -88,7 +99,9 @@ def create(
         raise CliError(f"a token with id {token_id!r} is in the file already", CONFLICT)
     token = secrets.token_urlsafe(32)
     digest = token_digest(token).hex()
-    entry = {"token_sha256": digest, "tenant": tenant, "role": role}
+    entry = {"token_sha256": digest, "role": role}
+    if tenant is not None:
+        entry = {"token_sha256": digest, "tenant": tenant, "role": role}
     if memory_limit is not None:
         entry["memory_limit"] = memory_limit
     if token_id is not None:
@@ -98,7 +111,10 @@ def create(
         {"status": "success", "token": token, "token_sha256": digest, "tenant": tenant, "role": role},
         lambda out: (
             out.print(token),
-            s.note(f"the token for tenant {tenant} ({role}); it is shown only now, {path} keeps its digest"),
+            s.note(
+                f"the {'operator token' if tenant is None else f'token for tenant {tenant} ({role})'}; "
+                f"it is shown only now, {path} keeps its digest"
+            ),
         ),
     )
 
@@ -109,7 +125,7 @@ def list_tokens(ctx: typer.Context, file: Path | None = FILE_OPTION) -> None:
     s = session(ctx)
     entries = _load(_path(file))
     shown = [
-        {"digest": e["token_sha256"][:SHOWN_DIGEST], "id": e.get("id"), "tenant": e["tenant"], "role": e["role"],
+        {"digest": e["token_sha256"][:SHOWN_DIGEST], "id": e.get("id"), "tenant": e.get("tenant"), "role": e["role"],
          "memory_limit": e.get("memory_limit")}
         for e in entries
     ]  # fmt: skip

@@ -19,6 +19,8 @@ import pytest
 from tests.e2e.conftest import API_TOKEN
 from tests.e2e.conftest import gateway_url as gateway_url  # noqa: F401 (the e2e stack's fixtures)
 from tests.e2e.conftest import stack_services as stack_services  # noqa: F401
+from tests.e2e.test_cli import memgrid
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -46,6 +48,7 @@ def stack_settings(settings, tmp_path):
             "enrichment_enabled": False,
             "memgrid_tokens_file": path,
             "admin_api_token": ADMIN_API_TOKEN,
+            "tokens_file_check_seconds": 0.1,
             "review_low_confidence_types": ["Decision"],  # a low-confidence Decision waits for review
         }
     )
@@ -237,3 +240,35 @@ async def test_the_single_token_is_the_operator_only_with_x_admin_token(clients)
     assert every.status_code == 200 and every.json()["scope"] == "every_tenant", every.text
     consolidated = await legacy_operator.post("/consolidate", json={"mode": "decay", "every_tenant": True})
     assert consolidated.status_code == 200, consolidated.text
+
+
+async def test_the_cli_writes_an_operator_entry_with_no_tenant_and_refuses_one_with_a_tenant(
+    gateway_url,  # noqa: F811
+    stack_settings,
+):
+    path = str(stack_settings.memgrid_tokens_file)
+    for wrong in (("--tenant", "alpha"), ("--memory-limit", "5")):
+        code, _, err = await memgrid(
+            gateway_url, None, "tokens", "create", "--role", "operator", *wrong, "--file", path
+        )
+        assert code != 0 and "belongs to no tenant" in err, err
+    code, _, err = await memgrid(gateway_url, None, "tokens", "create", "--role", "admin", "--file", path)
+    assert code != 0 and "--tenant" in err, err
+    code, out, err = await memgrid(
+        gateway_url, None, "--json", "tokens", "create", "--role", "operator", "--id", "ops-cli", "--file", path
+    )
+    assert code == 0, err
+    made = json.loads(out)
+    entry = next(e for e in json.loads(stack_settings.memgrid_tokens_file.read_text()) if e.get("id") == "ops-cli")
+    assert "tenant" not in entry and entry["role"] == "operator"
+    async with httpx.AsyncClient(base_url=gateway_url, headers={"Authorization": f"Bearer {made['token']}"}) as ops:
+
+        async def accepted():
+            return (await ops.get("/backups")).status_code == 200
+
+        await wait_for(accepted)
+        every = await ops.post("/backup", json={"every_tenant": True})
+        assert every.status_code == 200 and every.json()["scope"] == "every_tenant", every.text
+    code, out, err = await memgrid(gateway_url, None, "--json", "tokens", "list", "--file", path)
+    assert code == 0, err
+    assert {"tenant": None, "role": "operator", "id": "ops-cli"}.items() <= json.loads(out)["tokens"][-1].items()
