@@ -30,7 +30,7 @@ from memgrid.v1 import (
 from services.consolidate.bootstrap import build_app as build_consolidate
 from services.core.grpc.claims import ROLES, verify_claim
 from services.core.grpc.errors import error_info
-from services.core.grpc.method_roles import EVERY_TENANT, FORCE, METHOD_RULES
+from services.core.grpc.method_roles import EVERY_TENANT, FORCE, METHOD_RULES, UNSIGNED
 from services.core.grpc.plane import ClaimInterceptor
 from services.core.grpc.server import ErrorAndMetricsInterceptor, start
 from services.core.settings import SERVICE_NAMES
@@ -70,6 +70,8 @@ def test_every_rpc_of_every_service_has_a_role_in_the_table_and_nothing_else_doe
             assert set(EVERY_TENANT) <= set(rule.raised_by), f"{name}: every_tenant without the operator role"
         if "force" in fields:
             assert set(FORCE) <= set(rule.raised_by), f"{name}: force without the review role"
+        if "allow_unsigned" in fields:
+            assert set(UNSIGNED) <= set(rule.raised_by), f"{name}: allow_unsigned without the operator role"
 
 
 @pytest.fixture
@@ -163,6 +165,11 @@ async def test_each_method_needs_its_role_and_every_tenant_an_operator(plane_sta
         "RestoreBackup(every_tenant)": drained(
             consolidate.RestoreBackup(
                 consolidate_service_pb2.RestoreBackupRequest(name="x.jsonl.gz", every_tenant=True), metadata=admin
+            )
+        ),
+        "RestoreBackup(allow_unsigned)": drained(
+            consolidate.RestoreBackup(
+                consolidate_service_pb2.RestoreBackupRequest(name="x.jsonl.gz", allow_unsigned=True), metadata=admin
             )
         ),
         "RebuildIndex(every_tenant)": drained(

@@ -5,7 +5,8 @@ cannot delete a memory by calling ingest directly.
 
 A method's rule is the role the call needs, and the request fields that need
 more when they are set: `every_tenant` needs an operator, `force` (storing
-content a reviewer's rejection tombstoned) the review role. A method missing
+content a reviewer's rejection tombstoned) the review role, `allow_unsigned`
+(restoring an archive this deployment did not sign) an operator. A method missing
 from the table is refused, never served unchecked, and
 tests/security/test_service_roles.py walks every generated service
 descriptor so none is left out.
@@ -33,6 +34,8 @@ class MethodRule:
 EVERY_TENANT = (("every_tenant", OPERATOR),)
 #: Past a reviewer's rejection (a tombstone): the review role.
 FORCE = (("force", REVIEW),)
+#: An archive this deployment did not sign (docs/backup.md): only an operator's claim, as every_tenant.
+UNSIGNED = (("allow_unsigned", OPERATOR),)
 
 _INGEST = "/memgrid.v1.IngestService/"
 _RECALL = "/memgrid.v1.RecallService/"
@@ -87,7 +90,7 @@ METHOD_RULES: dict[str, MethodRule] = {
     _CONSOLIDATE + "ListBackups": MethodRule(ADMIN),
     _CONSOLIDATE + "ReadBackup": MethodRule(ADMIN),
     _CONSOLIDATE + "UploadBackup": MethodRule(ADMIN),
-    _CONSOLIDATE + "RestoreBackup": MethodRule(ADMIN, EVERY_TENANT),
+    _CONSOLIDATE + "RestoreBackup": MethodRule(ADMIN, EVERY_TENANT + UNSIGNED),
 }
 
 
