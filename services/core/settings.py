@@ -34,7 +34,8 @@ SERVICE_NAMES = tuple(DEFAULT_GRPC_PORTS)
 class Settings(BaseSettings):
     """Configuration shared by every memgrid process."""
 
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
+    # A refused value is never echoed: keys, passwords and tokens are settings too (a start-up error is logged).
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False, hide_input_in_errors=True)
 
     # Storage and messaging.
     memgrid_data_dir: Path = Path("data")  # FalkorDB's, NATS's and the vector index's data, backups, api_token
@@ -143,6 +144,7 @@ class Settings(BaseSettings):
 
     # Enrichment.
     enrichment_enabled: bool = True  # False: enrich serves its RPCs but consumes no events
+    enrichment_reprocess_max_ids: int = Field(default=500, ge=1)  # ids one POST /enrichment/reprocess takes (400 past)
     enrichment_temporal_window_hours: float = 24.0  # PRECEDED_BY links memories this close in time ...
     enrichment_temporal_limit: int = 3  # ... at most this many
     enrichment_similarity_limit: int = 5  # SIMILAR_TO links at most this many neighbours ...
@@ -351,14 +353,18 @@ class Settings(BaseSettings):
     # Weight sets per intent over the score components (services/core/domain/recall_ranking.py COMPONENTS).
     # relevance (consolidation's decayed relevance_score) weighs 0 in both: the
     # rankings measured without it stay as they are until a weight is chosen.
+    # keyword, tag, exact, speaker and neighbourhood of `recall` were chosen
+    # leave-one-conversation-out on LoCoMo dev (`make bench-quality`, docs/performance.md).
     recall_weights: dict[str, dict[str, float]] = {
         "recall": {
-            "vector": 0.40, "keyword": 0.55, "metadata": 0.01, "tag": 0.01, "exact": 0.02, "relation": 0.03,
+            "vector": 0.40, "keyword": 0.20, "metadata": 0.01, "tag": 0.05, "exact": 0.02, "relation": 0.03,
             "importance": 0.02, "confidence": 0.0, "recency": 0.01, "trust": 0.01, "context": 0.10, "relevance": 0.0,
+            "speaker": 0.15, "neighbourhood": 1.0,
         },
         "browse": {
             "vector": 0.30, "keyword": 0.10, "metadata": 0.03, "tag": 0.05, "exact": 0.02, "relation": 0.05,
             "importance": 0.15, "confidence": 0.02, "recency": 0.30, "trust": 0.03, "context": 0.10, "relevance": 0.0,
+            "speaker": 0.0, "neighbourhood": 0.0,
         },
     }  # fmt: skip
     # The neighbourhood component (services/core/domain/recall_context.py): a
