@@ -68,16 +68,26 @@ def test_a_turn_beside_a_strong_match_overtakes_a_lone_one():
     candidates = [strong, answer, lone]
     with_neighbourhood(candidates, pol, weights, search=True)
     assert answer.components["neighbourhood"] == pytest.approx(0.8)
-    assert answer.final == pytest.approx(0.3 + 0.5 * 0.8)
-    assert lone.final == pytest.approx(0.35 + 0.5 * 0.35)
+    assert answer.final == pytest.approx((0.3 + 0.5 * 0.8) / 1.5)
+    # The best of its neighbourhood keeps its score: no score grows past the best near it.
+    assert strong.final == pytest.approx(0.8)
+    assert lone.final == pytest.approx(0.35)
     assert [c.id for c in order(candidates, "score")] == ["strong", "answer", "lone"]
 
 
-@pytest.mark.parametrize(
-    ("seconds", "weight", "search"), [(0.0, 0.5, True), (1800.0, 0.0, True), (1800.0, 0.5, False)]
-)
+@pytest.mark.parametrize(("seconds", "weight", "search"), [(0.0, 0.5, True), (1800.0, 0.0, True), (1800.0, 0.5, False)])
 def test_no_weight_no_window_or_no_query_leaves_the_scores(seconds, weight, search):
     candidates = [_candidate("strong", 0, 0.8), _candidate("answer", 1, 0.3)]
     with_neighbourhood(candidates, policy(neighbourhood_seconds=seconds), {"neighbourhood": weight}, search=search)
     assert [c.final for c in candidates] == [0.8, 0.3]
     assert all(c.components["neighbourhood"] == 0.0 for c in candidates)
+
+
+def test_the_trust_weight_still_divides_a_disputed_memory():
+    pol = policy(neighbourhood_seconds=1800.0, disputed_weight=0.5)
+    strong, disputed = _candidate("strong", 0, 0.8), _candidate("disputed", 1, 0.3)
+    disputed.memory.trust_state = "disputed"
+    disputed.final *= 0.5  # as score() leaves it
+    with_neighbourhood([strong, disputed], pol, {"neighbourhood": 1.0}, search=True)
+    assert disputed.final == pytest.approx(0.5 * (0.3 + 0.8) / 2)
+    assert strong.final == pytest.approx(0.8)

@@ -189,18 +189,24 @@ def with_neighbourhood(
 ) -> None:
     """The neighbourhood component of scored candidates (recall_context):
     the best first-pass score among the candidates written within
-    policy.neighbourhood_seconds of each, added with its weight (and the
-    memory's trust weight) to the final score. Only a query's recall
-    (`search`) has first-pass scores worth spreading; 0 weight or seconds
-    leaves the scores as they are."""
+    policy.neighbourhood_seconds of each. The final score becomes
+    (own + w × best) / (1 + w), times the memory's trust weight, over the
+    first-pass scores before trust: the best memory of its neighbourhood
+    keeps its score, the others move towards it, and no score grows past
+    the best one near it (min_score keeps its meaning). Only a query's
+    recall (`search`) has first-pass scores worth spreading; 0 weight or
+    seconds leaves the scores as they are."""
     weight = weights.get("neighbourhood", 0.0)
     if not search or weight <= 0 or policy.neighbourhood_seconds <= 0:
         return
     scored = [c for c in candidates if c.memory is not None]
-    best = neighbourhood([Timed(c.memory.timestamp.timestamp(), c.final) for c in scored], policy.neighbourhood_seconds)
-    for candidate, value in zip(scored, best, strict=True):
-        candidate.components["neighbourhood"] = round(value, 6)
-        candidate.final += weight * value * trust_weight(candidate.memory, policy)
+    trusts = [trust_weight(c.memory, policy) for c in scored]
+    own = [c.final / t if t > 0 else 0.0 for c, t in zip(scored, trusts, strict=True)]
+    timed = [Timed(c.memory.timestamp.timestamp(), s) for c, s in zip(scored, own, strict=True)]
+    best = neighbourhood(timed, policy.neighbourhood_seconds)
+    for candidate, trust, mine, near in zip(scored, trusts, own, best, strict=True):
+        candidate.components["neighbourhood"] = round(near, 6)
+        candidate.final = trust * (mine + weight * near) / (1.0 + weight)
 
 
 def trust_weight(memory: Memory, policy: RecallPolicy) -> float:
