@@ -25,7 +25,6 @@ from gateway.responses import Json, JsonRoute
 from gateway.routes.calls import clients
 from gateway.translate import now_iso
 from memgrid.v1 import recall_service_pb2
-from services.core.grpc.claims import OPERATOR_ROLE
 from services.core.settings import SERVICE_NAMES
 
 router = APIRouter(route_class=JsonRoute)
@@ -37,7 +36,7 @@ EVERY_TENANTS_FIGURES = frozenset({"memories", "messages", "points", "lag", "rep
 def _is_operator(request: Request) -> bool:
     """Whether the request carries an operator's credential (what crosses tenants)."""
     try:
-        request.app.state.auth.authorize(request, OPERATOR_ROLE)
+        request.app.state.auth.authorize(request, "operator")
     except ApiError:
         return False
     return True
@@ -111,7 +110,8 @@ async def health(request: Request):
             # No caller: the gateway's own every-tenant call (it shows the count only where that is everyone's).
             metadata=clients(request).signer("recall").metadata(caller.tenant, caller.role)
             if caller is not None
-            else clients(request).signer("recall").metadata(None, OPERATOR_ROLE),
+            # A tenantless read claim: the one method taking it is this one (services/core/grpc/method_roles.py).
+            else clients(request).signer("recall").metadata(None, "read"),
             timeout=request.app.state.settings.health_status_timeout_seconds,
         )
         if caller is not None or not auth.many_tenants:

@@ -175,8 +175,8 @@ async def test_each_method_needs_its_role_and_every_tenant_an_operator(plane_sta
         "RebuildIndex(every_tenant)": drained(
             recall.RebuildIndex(recall_service_pb2.RebuildIndexRequest(every_tenant=True), metadata=admin)
         ),
-        "GetSystemStatus(no tenant)": recall.GetSystemStatus(
-            recall_service_pb2.GetSystemStatusRequest(), metadata=signed(None, "admin")
+        "ListTombstones(no tenant)": recall.ListTombstones(
+            recall_service_pb2.ListTombstonesRequest(), metadata=signed(None, "admin")
         ),
     }
     for name, call in needs_more.items():
@@ -197,6 +197,30 @@ async def test_each_method_needs_its_role_and_every_tenant_an_operator(plane_sta
     await recall.GetSystemStatus(recall_service_pb2.GetSystemStatusRequest(), metadata=operator)
     await recall.ListTombstones(recall_service_pb2.ListTombstonesRequest(), metadata=admin)
     await audit.VerifyAudit(audit_service_pb2.VerifyAuditRequest(), metadata=admin)
+
+
+async def test_the_claim_for_an_anonymous_health_check_is_good_for_the_status_alone(plane_stack):
+    """The gateway answers /health to anyone with the every-tenant status (filtered), so it signs recall a claim
+    on no tenant's behalf for it: a read claim, which captured, reaches nothing else."""
+    recall = recall_service_pb2_grpc.RecallServiceStub(plane_stack["recall"])
+    consolidate = consolidate_service_pb2_grpc.ConsolidateServiceStub(plane_stack["consolidate"])
+    anonymous = signed(None, "read", audience="recall")
+    status = await recall.GetSystemStatus(recall_service_pb2.GetSystemStatusRequest(), metadata=anonymous)
+    assert status.components
+    for name, call in {
+        "RebuildIndex(every_tenant)": drained(
+            recall.RebuildIndex(recall_service_pb2.RebuildIndexRequest(every_tenant=True), metadata=anonymous)
+        ),
+        "ExportMemories": recall.ExportMemories(recall_service_pb2.ExportMemoriesRequest(), metadata=anonymous),
+        "WatchMemoryEvents": drained(
+            recall.WatchMemoryEvents(recall_service_pb2.WatchMemoryEventsRequest(), metadata=anonymous)
+        ),
+        "ListBackups (another service)": consolidate.ListBackups(
+            consolidate_service_pb2.ListBackupsRequest(), metadata=anonymous
+        ),
+    }.items():
+        error = await refused(call)
+        assert error.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED), name
 
 
 async def test_force_past_a_tombstone_needs_the_review_role(plane_stack):

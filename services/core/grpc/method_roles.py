@@ -24,10 +24,12 @@ READ, WRITE, REVIEW, ADMIN, OPERATOR = "read", "write", "review", ADMIN_ROLE, OP
 @dataclass(frozen=True, slots=True)
 class MethodRule:
     """The role a method needs; `raised_by`: (request field, role) pairs, the
-    role a call needs when that field is set."""
+    role a call needs when that field is set; `no_tenant`: the role a claim on
+    no tenant's behalf needs (an operator's, but for the system status)."""
 
     role: str
     raised_by: tuple[tuple[str, str], ...] = ()
+    no_tenant: str = OPERATOR
 
 
 #: Over every tenant: only an operator's claim.
@@ -71,7 +73,9 @@ METHOD_RULES: dict[str, MethodRule] = {
     _RECALL + "ListRelationTypes": MethodRule(READ),
     _RECALL + "RebuildIndex": MethodRule(ADMIN, EVERY_TENANT),
     _RECALL + "FindSimilar": MethodRule(READ),  # enrich's neighbour search
-    _RECALL + "GetSystemStatus": MethodRule(READ),  # on no tenant's behalf: an operator's (checked for every method)
+    # On no tenant's behalf too: the gateway's own call for an anonymous /health, which it filters. A tenantless
+    # read claim it signs for that, captured, is refused by every other method; a tenantless operator claim is not.
+    _RECALL + "GetSystemStatus": MethodRule(READ, no_tenant=READ),
     _RECALL + "ListReviewQueue": MethodRule(REVIEW),
     _RECALL + "ListTombstones": MethodRule(ADMIN),
     _RECALL + "WatchMemoryEvents": MethodRule(READ),
@@ -107,6 +111,6 @@ def refusal(rule: MethodRule, claim, request) -> str | None:
     for field, role in rule.raised_by:
         if getattr(request, field, False) and not claim.allows(role):
             return f"'{field}' needs the '{role}' role; the claim's role is '{claim.role}'"
-    if claim.tenant is None and not claim.operator:
-        return "a call on no tenant's behalf needs the 'operator' role"
+    if claim.tenant is None and not claim.allows(rule.no_tenant):
+        return f"a call on no tenant's behalf needs the '{rule.no_tenant}' role"
     return None
