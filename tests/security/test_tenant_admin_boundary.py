@@ -199,6 +199,11 @@ async def test_alpha_s_admin_reaches_nothing_of_beta_through_any_admin_route(cli
     for component in health["components"].values():
         assert not {"memories", "messages", "points", "detail"} & set(component), component
 
+    # Alpha's own archive alpha's admin restores, into alpha alone.
+    restored = await admin.post("/restore", json={"name": own.json()["name"], "merge": True})
+    assert restored.status_code == 200, restored.text
+    assert [t["tenant"] for t in restored.json()["tenants"]] == ["alpha"]
+
     # Beta, afterwards: every memory as it was, its tombstone and its review still in force.
     for key, memory in before.items():
         assert await read(b, beta[key]) == memory, key
