@@ -107,7 +107,8 @@ async def test_create_writes_the_graph_and_publishes_an_event(stack, settings):
     with pytest.raises(grpc.aio.AioRpcError) as other_tenant:
         await recall.GetMemory(recall_service_pb2.GetMemoryRequest(id=memory.id), metadata=signed("other"))
     assert other_tenant.value.code() == grpc.StatusCode.NOT_FOUND
-    status = await recall.GetSystemStatus(recall_service_pb2.GetSystemStatusRequest(), metadata=signed(None, "operator"))
+    every = signed(None, "operator")
+    status = await recall.GetSystemStatus(recall_service_pb2.GetSystemStatusRequest(), metadata=every)
     assert status.memory_count == 1
     for tenant, count in (("acme", 1), ("other", 0)):  # with a tenant, its own count
         scoped = await recall.GetSystemStatus(recall_service_pb2.GetSystemStatusRequest(), metadata=signed(tenant))
