@@ -8,11 +8,11 @@ from fastapi import APIRouter, Depends, Request
 
 from gateway.auth import Caller
 from gateway.envelope import ApiError
-from gateway.openapi import IDS, INTEGER, NUMBER, doc, obj
+from gateway.openapi import BOOLEAN, IDS, INTEGER, NUMBER, doc, obj
 from gateway.responses import Json, JsonRoute
 from gateway.routes.body import body_count, optional_json_object
 from gateway.routes.calls import call_options, clients
-from gateway.routes.roles import require
+from gateway.routes.roles import escalate, require
 from memgrid.v1 import enrich_service_pb2 as enrich
 from memgrid.v1 import recall_service_pb2 as recall
 
@@ -41,15 +41,27 @@ BATCH_SIZE = {"type": "integer", "minimum": 0, "description": "Per batch; 0 or o
             },
             ("status", "indexed", "skipped", "total", "elapsed_seconds"),
         ),
-        body=obj({"batch_size": BATCH_SIZE}),
+        body=obj(
+            {
+                "batch_size": BATCH_SIZE,
+                "every_tenant": {**BOOLEAN, "description": "Every tenant's points (as `make reindex`); an operator's."},
+            }
+        ),
         body_required=False,
     ),
 )
 async def reindex(request: Request, who: Caller = Depends(require("admin"))):
     """Rebuild the caller's tenant's part of recall's vector index from the
-    graph (other tenants' points stay as they are; `make reindex` rebuilds
-    every tenant's); answers when the rebuild is done, with the tenant's counts."""
-    rebuild = recall.RebuildIndexRequest(batch_size=body_count(await optional_json_object(request), "batch_size"))
+    graph (other tenants' points stay as they are; with every_tenant, an
+    operator's call as `make reindex` is, every tenant's); answers when the
+    rebuild is done, with its counts."""
+    body = await optional_json_object(request)
+    every_tenant = False if body.get("every_tenant") is None else body["every_tenant"]
+    if not isinstance(every_tenant, bool):
+        raise ApiError(400, "'every_tenant' must be true or false", "NOT_A_BOOLEAN")
+    if every_tenant:
+        who = escalate(request, who, "operator", "every_tenant")  # 403 for a tenant's admin
+    rebuild = recall.RebuildIndexRequest(batch_size=body_count(body, "batch_size"), every_tenant=every_tenant)
     stream = clients(request).recall.RebuildIndex(rebuild, **long_call(request, who))
     last = None
     async for progress in stream:

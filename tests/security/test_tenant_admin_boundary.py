@@ -137,6 +137,9 @@ async def test_alpha_s_admin_reaches_nothing_of_beta_through_any_admin_route(cli
         "POST /consolidate",
         "every_tenant",
     )
+    assert_refused(
+        await admin.post("/admin/reindex", json={"every_tenant": True}), 403, "POST /admin/reindex", "every_tenant"
+    )
 
     # Backups: alpha's own archive holds alpha only; beta's and the every-tenant one are not there for alpha.
     own = await admin.post("/backup")
@@ -226,6 +229,8 @@ async def test_an_operator_crosses_tenants_where_a_tenant_admin_may_not(clients)
     consolidated = await operator.post("/consolidate", json={"mode": "decay", "every_tenant": True})
     assert consolidated.status_code == 200, consolidated.text
     assert {run["tenant"] for run in consolidated.json()["runs"]} >= {"alpha", "beta"}
+    reindexed = await operator.post("/admin/reindex", json={"every_tenant": True})
+    assert reindexed.status_code == 200 and reindexed.json()["total"] >= 3, reindexed.text  # beta's and alpha's
     health = (await operator.get("/health")).json()
     assert health["components"]["falkordb"]["memories"] >= 3 and "detail" in health["components"]["falkordb"]
     # An operator's restore goes into the tenant the archive names (beta's memories, merged: kept).
