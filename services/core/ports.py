@@ -20,6 +20,7 @@ from services.core.domain.audit import AuditEntry, Seal
 from services.core.domain.classification import Classification
 from services.core.domain.clustering import Cluster
 from services.core.domain.consolidation import MemorySample, RunRecord
+from services.core.domain.embedding_text import Preceding
 from services.core.domain.factuality import Factuality
 from services.core.domain.model import ComponentStatus, Memory, MemoryEvent, Relation
 from services.core.domain.projection import VectorHit, VectorQuery
@@ -295,6 +296,11 @@ class EnrichmentStore(MemoryLookup, Protocol):
         """The embedding stage's write: per (memory as read, vector or None,
         model), the vector and its model (or, with None, only the event),
         where version and content are still the ones read; the ids written."""
+
+    async def preceding_contents(self, tenant: str, items: list[Preceding], window_us: int) -> dict[str, str]:
+        """Per memory id, the content of the memory written just before it
+        (domain/embedding_text.py: same tenant, within window_us, sharing one
+        of its tags when it has any); ids with none are left out."""
 
     async def embedding_models(self, tenant: str, memory_ids: list[str]) -> dict[str, str]:
         """The model the embedding stage recorded for each memory's vector."""
@@ -594,7 +600,6 @@ class VectorIndex(Protocol):
     async def delete(self, ids: list[str], *, tenant: str) -> None:
         """Remove the tenant's points of these memories. A point's id is derived from its tenant
         and memory id (projection.point_id): no tenant's ids name another tenant's point."""
-
 
     async def search(self, query: VectorQuery, *, with_payload: bool = False) -> list[VectorHit]: ...
 

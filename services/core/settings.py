@@ -145,6 +145,11 @@ class Settings(BaseSettings):
     # Enrichment.
     enrichment_enabled: bool = True  # False: enrich serves its RPCs but consumes no events
     enrichment_reprocess_max_ids: int = Field(default=500, ge=1)  # ids one POST /enrichment/reprocess takes (400 past)
+    # Contextual embedding (services/core/domain/embedding_text.py): a memory is
+    # embedded with the memory written just before it in its scope, at most this
+    # many seconds earlier (0: its content alone), cut to this many characters.
+    embedding_context_seconds: float = Field(default=1800.0, ge=0)
+    embedding_context_chars: int = Field(default=600, ge=0)
     enrichment_temporal_window_hours: float = 24.0  # PRECEDED_BY links memories this close in time ...
     enrichment_temporal_limit: int = 3  # ... at most this many
     enrichment_similarity_limit: int = 5  # SIMILAR_TO links at most this many neighbours ...
@@ -196,6 +201,8 @@ class Settings(BaseSettings):
 
     # Gateway.
     port: int = 8001  # the gateway's HTTP port
+    # The gateway's Prometheus port: never the public one, so an Ingress routing PORT does not expose it.
+    gateway_metrics_port: int = 9100
     gateway_host: str | None = None  # None: 0.0.0.0 with a configured token, else 127.0.0.1
     automem_api_token: str | None = None  # single-tenant token; unset, and no tokens file: generated (data/api_token)
     admin_api_token: str | None = None  # X-Admin-Token, which admin routes need with AUTOMEM_API_TOKEN

@@ -83,6 +83,8 @@ def build_app(
         relay=relay,
         batch_size=settings.embedding_write_batch,
         conflict_retries=settings.write_conflict_retries,
+        context_seconds=settings.embedding_context_seconds,
+        context_chars=settings.embedding_context_chars,
     )
     prefix = settings.nats_subject_prefix
     # Durable consumers: what arrives while enrich is down waits for it.
@@ -156,6 +158,7 @@ def build_app(
             reembedder,
             embedding=embedding,
             embed_consumer=embed_consumer,
+            reprocess_max_ids=settings.enrichment_reprocess_max_ids,
         ),
         startups=[graph.lifecycle.ensure_schema, events.connect, warm_up, relay.start]
         + ([embed_consumer.start, consumer.start, reconciler.start] if settings.enrichment_enabled else []),

@@ -18,10 +18,12 @@ from datetime import UTC, datetime
 import structlog
 from prometheus_client import Counter
 
+from services.core.domain.embedding_text import contextual_text, preceding_query
 from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.domain.times import to_micros
 from services.core.ports import Delivery, Embedder, EnrichmentStore, Outcome
 from services.core.relay import OutboxRelay
+from services.enrich.counts import TenantCounts
 from services.enrich.deliveries import by_tenant
 
 log = structlog.get_logger()
@@ -30,7 +32,7 @@ EMBEDDED = Counter("memgrid_embedding_memories_total", "Memories through the emb
 
 
 @dataclass
-class EmbeddingStats:
+class EmbeddingStats(TenantCounts):
     embedded: int = 0  # vectors written
     passed: int = 0  # had a vector already (client-supplied, or a redelivery): event only
     skipped: int = 0  # deleted meanwhile
@@ -39,6 +41,8 @@ class EmbeddingStats:
     inflight: int = 0
     last_batch_seconds: float = 0.0
     by_reason: dict[str, int] = field(default_factory=dict)
+    #: The same figures per tenant (TenantCounts.of).
+    tenants: dict[str, EmbeddingStats] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict:
         return {
@@ -68,9 +72,14 @@ class EmbeddingStage:
         batch_size: int,
         conflict_retries: int,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        context_seconds: float = 0.0,
+        context_chars: int = 0,
     ):
         self._store = store
         self._embedder = embedder
+        #: Contextual embedding (domain/embedding_text.py): 0 seconds embeds the content alone.
+        self._context_us = int(context_seconds * 1_000_000)
+        self._context_chars = context_chars
         self._relay = relay
         self._batch = max(1, batch_size)
         self._retries = max(1, conflict_retries)
@@ -96,19 +105,19 @@ class EmbeddingStage:
         record their `embedded` events; returns the ids recorded. Raises when
         the embedder or the graph fails."""
         started = time.perf_counter()
-        self.stats.inflight += len(ids)
+        self.stats.add(tenant, inflight=len(ids))
         try:
             found = await self._store.get_memories(tenant, ids)
-            self.stats.skipped += len(ids) - len(found)
+            self.stats.add(tenant, skipped=len(ids) - len(found))
             missing = [m for m in found.values() if self._lacks_vector(m)]
             present = [m for m in found.values() if not self._lacks_vector(m)]
             recorded = await self._record(tenant, [(m, None) for m in present]) if present else []
-            self.stats.passed += len(recorded)
+            self.stats.add(tenant, passed=len(recorded))
             EMBEDDED.labels("passed").inc(len(recorded))
             recorded += await self._embed(tenant, missing)
         finally:
-            self.stats.inflight -= len(ids)
-            self.stats.last_batch_seconds = time.perf_counter() - started
+            self.stats.add(tenant, inflight=-len(ids))
+            self.stats.set(tenant, last_batch_seconds=time.perf_counter() - started)
         return sorted(recorded)
 
     async def _embed(self, tenant: str, memories: list[Memory]) -> list[str]:
@@ -117,20 +126,30 @@ class EmbeddingStage:
         if not chunks:
             return []
         written: list[str] = []
-        embedding = asyncio.ensure_future(self._embedder.embed([m.content for m in chunks[0]]))
+        texts = await self._texts(tenant, memories)
+        embedding = asyncio.ensure_future(self._embedder.embed([texts[m.id] for m in chunks[0]]))
         try:
             for index, chunk in enumerate(chunks):
                 vectors = await embedding
                 if index + 1 < len(chunks):
-                    embedding = asyncio.ensure_future(self._embedder.embed([m.content for m in chunks[index + 1]]))
+                    embedding = asyncio.ensure_future(self._embedder.embed([texts[m.id] for m in chunks[index + 1]]))
                 done = await self._record(tenant, list(zip(chunk, vectors, strict=True)))
-                self.stats.embedded += len(done)
+                self.stats.add(tenant, embedded=len(done))
                 EMBEDDED.labels("embedded").inc(len(done))
                 written += done
         finally:
             embedding.cancel()
             await asyncio.gather(embedding, return_exceptions=True)
         return written
+
+    async def _texts(self, tenant: str, memories: list[Memory]) -> dict[str, str]:
+        """What is embedded for each memory: its content and, with a context
+        window, the content of the memory just before it (one read for all)."""
+        preceding: dict[str, str] = {}
+        if self._context_us > 0 and memories:
+            queries = [preceding_query(m, to_micros(m.timestamp), to_micros(m.recorded_at)) for m in memories]
+            preceding = await self._store.preceding_contents(tenant, queries, self._context_us)
+        return {m.id: contextual_text(m.content, preceding.get(m.id), self._context_chars) for m in memories}
 
     async def _record(self, tenant: str, items: list[tuple[Memory, list[float] | None]]) -> list[str]:
         """Write (compare-and-set on version and content) and publish the
@@ -159,7 +178,7 @@ class EmbeddingStage:
             for memory, vector in lost:
                 now_memory = fresh.get(memory.id)
                 if now_memory is None or now_memory.content != memory.content:
-                    self.stats.conflicts += 1
+                    self.stats.add(tenant, conflicts=1)
                     continue
                 # Same content: the vector still fits, unless one arrived meanwhile (then only the event).
                 pending.append((now_memory, None if not self._lacks_vector(now_memory) else vector))

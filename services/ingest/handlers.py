@@ -389,7 +389,11 @@ class IngestHandlers:
             except DomainError as error:
                 raise _at_index(index, error) from None
         prepared = await asyncio.gather(*(self._prepare(tenant, d, now) for d in drafts))
-        memories = [m for m, _ in prepared]
+        # Recorded in their order, a microsecond apart: items of one time keep
+        # the batch's order (the memory "just before" one, embedding_text.py).
+        memories = [
+            replace(m, recorded_at=m.recorded_at + timedelta(microseconds=i)) for i, (m, _) in enumerate(prepared)
+        ]
         summaries = [s for _, s in prepared]
         if not keyed:
             return await self._store(

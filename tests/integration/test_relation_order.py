@@ -25,7 +25,10 @@ async def _seed(writer) -> None:
     events = [MemoryEvent.for_memory(EventKind.CREATED, m, NOW) for m in memories]
     assert await writer.create_memories(memories, events, now_us=to_micros(NOW))
     relations = [Relation("a", f"t{n}", "PRECEDED_BY", 1.0, NOW, {}) for n in range(1, 5)]
-    relations += [Relation("a", "alike", "SIMILAR_TO", 0.95, NOW, {}), Relation("user", "a", "RELATES_TO", 0.6, NOW, {})]
+    relations += [
+        Relation("a", "alike", "SIMILAR_TO", 0.95, NOW, {}),
+        Relation("user", "a", "RELATES_TO", 0.6, NOW, {}),
+    ]
     events = [MemoryEvent.associated("k", r) for r in relations]
     await writer.create_relations("k", relations, events, now_us=to_micros(NOW))
 
@@ -37,4 +40,4 @@ async def test_relations_are_listed_by_kind_then_strength(graph):
     _, read = await graph.reader.read_memory("k", "a", accessed_us=to_micros(NOW), relation_limit=2)
     assert [r.type for r in read] == ["RELATES_TO", "SIMILAR_TO"]
     near = await graph.reader.neighbours("k", ["a"], types=None, per_memory=2, min_strength=0.0, min_importance=0.0)
-    assert [(relation.type, memory.id) for relation, memory in near] == [("RELATES_TO", "user"), ("SIMILAR_TO", "alike")]
+    assert [(r.type, memory.id) for r, memory in near] == [("RELATES_TO", "user"), ("SIMILAR_TO", "alike")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from services.core.adapters.falkor.audit import AuditTail
 from services.core.adapters.falkor.reads import FalkorLookup
 from services.core.adapters.falkor.rows import encode_embedding, memory_to_row, outbox_row
+from services.core.domain.embedding_text import Preceding
 from services.core.domain.model import Memory, MemoryEvent
 
 _ENRICHMENT_FIELDS = (
@@ -129,6 +130,35 @@ class FalkorEnrichmentStore(FalkorLookup):
             {"tenant": tenant, "items": items},
         )
         return [i for row in result.result_set for i in row[0]]
+
+    async def preceding_contents(self, tenant: str, items: list[Preceding], window_us: int) -> dict[str, str]:
+        """The content of the memory just before each (embedding_text.py):
+        a range scan on the timestamp index per item, latest first (by
+        timestamp, then recorded_at), within the window, sharing a tag."""
+        if not items or window_us <= 0:
+            return {}
+        result = await self._conn.query(
+            """
+            UNWIND $items AS it
+            CALL {
+                WITH it
+                MATCH (p:Memory)
+                WHERE p.tenant = $tenant AND p.timestamp <= it.ts AND p.timestamp >= it.ts - $window
+                  AND p.id <> it.id AND (p.timestamp < it.ts OR p.recorded_at < it.rec)
+                  AND (size(it.tags) = 0 OR any(t IN p.tags WHERE t IN it.tags))
+                RETURN p.content AS content ORDER BY p.timestamp DESC, p.recorded_at DESC LIMIT 1
+            }
+            RETURN it.id, content
+            """,
+            {
+                "tenant": tenant,
+                "window": window_us,
+                "items": [
+                    {"id": i.memory_id, "ts": i.timestamp_us, "rec": i.recorded_us, "tags": list(i.tags)} for i in items
+                ],
+            },
+        )
+        return {memory_id: content for memory_id, content in result.result_set if isinstance(content, str)}
 
     async def link_preceding(
         self, tenant: str, items: list[tuple[str, int]], *, window_us: int, limit: int, now_us: int
