@@ -26,6 +26,7 @@ from services.core.wiring import (
 )
 from services.core.wiring import embedder as embedder_of
 from services.enrich.embedding import EmbeddingStage, yield_to_embedding
+from services.enrich.embedding_texts import EmbeddingContext
 from services.enrich.neighbours import RecallNeighbours
 from services.enrich.pipeline import EnrichmentPipeline, EnrichmentPolicy
 from services.enrich.reconciler import Reconciler
@@ -55,6 +56,7 @@ def build_app(
         settings.grpc_target("recall"), settings.grpc_timeout_seconds, ServicePlane.from_settings(settings)
     )
     relay = outbox_relay(settings, graph.outbox, events, sweeps=False)
+    context = EmbeddingContext(settings.embedding_context_seconds, settings.embedding_context_chars)
     policy = EnrichmentPolicy(
         temporal_window=timedelta(hours=settings.enrichment_temporal_window_hours),
         temporal_limit=settings.enrichment_temporal_limit,
@@ -66,6 +68,7 @@ def build_app(
         conflict_retries=settings.write_conflict_retries,
         batch_size=settings.enrichment_batch_size,
         max_tags=settings.memory_max_tags,
+        embedding_context=context,
     )
     llm = llm or language_model(settings)
     pipeline = EnrichmentPipeline(
@@ -83,8 +86,7 @@ def build_app(
         relay=relay,
         batch_size=settings.embedding_write_batch,
         conflict_retries=settings.write_conflict_retries,
-        context_seconds=settings.embedding_context_seconds,
-        context_chars=settings.embedding_context_chars,
+        context=context,
     )
     prefix = settings.nats_subject_prefix
     # Durable consumers: what arrives while enrich is down waits for it.

@@ -18,10 +18,9 @@ log = structlog.get_logger()
 
 
 class FailureCounts(Protocol):
-    """The failure figures both stages' stats keep."""
+    """The failure figures both stages' stats keep (for the process and per tenant)."""
 
-    failed: int
-    by_reason: dict[str, int]
+    def failure(self, tenant: str, count: int, reason: str) -> None: ...
 
 
 async def by_tenant(
@@ -45,9 +44,7 @@ async def by_tenant(
             await work(tenant, sorted(memory_ids))
         except Exception as exc:
             log.warning(f"{what} failed; will retry", tenant=tenant, count=len(memory_ids), error=str(exc))
-            stats.failed += len(memory_ids)
-            reason = type(exc).__name__
-            stats.by_reason[reason] = stats.by_reason.get(reason, 0) + 1
+            stats.failure(tenant, len(memory_ids), type(exc).__name__)
             outcomes_metric.labels("failed").inc(len(memory_ids))
             retry |= {(tenant, i) for i in memory_ids}
     outcomes = []

@@ -18,13 +18,13 @@ from datetime import UTC, datetime
 import structlog
 from prometheus_client import Counter
 
-from services.core.domain.embedding_text import contextual_text, preceding_query
 from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.domain.times import to_micros
 from services.core.ports import Delivery, Embedder, EnrichmentStore, Outcome
 from services.core.relay import OutboxRelay
 from services.enrich.counts import TenantCounts
 from services.enrich.deliveries import by_tenant
+from services.enrich.embedding_texts import EmbeddingContext
 
 log = structlog.get_logger()
 
@@ -72,14 +72,11 @@ class EmbeddingStage:
         batch_size: int,
         conflict_retries: int,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        context_seconds: float = 0.0,
-        context_chars: int = 0,
+        context: EmbeddingContext = EmbeddingContext(),
     ):
         self._store = store
         self._embedder = embedder
-        #: Contextual embedding (domain/embedding_text.py): 0 seconds embeds the content alone.
-        self._context_us = int(context_seconds * 1_000_000)
-        self._context_chars = context_chars
+        self._context = context
         self._relay = relay
         self._batch = max(1, batch_size)
         self._retries = max(1, conflict_retries)
@@ -126,7 +123,7 @@ class EmbeddingStage:
         if not chunks:
             return []
         written: list[str] = []
-        texts = await self._texts(tenant, memories)
+        texts = dict(zip((m.id for m in memories), await self._context.texts(self._store, memories), strict=True))
         embedding = asyncio.ensure_future(self._embedder.embed([texts[m.id] for m in chunks[0]]))
         try:
             for index, chunk in enumerate(chunks):
@@ -141,15 +138,6 @@ class EmbeddingStage:
             embedding.cancel()
             await asyncio.gather(embedding, return_exceptions=True)
         return written
-
-    async def _texts(self, tenant: str, memories: list[Memory]) -> dict[str, str]:
-        """What is embedded for each memory: its content and, with a context
-        window, the content of the memory just before it (one read for all)."""
-        preceding: dict[str, str] = {}
-        if self._context_us > 0 and memories:
-            queries = [preceding_query(m, to_micros(m.timestamp), to_micros(m.recorded_at)) for m in memories]
-            preceding = await self._store.preceding_contents(tenant, queries, self._context_us)
-        return {m.id: contextual_text(m.content, preceding.get(m.id), self._context_chars) for m in memories}
 
     async def _record(self, tenant: str, items: list[tuple[Memory, list[float] | None]]) -> list[str]:
         """Write (compare-and-set on version and content) and publish the

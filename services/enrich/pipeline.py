@@ -35,7 +35,9 @@ from services.core.ports import (
     Outcome,
 )
 from services.core.relay import OutboxRelay
+from services.enrich.counts import TenantCounts
 from services.enrich.deliveries import by_tenant
+from services.enrich.embedding_texts import EmbeddingContext
 
 log = structlog.get_logger()
 
@@ -59,10 +61,12 @@ class EnrichmentPolicy:
     batch_size: int = 64
     #: The most tags a memory may hold (MEMORY_MAX_TAGS): entity tags stop there.
     max_tags: int | None = None
+    #: What is embedded for a memory (embedding_texts.py): its content, and the memory before it.
+    embedding_context: EmbeddingContext = EmbeddingContext()
 
 
 @dataclass
-class EnrichmentStats:
+class EnrichmentStats(TenantCounts):
     processed: int = 0
     failed: int = 0
     skipped: int = 0
@@ -70,6 +74,8 @@ class EnrichmentStats:
     inflight: int = 0
     last_batch_seconds: float = 0.0
     by_reason: dict[str, int] = field(default_factory=dict)
+    #: The same figures per tenant (TenantCounts.of).
+    tenants: dict[str, EnrichmentStats] = field(default_factory=dict, repr=False)
 
 
 async def _nothing() -> list:
@@ -156,18 +162,18 @@ class EnrichmentPipeline:
         deleted meanwhile are skipped; raises when a dependency fails. With
         reembed, every memory is embedded again, not only those without a vector."""
         started = time.perf_counter()
-        self.stats.inflight += len(ids)
+        self.stats.add(tenant, inflight=len(ids))
         try:
             written = await self._enrich(tenant, ids, forced, reembed)
         finally:
-            self.stats.inflight -= len(ids)
-        self.stats.last_batch_seconds = time.perf_counter() - started
+            self.stats.add(tenant, inflight=-len(ids))
+        self.stats.set(tenant, last_batch_seconds=time.perf_counter() - started)
         BATCH_SECONDS.observe(self.stats.last_batch_seconds)
         return written
 
     async def _enrich(self, tenant: str, ids: list[str], forced: bool, reembed: bool = False) -> list[str]:
         found = await self._store.get_memories(tenant, ids)
-        self.stats.skipped += len(ids) - len(found)
+        self.stats.add(tenant, skipped=len(ids) - len(found))
         if not found:
             return []
         now = self._clock()
@@ -214,7 +220,7 @@ class EnrichmentPipeline:
         ]
         # The two models run side by side: each leaves the GIL for most of its work.
         vectors, entity_maps = await asyncio.gather(
-            self._embedder.embed([m.content for m in to_embed]) if to_embed else _nothing(),
+            self._embed(to_embed) if to_embed else _nothing(),
             asyncio.to_thread(self._extractor.extract_many, [m.content for m in memories]),
         )
         embedded = {m.id: v for m, v in zip(to_embed, vectors, strict=True)}
@@ -230,6 +236,9 @@ class EnrichmentPipeline:
                 factuality=judged.get(memory.id) or assess(memory.content, source_trust(source)),
             )
         return results
+
+    async def _embed(self, memories: list[Memory]) -> list[list[float]]:
+        return await self._embedder.embed(await self._policy.embedding_context.texts(self._store, memories))
 
     async def _model_factuality(self, memories: list[Memory]) -> dict[str, Factuality]:
         """The LLM's factuality labels when a key is set; the rules fill in the rest."""
@@ -314,12 +323,12 @@ class EnrichmentPipeline:
             done = set(await self._store.apply_enrichment(tenant, updates, events, now_us=to_micros(now)))
             await self._relay.submit([e for e in events if e.memory_id in done])
             written += sorted(done)
-            self.stats.processed += len(done)
+            self.stats.add(tenant, processed=len(done))
             ENRICHED.labels("written").inc(len(done))
             lost = [m.id for m in pending if m.id not in done]
             if not lost:
                 break
-            self.stats.conflicts += len(lost)
+            self.stats.add(tenant, conflicts=len(lost))
             fresh = await self._store.get_memories(tenant, lost)
             pending = [m for m in fresh.values() if m.content == results[m.id].content]
             if not pending:

@@ -50,6 +50,8 @@ class Reconciler(BackgroundLoop):
         self._clock = clock
         self.redriven = 0
         self.redriven_embeddings = 0
+        #: The same two counts per tenant: (enriched, embedded); a tenant's status shows its own.
+        self.by_tenant: dict[str, list[int]] = defaultdict(lambda: [0, 0])
 
     async def pending(self, tenant: str) -> int:
         """How many of the tenant's memories wait for enrichment right now (any age)."""
@@ -79,11 +81,14 @@ class Reconciler(BackgroundLoop):
             for tenant, ids in _by_tenant(await self._store.find_unembedded(before, self._batch)).items():
                 done = await self._embedding.embed_ids(tenant, ids)
                 self.redriven_embeddings += len(done)
+                self.by_tenant[tenant][1] += len(done)
                 embedded |= {(tenant, i) for i in done}
         stale = [item for item in await self._store.find_unenriched(before, self._batch) if item not in embedded]
         count = 0
         for tenant, ids in _by_tenant(stale).items():
-            count += len(await self._pipeline.enrich_ids(tenant, ids))
+            done = len(await self._pipeline.enrich_ids(tenant, ids))
+            self.by_tenant[tenant][0] += done
+            count += done
         self.redriven += count
         return count
 

@@ -13,6 +13,7 @@ from services.core.domain.embedding_text import contextual_text, preceding_query
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.times import to_micros
 from services.enrich.embedding import EmbeddingStage
+from services.enrich.embedding_texts import EmbeddingContext
 from tests.factories import memory_at
 from tests.integration.test_embedding_stage import AcceptingRelay
 
@@ -68,7 +69,7 @@ async def test_the_stage_embeds_a_turn_with_the_one_before_it(graph):
     embedder = PlaceholderEmbedder(384)
     stage = EmbeddingStage(
         store=graph.enrichment, embedder=embedder, relay=AcceptingRelay(), batch_size=4, conflict_retries=3,
-        context_seconds=1800, context_chars=20,
+        context=EmbeddingContext(1800, 20),
     )  # fmt: skip
     assert await stage.embed_ids("c", ["q", "a"]) == ["a", "q"]
     [alone, with_context] = await embedder.embed(["Caroline: I went to a support group", "Yes!\nCaroline: I went to"])
@@ -81,3 +82,15 @@ def test_the_content_comes_first_and_the_context_is_cut():
     assert contextual_text("Yes!", None, 100) == "Yes!"
     assert contextual_text("Yes!", "   ", 100) == "Yes!"
     assert contextual_text("Yes!", "context", 0) == "Yes!"
+
+
+async def test_a_forced_enrichment_run_embeds_the_same_text_as_the_stage(graph):
+    question, answer = _turn("q", "Caroline: I went to a support group", micros=0), _turn("a", "Yes!", micros=1)
+    await _store(graph, [question, answer])
+    context = EmbeddingContext(1800, 600)
+    assert await context.texts(graph.enrichment, [answer, question]) == [
+        "Yes!\nCaroline: I went to a support group",
+        "Caroline: I went to a support group",
+    ]
+    assert await EmbeddingContext().texts(graph.enrichment, [answer]) == ["Yes!"]
+    assert await context.texts(graph.enrichment, []) == []
