@@ -98,6 +98,7 @@ def main() -> int:
             children[name] = spawn(f"services.{name}.main", env)
             say(f"{name} service on :{settings.grpc_port(name)} (metrics :{settings.metrics_port(name)})")
         children["gateway"] = spawn("gateway.main", env)
+        say(f"gateway on :{settings.port} (metrics :{settings.gateway_metrics_port})")
         if wait_healthy(settings.port, children, lambda: stop_requested):
             say(f"ready: http://127.0.0.1:{settings.port}/health  (Ctrl-C stops everything)")
         elif not stop_requested:

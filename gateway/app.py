@@ -6,7 +6,6 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from prometheus_client import make_asgi_app
 
 from gateway import envelope, openapi
 from gateway.auth import TokenAuth
@@ -50,6 +49,5 @@ def create_app(settings: Settings, api_token: str | None, clients: ServiceClient
     app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"], allow_headers=["*"])
     app.add_middleware(RequestMetrics)  # outermost: every answer counts, a 413 or a CORS preflight too
     app.router.routes.extend(ROUTES)
-    app.mount("/metrics", make_asgi_app())
     openapi.install(app)
     return app

@@ -15,7 +15,7 @@ import uvicorn  # noqa: E402
 from gateway.app import create_app  # noqa: E402
 from gateway.auth import load_or_create_token  # noqa: E402
 from gateway.tokens_file import TokensFileError  # noqa: E402
-from services.core.observability import configure_logging  # noqa: E402
+from services.core.observability import configure_logging, start_metrics_server  # noqa: E402
 from services.core.settings import Settings  # noqa: E402
 
 
@@ -35,7 +35,9 @@ def main() -> None:
         app = create_app(settings, token)
     except TokensFileError as exc:
         raise SystemExit(f"gateway not started: {exc}") from None
-    log.info("gateway listening", host=host, port=settings.port)
+    # Metrics on a port of their own (GATEWAY_METRICS_PORT): what the Ingress routes never serves them.
+    start_metrics_server(settings.gateway_metrics_port, host=host)
+    log.info("gateway listening", host=host, port=settings.port, metrics_port=settings.gateway_metrics_port)
     uvicorn.run(
         app,
         host=host,

@@ -30,7 +30,7 @@ from gateway.openapi import (
 from gateway.responses import Json, JsonRoute
 from gateway.routes.body import json_body
 from gateway.routes.calls import call_options, clients, elapsed_ms
-from gateway.routes.query import query_bool, query_int, query_limit, query_list, query_text
+from gateway.routes.query import query_bool, query_int, query_limit, query_list, query_tags, query_text
 from gateway.routes.roles import escalate, require
 from gateway.translate import draft_from_json, iso, memory_to_json, relation_to_json, require_object, update_from_json
 from memgrid.v1 import ingest_service_pb2 as ingest
@@ -265,7 +265,7 @@ async def list_by_tag(request: Request, who: Caller = Depends(require("read"))):
     """Memories with any of the tags (exact, case-insensitive), ordered
     importance desc, timestamp desc, id asc, paged with limit (1..200,
     default 20) and offset; each flagged with its state (and replaced_by)."""
-    tags = query_list(request, "tags")
+    tags = query_tags(request, "tags")
     if not tags:
         raise ApiError(400, "'tags' is required", "TAGS_REQUIRED")
     reply = await clients(request).recall.ListMemoriesByTag(
@@ -356,7 +356,7 @@ async def export_memories(request: Request, who: Caller = Depends(require("read"
 )
 async def delete_by_tag(request: Request, who: Caller = Depends(require("write"))):
     """Delete every memory with any of the tags (exact, case-insensitive)."""
-    tags = query_list(request, "tags")
+    tags = query_tags(request, "tags")
     reply = await clients(request).ingest.DeleteMemoriesByTag(
         ingest.DeleteMemoriesByTagRequest(tags=tags), **call_options(request, who)
     )

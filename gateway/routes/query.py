@@ -9,6 +9,8 @@ from fastapi import Request
 
 from gateway.envelope import ApiError
 from gateway.routes.body import INT32_MAX, INT32_MIN, no_nul
+from services.core.domain.drafts import check_tag_limits
+from services.core.domain.errors import InvalidArgument
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off", "")
@@ -18,6 +20,18 @@ def query_list(request: Request, name: str) -> list[str]:
     """A repeatable query parameter; comma-separated values are split too."""
     values = [no_nul(value, name) for value in request.query_params.getlist(name)]
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def query_tags(request: Request, name: str) -> list[str]:
+    """A list of tags to read by, capped like the tags a write sends
+    (MEMORY_MAX_TAGS, MEMORY_MAX_TAG_CHARS, MEMORY_MAX_TAG_SEGMENTS): each
+    tag costs the read a prefix lookup or a comparison per memory, so past
+    a bound it is a 400 naming the parameter, as on the write side."""
+    tags = query_list(request, name)
+    try:
+        return check_tag_limits(tags, request.app.state.settings.limits, name)
+    except InvalidArgument as exc:
+        raise ApiError(400, exc.message, exc.reason) from None
 
 
 def query_text(request: Request, name: str) -> str:

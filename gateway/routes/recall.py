@@ -35,6 +35,7 @@ from gateway.routes.query import (
     query_int,
     query_limit,
     query_list,
+    query_tags,
     query_text,
 )
 from gateway.routes.roles import require
@@ -343,10 +344,10 @@ async def recall_memories(request: Request, who: Caller = Depends(require("read"
         queries=query_list(request, "queries"),
         embedding=query_embedding(request),
         limit=query_limit(request),
-        tags=query_list(request, "tags"),
+        tags=query_tags(request, "tags"),
         tag_mode=query_text(request, "tag_mode"),
         tag_match=query_text(request, "tag_match"),
-        exclude_tags=query_list(request, "exclude_tags"),
+        exclude_tags=query_tags(request, "exclude_tags"),
         time_query=first_text(request, "time_query", "time"),
         start=query_text(request, "start"),
         end=query_text(request, "end"),
@@ -355,7 +356,7 @@ async def recall_memories(request: Request, who: Caller = Depends(require("read"
         current_only=query_text(request, "current_only"),
         state_debug=query_bool(request, "state_debug"),
         priority_ids=query_list(request, "priority_ids"),
-        context_tags=query_list(request, "context_tags"),
+        context_tags=query_tags(request, "context_tags"),
         context_types=query_list(request, "context_types"),
         expand_relations=first_bool(request, "expand_relations", "expand_associations", "expand"),
         relation_limit=query_int(request, "relation_limit"),
@@ -408,7 +409,7 @@ async def startup_recall(request: Request, who: Caller = Depends(require("read")
     important current memories within the tags when given."""
     reply = await clients(request).recall.StartupRecall(
         recall.StartupRecallRequest(
-            tags=query_list(request, "tags"),
+            tags=query_tags(request, "tags"),
             limit=query_int(request, "limit"),
             state_mode=query_text(request, "state_mode"),
         ),

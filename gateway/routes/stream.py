@@ -15,6 +15,9 @@ from gateway.routes.roles import require
 
 router = APIRouter(route_class=JsonRoute)
 
+#: The largest event id: a JetStream stream sequence is an unsigned 64-bit number.
+MAX_EVENT_ID = 2**64 - 1
+
 
 def resume_point(header: str | None, query: str | None) -> int | None:
     """The stream sequence a reconnecting client has seen: the Last-Event-ID
@@ -24,9 +27,12 @@ def resume_point(header: str | None, query: str | None) -> int | None:
         if text is None or not text.strip():
             continue
         text = text.strip()
-        if not (text.isascii() and text.isdigit()):
+        # An event id is a stream sequence (64 bits): a longer one is no id of ours, not a 500 further on.
+        if not (text.isascii() and text.isdigit()) or len(text) > 20 or int(text) > MAX_EVENT_ID:
             raise ApiError(
-                400, f"'{where}' must be an event id from this stream (a whole number >= 0)", "INVALID_EVENT_ID"
+                400,
+                f"'{where}' must be an event id from this stream (a whole number from 0 to {MAX_EVENT_ID})",
+                "INVALID_EVENT_ID",
             )
         return int(text)
     return None

@@ -9,11 +9,14 @@ import json
 import re
 import subprocess
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from devstack.servers import free_port
 from memgrid.v1 import recall_service_pb2
 from services.core.grpc.app import full_service_name
+from services.core.observability import start_metrics_server
 from services.core.settings import SERVICE_NAMES, Settings
 from tests.deploy.conftest import OVERLAYS, ROOT, tool
 
@@ -276,17 +279,26 @@ def test_the_gateways_port_and_probes_match_what_it_serves(objects, overlay):
     settings = settings_of(docs, gateway)
     spec = container(gateway)
     assert spec["args"] == ["gateway.main"]
-    assert {p["name"]: p["containerPort"] for p in spec["ports"]} == {"http": settings.port}
+    ports = {p["name"]: p["containerPort"] for p in spec["ports"]}
+    assert ports == {"http": settings.port, "metrics": settings.gateway_metrics_port}
     assert settings.gateway_host == "0.0.0.0"
-    assert named(docs, "Service", "gateway")["spec"]["ports"][0]["port"] == settings.port
+    assert [p["port"] for p in named(docs, "Service", "gateway")["spec"]["ports"]] == [settings.port]
     app = create_app(settings, "probe-token")
     routes = {getattr(r, "path", None) for r in app.routes}
     assert spec["readinessProbe"]["httpGet"]["path"] == "/health" and "/health" in routes
-    liveness = spec["livenessProbe"]["httpGet"]["path"]
+    # Alive while its metrics port answers: a port of its own, which the Service and the Ingress never route.
+    liveness = spec["livenessProbe"]["httpGet"]
     annotations = gateway["spec"]["template"]["metadata"]["annotations"]
-    assert annotations["prometheus.io/path"] == liveness
-    # Without its lifespan (no channels to the services): the liveness page needs none.
-    response = TestClient(app).get(liveness, follow_redirects=False)
+    assert liveness["port"] == "metrics" and annotations["prometheus.io/path"] == liveness["path"]
+    assert int(annotations["prometheus.io/port"]) == settings.gateway_metrics_port
+    for ingress in kinds(docs, "Ingress"):
+        for rule in ingress["spec"]["rules"]:
+            assert {p["backend"]["service"]["port"]["name"] for p in rule["http"]["paths"]} == {"http"}
+    # The public app serves no metrics; the metrics server the gateway starts (gateway/main.py) does.
+    assert TestClient(app).get(liveness["path"], follow_redirects=False).status_code == 404
+    port = free_port()
+    start_metrics_server(port, host="127.0.0.1")
+    response = httpx.get(f"http://127.0.0.1:{port}{liveness['path']}", timeout=5)
     assert response.status_code == 200 and "memgrid_gateway_requests_total" in response.text
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from datetime import datetime
 
+import httpx
 import pytest
 
 from tests.e2e.conftest import API_TOKEN
@@ -143,8 +144,15 @@ async def test_health_needs_no_auth_and_lists_everything(anonymous, client):
     assert body["vector_index"]["dimension"] == 384
 
 
-async def test_metrics_are_exposed(anonymous):
-    reply = await anonymous.get("/metrics/")
+async def test_metrics_are_exposed_on_their_own_port_only(anonymous):
+    from devstack.servers import free_port
+    from services.core.observability import start_metrics_server
+
+    assert (await anonymous.get("/metrics/")).status_code == 404  # the public port serves no metrics
+    port = free_port()
+    start_metrics_server(port, host="127.0.0.1")  # as gateway/main.py does on GATEWAY_METRICS_PORT
+    async with httpx.AsyncClient() as scraper:
+        reply = await scraper.get(f"http://127.0.0.1:{port}/metrics")
     assert reply.status_code == 200 and "memgrid_grpc_requests_total" in reply.text
 
 

@@ -29,6 +29,7 @@ def stack_env(data_dir: Path) -> dict[str, str]:
         FALKORDB_PORT=str(free_port()),
         NATS_URL=f"nats://127.0.0.1:{free_port()}",
         PORT=str(free_port()),
+        GATEWAY_METRICS_PORT=str(free_port()),
         LOG_JSON="false",
     )
     for name in SERVICE_NAMES:

@@ -9,6 +9,13 @@ lost, the server restarts and forgets it, it sat idle past its threshold), a
 new one starts right after that sequence, so the caller sees each event once
 and in order. Pulling (rather than a push subscription) means a watch whose
 caller reads slowly simply fetches less: nothing is dropped on the NATS side.
+
+Every position a watch hands its caller is the tenant's own: the sequence
+of one of its events (or the one it resumed from), never the event stream's
+first or last sequence, which count every tenant's events. A new watch
+starts after the tenant's last event (the same events follow as after the
+stream's end: none of the tenant's lie between), and a gap resumes before
+the tenant's first event the stream still holds.
 """
 
 from __future__ import annotations
@@ -89,14 +96,15 @@ class JetStreamEventWatch:
         subjects = self.subjects(tenant, kinds)
         try:
             first, last = await self._bounds()
-            position, gap = start_point(after_sequence, first, last)
+            position, gap = await self._own_start(subjects, after_sequence, first, last)
             sub = await self._open(subjects, position)
         except Exception as exc:
             raise Unavailable(
                 "NATS_UNAVAILABLE", f"no event watch could be opened: {exc or type(exc).__name__}"
             ) from exc
         try:
-            yield WatchOpened(position, first, last)
+            # The stream's bounds are not the tenant's to see: the opened message carries its own position only.
+            yield WatchOpened(position, 0, 0)
             if gap is not None:
                 yield gap
             pause = self._tuning.retry_initial_seconds
@@ -104,7 +112,7 @@ class JetStreamEventWatch:
                 if sub is None:
                     try:
                         first, last = await self._bounds()
-                        resumed, gap = start_point(position, first, last)
+                        resumed, gap = await self._own_start(subjects, position, first, last)
                         sub = await self._open(subjects, resumed)
                     except Exception as exc:
                         log.info("event watch not reopened yet", error=str(exc) or type(exc).__name__)
@@ -134,6 +142,38 @@ class JetStreamEventWatch:
         finally:
             if sub is not None:
                 await sub.close()
+
+    async def _own_start(
+        self, subjects: list[str], after: int | None, first: int, last: int
+    ) -> tuple[int, WatchGap | None]:
+        """start_point, in the tenant's own positions: where the stream's end
+        stood, the tenant's last event (0: none held); where its start stood,
+        just before the tenant's first event held (its last when none is)."""
+        position, gap = start_point(after, first, last)
+        if after is not None and gap is None:
+            return position, None  # the caller's own position
+        if gap is not None and gap.reason == "expired":
+            position = max(0, await self._own_first(subjects, first) - 1)
+        else:
+            position = await self._own_last(subjects)
+        return position, None if gap is None else WatchGap(gap.requested_after, position, gap.reason)
+
+    async def _own_last(self, subjects: list[str]) -> int:
+        """The sequence of the tenant's last event the stream holds on these subjects (0: none)."""
+        found = 0
+        for subject in subjects:
+            with contextlib.suppress(NotFoundError):
+                found = max(found, int((await self._bus.jetstream.get_last_msg(self._stream, subject)).seq))
+        return found
+
+    async def _own_first(self, subjects: list[str], first: int) -> int:
+        """The sequence of the tenant's first event held on these subjects (past its last + 1: none)."""
+        found = None
+        for subject in subjects:
+            with contextlib.suppress(NotFoundError):
+                msg = await self._bus.jetstream.get_msg(self._stream, seq=max(1, first), subject=subject, next=True)
+                found = int(msg.seq) if found is None else min(found, int(msg.seq))
+        return found if found is not None else await self._own_last(subjects) + 1
 
     async def _bounds(self) -> tuple[int, int]:
         js = self._bus.jetstream
