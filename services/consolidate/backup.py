@@ -244,8 +244,8 @@ class UploadSweeper(BackgroundLoop):
 
 
 #: RESTORE_MAX_LINE_BYTES and RESTORE_MAX_UNPACKED_BYTES's defaults (services/core/settings.py).
-MAX_LINE_BYTES = 64 << 20
-MAX_UNPACKED_BYTES = 64 << 30
+MAX_LINE_BYTES = 16 << 20
+MAX_UNPACKED_BYTES = 16 << 30
 
 
 class _BoundedLines:
