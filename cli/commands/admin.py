@@ -196,6 +196,9 @@ def restore(
     name: str | None = typer.Argument(None, help="A backup as `memgrid backup --list` shows it."),
     file: Path | None = typer.Option(None, "--file", "-f", help="Upload this archive instead (a .jsonl.gz)."),
     merge: bool = typer.Option(False, "--merge", help="Into tenants that hold memories: keep what is newer."),
+    allow_unsigned: bool = typer.Option(
+        False, "--allow-unsigned", help="Restore an archive this deployment did not sign (an operator's)."
+    ),
 ) -> None:
     """Restore a backup (POST /restore; admin): a listed one by name, or an archive file."""
     s = session(ctx)
@@ -218,19 +221,24 @@ def restore(
                 reply = client.post(
                     "/restore",
                     content=chunks(),
-                    params={"merge": "true" if merge else None},
+                    params={"merge": "true" if merge else None, "allow_unsigned": "true" if allow_unsigned else None},
                     headers={"Content-Type": "application/gzip"},
                     timeout=timeout,
                 )
         else:
             with s.err.status(f"restoring {name}...", spinner="dots") if not s.quiet else _nothing():
-                reply = client.post("/restore", json={"name": name, "merge": merge}, timeout=timeout)
+                body = {"name": name, "merge": merge, **({"allow_unsigned": True} if allow_unsigned else {})}
+                reply = client.post("/restore", json=body, timeout=timeout)
 
     def render(out) -> None:
         out.print(
             f"restored {reply['nodes']} nodes and {reply['edges']} edges ({reply['created']} created, "
             f"{reply['updated']} updated, {reply['kept']} kept) in {reply['elapsed_seconds']}s"
         )
+        if reply.get("skipped") or reply.get("audit_left_out"):
+            out.print(f"left out: {reply.get('skipped', 0)} records, {reply.get('audit_left_out', 0)} audit log nodes")
+            for problem in reply.get("problems", []):
+                out.print(f"  {problem}")
         rows = [(t["tenant"], t["memories"], t["indexed"], t["reembedding"]) for t in reply.get("tenants", [])]
         out.print(table(("tenant", "memories", "indexed", "re-embedding"), rows))
 
