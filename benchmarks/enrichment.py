@@ -48,7 +48,8 @@ async def unenriched(enrich, stack: BenchStack) -> int:
     return int(status.pending) + int(status.queue_size)
 
 
-async def throughput(stack: BenchStack, count: int) -> None:
+async def throughput(stack: BenchStack, count: int) -> float:
+    """Memories a second from store to searchable (and prints the figures)."""
     async with (
         grpc.aio.insecure_channel(stack.grpc_target("recall")) as channel,
         grpc.aio.insecure_channel(stack.grpc_target("enrich")) as enrich_channel,
@@ -89,6 +90,7 @@ async def throughput(stack: BenchStack, count: int) -> None:
         line("  load average (1 min) before", f"{load_before:5.2f} on {os.cpu_count()} CPUs")
         line("  load average (1 min) when searchable", f"{load_searchable:5.2f} on {os.cpu_count()} CPUs")
         line("  load average (1 min) at the end", f"{os.getloadavg()[0]:5.2f} on {os.cpu_count()} CPUs")
+    return count / elapsed
 
 
 async def time_to_searchable(stack: BenchStack, rate: float, count: int) -> None:
@@ -124,8 +126,15 @@ async def time_to_searchable(stack: BenchStack, rate: float, count: int) -> None
     line(f"time to searchable at {rate:.0f} stores/s", percentiles(delays))
 
 
+#: Contextual embedding off (the content alone), then as served: its cost is the ratio of the two.
+CONTEXTS = (("content alone (EMBEDDING_CONTEXT_SECONDS=0)", {"EMBEDDING_CONTEXT_SECONDS": "0"}), ("as served", {}))
+
+
 def run(count: int, rate: float, steady: int) -> None:
-    with BenchStack() as stack:
-        print(f"\nenrichment: local all-MiniLM-L6-v2 (ONNX) and spaCy en_core_web_sm, {count} memories")
-        asyncio.run(throughput(stack, count))
-        asyncio.run(time_to_searchable(stack, rate, steady))
+    rates = []
+    for label, env in CONTEXTS:
+        with BenchStack(**env) as stack:
+            print(f"\nenrichment, {label}: local all-MiniLM-L6-v2 (ONNX) and spaCy en_core_web_sm, {count} memories")
+            rates.append(asyncio.run(throughput(stack, count)))
+            asyncio.run(time_to_searchable(stack, rate, steady))
+    line("throughput as served / content alone", f"{rates[1] / rates[0]:5.2f}x")

@@ -60,6 +60,10 @@ class Settings(BaseSettings):
     # on either, at the price of an fsync per write (docs/operations.md, Durability).
     falkordb_appendfsync: Literal["everysec", "always"] = "everysec"
     nats_url: str = "nats://127.0.0.1:4222"  # the NATS server with JetStream
+    # This process's NATS user and password (prod: one user per service, each allowed only the subjects it
+    # uses; deploy/k8s/overlays/prod/nats.yaml); unset: no authentication (the devstack's server).
+    nats_user: str | None = None
+    nats_password: SecretStr | None = None
     nats_stream: str = "MEMORY_EVENTS"  # the JetStream stream holding every memory event
     nats_subject_prefix: str = "memory.events"  # events go to <prefix>.<tenant>.<kind>
     # The stream's retention when memgrid creates it (0: unlimited). Once the stream exists they are the
@@ -364,7 +368,7 @@ class Settings(BaseSettings):
     # leave-one-conversation-out on LoCoMo dev (`make bench-quality`, docs/performance.md).
     recall_weights: dict[str, dict[str, float]] = {
         "recall": {
-            "vector": 0.40, "keyword": 0.20, "metadata": 0.01, "tag": 0.05, "exact": 0.02, "relation": 0.03,
+            "vector": 0.40, "keyword": 0.40, "metadata": 0.01, "tag": 0.05, "exact": 0.02, "relation": 0.03,
             "importance": 0.02, "confidence": 0.0, "recency": 0.01, "trust": 0.01, "context": 0.10, "relevance": 0.0,
             "speaker": 0.15, "neighbourhood": 1.0,
         },
