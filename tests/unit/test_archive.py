@@ -145,3 +145,46 @@ def test_a_caller_restores_only_its_own_tenant_unless_admin():
 def test_the_header_line_names_format_and_version():
     header = json.loads(encoded()[0])
     assert header["format"] == "memgrid-backup" and header["version"] == VERSION and header["scope"] == "tenant"
+
+
+def test_an_archive_signed_with_a_key_is_told_from_unsigned_and_foreign_ones():
+    from services.core.domain.archive import signature_state
+
+    key, other = b"k" * 32, b"o" * 32
+    encoder = ArchiveEncoder(Header(created_at="x", scope="tenant", tenant="acme"))
+    lines = [encoder.header_line(), *map(encoder.node_line, NODES), encoder.manifest_line(key)]
+    decoder = ArchiveDecoder()
+    for line in lines:
+        decoder.feed(line)
+    manifest = decoder.finish()
+    assert manifest.bytes == sum(len(x) for x in lines[:-1])
+    assert signature_state([other, key], manifest, decoder.signature) == "signed"  # a previous key verifies too
+    assert signature_state([other], manifest, decoder.signature) == "foreign"
+    assert signature_state([key], manifest, None) == "unsigned"
+    edited = Manifest(
+        manifest.nodes, manifest.edges, manifest.tenants, manifest.lines + 1, manifest.sha256, manifest.bytes
+    )
+    assert signature_state([key], edited, decoder.signature) == "foreign"  # the signature covers the counts
+
+
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        (b'{"node": 9, "labels": ["Outbox"], "properties": {"tenant": "acme"}}\n', "ARCHIVE_LABEL_REFUSED"),
+        (b'{"node": 9, "labels": ["Memory", "Lease"], "properties": {"tenant": "acme"}}\n', "ARCHIVE_LABEL_REFUSED"),
+        (b'{"node": 9, "labels": ["Memory"], "properties": {"tenant": "a/b"}}\n', "ARCHIVE_TENANT_INVALID"),
+        (b'{"node": 9, "labels": ["Memory"], "properties": {"tenant": "beta"}}\n', "ARCHIVE_TENANT_MISMATCH"),
+        (
+            b'{"node": 9, "labels": ["Memory"], "properties": {"tenant": "acme", "x": {"y": 1}}}\n',
+            "ARCHIVE_PROPERTY_INVALID",
+        ),
+        (b'{"edge": "SUDO", "from": 0, "to": 4, "properties": {}}\n', "ARCHIVE_EDGE_REFUSED"),
+        (b'{"edge": "MENTIONS", "from": true, "to": 4, "properties": {}}\n', "ARCHIVE_CORRUPT"),
+        (b"[" * 50_000 + b"\n", "ARCHIVE_CORRUPT"),
+    ],
+)
+def test_what_no_backup_writes_is_refused_naming_the_line(line, reason):
+    lines = encoded()
+    with pytest.raises(ArchiveError) as refused:
+        decode([*lines[:3], line, *lines[3:]])
+    assert refused.value.reason == reason and "line 4" in refused.value.message
