@@ -280,7 +280,11 @@ async def _upload(request: Request, who: Caller) -> str:
 async def restore(request: Request, who: Caller = Depends(require("admin"))):
     """Restore an archive: a listed one (`{"name": ...}`) or the archive
     itself as the body (Content-Type application/gzip). It is checked whole
-    first (version, checksum, counts: 400 naming the problem); each record
+    first, as untrusted input (version, checksum, counts, labels, tenants,
+    bounded reads: 400 naming the problem and line); an archive this
+    deployment did not sign needs an operator's allow_unsigned; a record
+    wrong on its own, or an audit log that does not verify, is left out and
+    counted (skipped, audit_left_out, problems); each record
     goes into the tenant it names; a tenant that already holds memories is
     a 409 unless `merge=true`, which never overwrites a stored record newer
     than the archive's. Then each tenant's vector index is rebuilt from the
