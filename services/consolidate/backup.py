@@ -33,7 +33,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import structlog
 
@@ -291,7 +291,7 @@ class _BoundedLines:
 
 
 async def read_archive(
-    path: Path,
+    path: Path | BinaryIO,
     decoder: ArchiveDecoder,
     batch: int = _READ_BATCH,
     *,

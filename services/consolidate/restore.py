@@ -30,12 +30,13 @@ archive holds without a vector are listed for enrich to embed.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import structlog
 
@@ -124,10 +125,11 @@ class Restorer:
             if value is not None
         }
 
-    def _records(self, path: Path, decoder: ArchiveDecoder, declared_bytes: int) -> AsyncIterator[list[Any]]:
-        return self._read(path, decoder, **self._bounds, declared_bytes=declared_bytes)
+    def _records(self, source: BinaryIO, decoder: ArchiveDecoder, declared_bytes: int) -> AsyncIterator[list[Any]]:
+        source.seek(0)
+        return self._read(source, decoder, **self._bounds, declared_bytes=declared_bytes)
 
-    async def _verify(self, path: Path, declared_bytes: int) -> _Plan:
+    async def _verify(self, source: BinaryIO, declared_bytes: int) -> _Plan:
         decoder = ArchiveDecoder()
         tenants: set[str] = set()
         keyless: Counter = Counter()
@@ -137,7 +139,7 @@ class Restorer:
         chains = archive_checks.AuditChains()
         audit_refs: dict[str, list[int]] = {}
         line = 0  # the batches hold every line's record, the header's first
-        async for batch in self._records(path, decoder, declared_bytes):
+        async for batch in self._records(source, decoder, declared_bytes):
             for record in batch:
                 line += 1
                 if not isinstance(record, ArchiveNode):
@@ -181,9 +183,33 @@ class Restorer:
 
         `declared_bytes`: the unpacked size the manifest file beside the archive declares (0: none),
         read no further. `allow_unsigned`: restore an archive this deployment did not sign (the
-        caller checked that only an operator asks)."""
+        caller checked that only an operator asks).
+
+        The file is opened once and both passes read that one open file: a file put in its place
+        (an upload sent again under its handle) between the check and the write is never read."""
+        source = await asyncio.to_thread(path.open, "rb")
+        try:
+            async for progress in self._restore(
+                source, path, caller=caller, every_tenant=every_tenant, merge=merge,
+                allow_unsigned=allow_unsigned, declared_bytes=declared_bytes,
+            ):  # fmt: skip
+                yield progress
+        finally:
+            await asyncio.to_thread(source.close)
+
+    async def _restore(
+        self,
+        source: BinaryIO,
+        path: Path,
+        *,
+        caller: str,
+        every_tenant: bool,
+        merge: bool,
+        allow_unsigned: bool,
+        declared_bytes: int,
+    ) -> AsyncIterator[RestoreProgress]:
         began = time.perf_counter()
-        plan = await self._verify(path, declared_bytes)
+        plan = await self._verify(source, declared_bytes)
         archive.check_tenants(plan.tenants, caller, every_tenant)
         if plan.signature != "signed" and not allow_unsigned:
             raise unsigned(plan.signature)
@@ -218,7 +244,7 @@ class Restorer:
         writer = _PageWriter(self._graph, plan)
         nodes: list[ArchiveNode] = []
         edges: list[ArchiveEdge] = []
-        async for batch in self._records(path, ArchiveDecoder(), declared_bytes):
+        async for batch in self._records(source, ArchiveDecoder(), declared_bytes):
             for record in batch:
                 if isinstance(record, ArchiveNode):
                     nodes.append(record)

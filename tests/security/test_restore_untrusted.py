@@ -10,10 +10,12 @@ whole stack through the gateway."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import gzip
 import hashlib
 import json
+import os
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -224,6 +226,19 @@ async def test_a_line_nested_too_deep_or_holding_an_object_is_refused(store, tmp
     assert await node_count(store, "alpha") == 0
 
 
+async def test_a_file_put_in_the_archives_place_between_the_check_and_the_write_is_never_read(store, tmp_path):
+    """An upload sent again under its handle replaces the file while the restore runs: the write
+    pass must read what the check passed, not the forgery (here: beta's records, in alpha's restore)."""
+    path = write_archive(tmp_path / "a.jsonl.gz", [(0, "Memory", memory_props("alpha", "checked"))])
+    forged = write_archive(tmp_path / "f.jsonl.gz", [(0, "Memory", memory_props("beta", "forged"))])
+    steps = restorer(store).restore(path, caller="alpha", every_tenant=False, merge=False)
+    assert (await anext(steps)).phase == "verify"
+    os.replace(forged, path)
+    async for _ in steps:
+        pass
+    assert await node_count(store, "beta") == 0 and await node_count(store, "alpha") == 1
+
+
 # -- the audit log ---------------------------------------------------------------------------------
 
 
@@ -400,6 +415,17 @@ GZIP = {"Content-Type": "application/gzip"}
 AS_OPERATOR = {"X-Admin-Token": ADMIN, **GZIP}
 
 
+async def restored(client, archive: bytes, params: dict) -> httpx.Response:
+    """POST /restore as the operator, once the re-embed the last restore queued (a memory enrichment
+    never embedded, enrichment being off here) is done: another is refused meanwhile (409)."""
+    for _ in range(100):
+        reply = await client.post("/restore", params=params, content=archive, headers=AS_OPERATOR)
+        if reply.status_code != 409 or reply.json().get("reason") != "REEMBED_RUNNING":
+            return reply
+        await asyncio.sleep(0.1)
+    return reply
+
+
 @pytest.mark.e2e
 async def test_through_the_gateway_an_unsigned_archive_needs_an_operator_and_the_flag(client, alpha_admin, tmp_path):
     made = (await client.post("/memory", json={"content": "the operator's default tenant"})).json()
@@ -415,11 +441,9 @@ async def test_through_the_gateway_an_unsigned_archive_needs_an_operator_and_the
     refused = await client.post("/restore", params={"merge": "true"}, content=unsigned, headers=AS_OPERATOR)
     assert refused.status_code == 400 and refused.json()["reason"] == "ARCHIVE_UNSIGNED", refused.text
     assert refused.json()["details"]["field"] == "allow_unsigned" and "allow_unsigned" in refused.json()["message"]
-    allowed = await client.post(
-        "/restore", params={"merge": "true", "allow_unsigned": "true"}, content=unsigned, headers=AS_OPERATOR
-    )
+    allowed = await restored(client, unsigned, {"merge": "true", "allow_unsigned": "true"})
     assert allowed.status_code == 200 and allowed.json()["signature"] == "unsigned", allowed.text
-    signed_again = await client.post("/restore", params={"merge": "true"}, content=signed, headers=AS_OPERATOR)
+    signed_again = await restored(client, signed, {"merge": "true"})
     assert signed_again.status_code == 200 and signed_again.json()["signature"] == "signed", signed_again.text
 
     # A tenant's admin: the flag is an operator's (403 naming it, before the archive is taken) ...
