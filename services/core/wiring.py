@@ -51,6 +51,8 @@ def graph_store(settings: Settings) -> FalkorGraph:
 def event_bus(settings: Settings) -> NatsEventBus:
     return NatsEventBus(
         url=settings.nats_url,
+        user=settings.nats_user,
+        password=settings.nats_password.get_secret_value() if settings.nats_password else None,
         stream=settings.nats_stream,
         subject_prefix=settings.nats_subject_prefix,
         wait_seconds=settings.dependency_wait_seconds,

@@ -464,6 +464,13 @@ def test_each_process_gets_only_the_secrets_it_reads_and_the_gateway_no_store_cr
             for var in spec.get("env", [])
             if "secretKeyRef" in var.get("valueFrom", {})
         }
+        # Prod: each service's NATS password, its own key of memgrid-nats (the gateway touches no bus).
+        nats_password = refs.pop("NATS_PASSWORD", None)
+        if overlay == "prod" and name != "gateway":
+            assert nats_password == {"name": "memgrid-nats", "key": name}, name
+            assert settings_of(docs, deployment).nats_user == name
+        else:
+            assert nats_password is None, (overlay, name)
         assert set(refs) == SECRETS_READ[name], name
         for variable, ref in refs.items():
             assert ref["name"].startswith("memgrid-secrets") and ref["key"] == variable, (name, variable)

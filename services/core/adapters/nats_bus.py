@@ -63,6 +63,8 @@ class NatsEventBus:
         url: str,
         stream: str,
         subject_prefix: str,
+        user: str | None = None,
+        password: str | None = None,
         wait_seconds: float = 120.0,
         retry_initial_seconds: float = 0.1,
         retry_max_seconds: float = 2.0,
@@ -72,6 +74,8 @@ class NatsEventBus:
         stream_max_bytes: int = 0,
     ):
         self._url = url
+        #: NATS_USER / NATS_PASSWORD: this process's own user (None: no authentication).
+        self._auth = {"user": user, "password": password} if user else {}
         self._replicas = stream_replicas
         #: Retention when the stream is created (0: unlimited); an existing stream's are the operator's.
         self._max_age = stream_max_age_seconds
@@ -107,6 +111,7 @@ class NatsEventBus:
         async def attempt():
             nc = await nats.connect(
                 self._url,
+                **self._auth,
                 connect_timeout=2,
                 max_reconnect_attempts=-1,
                 reconnect_time_wait=1,
