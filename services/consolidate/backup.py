@@ -179,6 +179,8 @@ class BackupFiles:
         if not upload:
             upload = archive.archive_name("upload", at).replace("upload-", f"upload{uuid.uuid4().hex[:8]}-", 1)
         partial = self.uploads / (archive.check_name(upload) + ".partial")
+        if (self.uploads / upload).exists():  # complete: never rewritten under a restore reading it
+            raise FailedPrecondition("UPLOAD_COMPLETE", f"the upload {upload!r} is complete already", field="upload")
         size = partial.stat().st_size if partial.exists() else 0
         if offset != size:
             raise FailedPrecondition(

@@ -28,7 +28,7 @@ import pytest
 from services.consolidate.backup import BackupFiles, read_archive
 from services.consolidate.bootstrap import build_app as build_consolidate
 from services.core.domain.archive import ArchiveDecoder, ArchiveError
-from services.core.domain.errors import InvalidArgument
+from services.core.domain.errors import FailedPrecondition, InvalidArgument
 from services.core.grpc.server import start
 from tests.conftest import plane_of
 from tests.e2e import conftest as e2e
@@ -238,6 +238,15 @@ async def test_abandoned_upload_parts_are_swept_at_start_up_and_periodically(set
         assert not any(files.uploads.iterdir())  # and the fresh one, once abandoned, periodically
     finally:
         await service.stop()
+
+
+def test_a_complete_upload_is_never_written_again(tmp_path):
+    files = BackupFiles(tmp_path / "backups")
+    upload, size = files.append_upload("", 0, b"the checked archive", True, _now())
+    with pytest.raises(FailedPrecondition) as refused:
+        files.append_upload(upload, 0, b"a forgery", True, _now())
+    assert refused.value.reason == "UPLOAD_COMPLETE"
+    assert (files.uploads / upload).read_bytes() == b"the checked archive"
 
 
 def test_an_upload_past_the_cap_is_refused_and_its_part_removed(tmp_path):
