@@ -32,6 +32,7 @@ from datetime import UTC, datetime, timedelta
 import grpc
 import numpy as np
 
+from benchmarks import recall_context_cost
 from benchmarks.quality import DEFAULT_DATA, load
 from benchmarks.report import line, percentiles, progress
 from benchmarks.stack import TOKEN, BenchStack, KeepAlive
@@ -232,3 +233,5 @@ def run(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 200, words_fr
             ratios = (p95(entities) / p95(plain), p95(relations) / p95(plain))
             line(f"{label}, p95 ratio to plain", "expand_entities {:5.2f}x  expand_relations {:5.2f}x".format(*ratios))
             client.close()
+            if size == max(sizes):
+                recall_context_cost.run(stack, distinct_queries(rng, words, queries), label)

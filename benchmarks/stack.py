@@ -79,6 +79,7 @@ class BenchStack:
             "MEMGRID_DATA_DIR": str(self.data),
             "AUTOMEM_API_TOKEN": TOKEN,
             "PORT": str(free_port()),
+            "GATEWAY_METRICS_PORT": str(free_port()),
             "FALKORDB_PORT": str(free_port()),
             "NATS_URL": f"nats://127.0.0.1:{free_port()}",
             "LOG_LEVEL": "WARNING",

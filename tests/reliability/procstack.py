@@ -44,6 +44,7 @@ class ProcessStack:
             "MEMGRID_DATA_DIR": str(self.data),
             "AUTOMEM_API_TOKEN": TOKEN,
             "PORT": str(free_port()),
+            "GATEWAY_METRICS_PORT": str(free_port()),
             "FALKORDB_PORT": str(self.falkordb_port),
             "NATS_URL": f"nats://127.0.0.1:{self.nats_port}",
             "SERVICE_CLAIM_KEY": secrets.token_urlsafe(48),

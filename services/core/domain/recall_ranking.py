@@ -176,7 +176,8 @@ def score(candidate: Candidate, request: RecallRequest, policy: RecallPolicy, we
         "trust": policy.trust(memory),
         "context": _context(memory, request, policy),
         "relevance": relevance(memory, policy),
-        "speaker": speaker_named(memory, query_words),
+        # Only a weighed speaker is looked for (its weight is 0 in browse).
+        "speaker": speaker_named(memory, query_words) if weights.get("speaker", 0.0) > 0 else 0.0,
         "neighbourhood": 0.0,  # set by with_neighbourhood, once every candidate is scored
     }
     candidate.components = {name: round(components[name], 6) for name in COMPONENTS}

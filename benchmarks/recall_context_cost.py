@@ -1,0 +1,94 @@
+"""What the speaker and neighbourhood components cost a recall, in one run:
+beside the stack's recall, a second recall process over the same FalkorDB,
+with those components weighed 0 and the neighbourhood window 0 (the
+ranking recall served before them), its own vector index rebuilt from the
+same graph; the same distinct queries are sent to each in turn over gRPC
+(SearchMemories, as the gateway calls it), so both see the same machine at
+the same moment, and the ratio of their p95s is the cost.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+
+from benchmarks.report import line, percentiles, progress
+from benchmarks.stack import BenchStack
+from devstack.servers import free_port
+from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
+from services.core.settings import Settings
+
+#: The components the baseline leaves out.
+LEFT_OUT = ("speaker", "neighbourhood")
+
+
+def baseline_env(stack: BenchStack, data_dir: Path, port: int) -> dict[str, str]:
+    """The second recall's environment: the stack's, with the components off, its own index and consumer."""
+    weights = {intent: {**w, **dict.fromkeys(LEFT_OUT, 0.0)} for intent, w in Settings().recall_weights.items()}
+    return {
+        **stack.env,
+        "MEMGRID_DATA_DIR": str(data_dir),
+        "RECALL_GRPC_PORT": str(port),
+        "RECALL_METRICS_PORT": str(free_port()),
+        "PROJECTOR_DURABLE": "bench-baseline-projector",
+        "RECALL_WEIGHTS": json.dumps(weights),
+        "RECALL_NEIGHBOURHOOD_SECONDS": "0",
+        "RECALL_INDEX_CHECK_SECONDS": "0",
+    }
+
+
+def _rebuild(stub, metadata) -> None:
+    for _ in stub.RebuildIndex(recall_service_pb2.RebuildIndexRequest(every_tenant=True), metadata=metadata,
+                               timeout=3600):  # fmt: skip
+        pass
+
+
+def run(stack: BenchStack, queries: list[str], label: str) -> float:
+    """Prints both recalls' latencies and returns the p95 ratio (with / without the components)."""
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="memgrid-baseline-") as data_dir:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "services.recall.main"],
+            env=baseline_env(stack, Path(data_dir), port),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            with (
+                grpc.insecure_channel(f"127.0.0.1:{port}") as baseline_channel,
+                grpc.insecure_channel(stack.grpc_target("recall")) as served_channel,
+            ):
+                grpc.channel_ready_future(baseline_channel).result(timeout=120)
+                baseline = recall_service_pb2_grpc.RecallServiceStub(baseline_channel)
+                served = recall_service_pb2_grpc.RecallServiceStub(served_channel)
+                started = time.perf_counter()
+                _rebuild(baseline, stack.claim(None))
+                progress(f"baseline recall's index rebuilt in {time.perf_counter() - started:.0f} s")
+                metadata = stack.claim()
+                for warm in range(20):
+                    for stub in (baseline, served):
+                        stub.SearchMemories(recall_service_pb2.SearchMemoriesRequest(query=f"warm {warm}", limit=10),
+                                            metadata=metadata)  # fmt: skip
+                samples: dict[str, list[float]] = {"served": [], "baseline": []}
+                for query in queries:
+                    for name, stub in (("baseline", baseline), ("served", served)):
+                        asked = time.perf_counter()
+                        stub.SearchMemories(recall_service_pb2.SearchMemoriesRequest(query=query, limit=10),
+                                            metadata=metadata, timeout=60)  # fmt: skip
+                        samples[name].append(time.perf_counter() - asked)
+        finally:
+            process.terminate()
+            process.wait(timeout=60)
+    line(f"{label}, SearchMemories without speaker/neighbourhood", percentiles(samples["baseline"]))
+    line(f"{label}, SearchMemories as served", percentiles(samples["served"]))
+    ordered = {name: sorted(s) for name, s in samples.items()}
+    p95 = {name: s[min(len(s) - 1, int(0.95 * len(s)))] for name, s in ordered.items()}
+    ratio = p95["served"] / p95["baseline"]
+    line(f"{label}, p95 as served / without", f"{ratio:5.2f}x")
+    return ratio
