@@ -15,8 +15,11 @@ logged and named, and the run says it was not a plain success."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 
 from gateway.routes.consolidation import run_record
@@ -30,6 +33,8 @@ from services.core.domain.forgetting import ForgetPolicy
 from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.domain.times import to_micros
 from services.core.wiring import graph_store
+from tests.e2e.conftest import gateway_url as gateway_url  # noqa: F401 (the e2e stack's fixtures)
+from tests.e2e.conftest import stack_services as stack_services  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -203,3 +208,71 @@ async def test_a_failed_run_is_not_reported_as_success():
     done = consolidate.ConsolidationRun(task="decay", tenant=TENANT, counts={"scanned": 3})
     done.finished.GetCurrentTime()
     assert run_record(done, with_sample=False)["status"] == "success"
+
+
+ADMIN = "alpha-admin"
+
+
+@pytest.fixture
+def stack_settings(settings, tmp_path):
+    path = tmp_path / "tokens.json"
+    entry = {"token_sha256": hashlib.sha256(ADMIN.encode()).hexdigest(), "tenant": TENANT, "role": "admin"}
+    path.write_text(json.dumps([entry]))
+    return settings.model_copy(update={"memgrid_tokens_file": path, "enrichment_enabled": False})
+
+
+@pytest.mark.e2e
+async def test_from_outside_decay_export_reindex_and_backup_after_ids_are_reused(settings, gateway_url):  # noqa: F811
+    """As the issue found it: a tenant's memories deleted, the tenant writing on until their node
+    ids are reused, then POST /consolidate, the export, a reindex and a backup through the gateway."""
+    client = httpx.AsyncClient(base_url=gateway_url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=120)
+    graph = graph_store(settings)
+    try:
+        batch = {"memories": [{"content": f"note {i} of alpha", "type": "Context"} for i in range(60)]}
+        created = (await client.post("/memory/batch", json=batch)).json()
+        ids = created["memory_ids"]
+        nodes = dict((await graph.connection.query("MATCH (m:Memory) RETURN m.id, ID(m)")).result_set)
+        for memory_id in ids[:50]:
+            assert (await client.delete(f"/memory/{memory_id}")).status_code == 200
+        live = ids[50:]
+        for n in range(6):
+            for memory_id in live:
+                reply = await client.patch(f"/memory/{memory_id}", json={"content": f"note {memory_id} edit {n}"})
+                assert reply.status_code == 200, reply.text
+        reused = {nodes[i] for i in ids[:50]} & (await node_ids(graph, "AuditEntry"))
+        assert reused, "the deleted memories' node ids are held by audit entries now"
+        await graph.connection.query(UNREADABLE, {"t": TENANT})
+
+        async def decay() -> dict:
+            reply = await client.post("/consolidate", json={"mode": "decay", "dry_run": False})
+            assert reply.status_code == 200, reply.text
+            return reply.json()
+
+        answer = await decay()
+        [run] = answer["runs"]
+        assert answer["status"] == "partial" and run["status"] == "partial", answer
+        assert (run["counts"]["scanned"], run["counts"]["updated"], run["counts"]["skipped"]) == (11, 10, 1), run
+        assert "no-timestamp" in run["errors"][0]
+
+        exported, token = [], None
+        while True:
+            page = (
+                await client.get("/memories/export", params={"limit": 4, **({"page_token": token} if token else {})})
+            ).json()
+            exported += [m["id"] for m in page["memories"]]
+            if not (token := page["next_page_token"]):
+                break
+        assert sorted(exported) == sorted(live)
+        reindex = await client.post("/admin/reindex", json={})
+        # Each readable memory read once (unembedded here: enrichment is off), the unreadable one left out.
+        rebuilt = reindex.json()
+        assert reindex.status_code == 200 and rebuilt["indexed"] + rebuilt["skipped"] == len(live), reindex.text
+        backup = await client.post("/backup", json={})
+        assert backup.status_code == 200 and backup.json()["memories"] == len(live) + 1, backup.text
+
+        await graph.connection.query("MATCH (m:Memory {id: 'no-timestamp'}) DELETE m")
+        clean = await decay()
+        assert clean["status"] == "success" and clean["runs"][0]["counts"]["scanned"] == len(live), clean
+    finally:
+        await client.aclose()
+        await graph.lifecycle.close()
