@@ -37,6 +37,7 @@ from typing import Any, BinaryIO
 
 import structlog
 
+from services.consolidate.gzip_lines import GzipLines
 from services.core.background import BackgroundLoop
 from services.core.domain import archive
 from services.core.domain.archive import ArchiveDecoder, ArchiveEncoder, ArchiveError, Header, Manifest
@@ -312,8 +313,8 @@ async def read_archive(
     limit, setting = max_unpacked_bytes, "RESTORE_MAX_UNPACKED_BYTES"
     if declared_bytes and declared_bytes + max_line_bytes < limit:
         limit, setting = declared_bytes + max_line_bytes, "what its manifest declares"
-    stream = await asyncio.to_thread(gzip.open, path, "rb")
-    reader = _BoundedLines(stream, max_line_bytes, limit, setting)
+    raw = await asyncio.to_thread(path.open, "rb") if isinstance(path, Path) else path
+    reader = _BoundedLines(GzipLines(raw), max_line_bytes, limit, setting)
     try:
         while True:
             try:
@@ -322,14 +323,15 @@ async def read_archive(
                 raise ArchiveError(
                     "ARCHIVE_TRUNCATED", "the archive is truncated: its gzip stream ends early"
                 ) from None
-            except (gzip.BadGzipFile, zlib.error, OSError) as exc:
+            except (zlib.error, OSError) as exc:
                 raise ArchiveError("ARCHIVE_CORRUPT", f"the archive is not a readable gzip file: {exc}") from None
             if not lines:
                 break
             yield [decoder.feed(line) for line in lines]
         decoder.finish()
     finally:
-        await asyncio.to_thread(stream.close)
+        if raw is not path:
+            await asyncio.to_thread(raw.close)
 
 
 async def read_chunks(path: Path, size: int) -> AsyncIterator[bytes]:

@@ -138,6 +138,19 @@ def test_a_bomb_of_lines_under_the_line_cap_is_refused_at_the_unpacked_cap(tmp_p
     assert result["rss_growth_bytes"] < 64 << 20, result  # a batch of lines is bounded in bytes too
 
 
+def test_a_gzip_header_whose_name_never_ends_is_refused_at_c_speed(tmp_path):
+    """gzip.GzipFile reads a member header's name field a byte per Python call: 64 MB of name
+    without its NUL kept a core busy for half a minute before any line (an 8 GB upload, for hours)."""
+    path = tmp_path / "name.jsonl.gz"
+    with path.open("wb") as out:
+        out.write(b"\x1f\x8b\x08\x08\x00\x00\x00\x00\x02\xff")  # FLG.FNAME: a name follows
+        for _ in range(64):
+            out.write(b"n" * (1 << 20))
+    result = restore_in_a_child(path)
+    assert result["reason"] in {"ARCHIVE_TRUNCATED", "ARCHIVE_CORRUPT"}, result
+    assert result["seconds"] < 1.0, result
+
+
 async def test_no_more_is_read_than_the_manifest_declares(tmp_path):
     path = records(tmp_path / "lines.jsonl.gz", 2000, 4096)
     with pytest.raises(ArchiveError) as refused:
