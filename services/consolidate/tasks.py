@@ -130,6 +130,17 @@ class _Skips:
             )
 
 
+def _readable(samples: list[MemorySample], skips: _Skips) -> list[MemorySample]:
+    """The samples the store could read; each other one skipped and counted."""
+    kept = []
+    for sample in samples:
+        if sample.unreadable:
+            skips.add(sample.id, sample.unreadable)
+        else:
+            kept.append(sample)
+    return kept
+
+
 def _text(value: object) -> str:
     if value is None:
         return ""
@@ -400,7 +411,8 @@ class ConsolidationTasks:
         result = PassResult(counts=progress.counts)
         counts = result.counts
         policy = self._policies.creative
-        sample = await self._store.association_sample(tenant, policy.sample_size)
+        skips = _Skips(result, progress.task, tenant)
+        sample = _readable(await self._store.association_sample(tenant, policy.sample_size), skips)
         counts.update(sampled=len(sample), associated=0, contradicts=0)
         progress.processed = len(sample)
         if len(sample) >= 2:
@@ -420,6 +432,7 @@ class ConsolidationTasks:
                 )
         log.info("consolidation progress", task=progress.task, tenant=tenant, dry_run=dry_run, **counts)
         await heartbeat(progress)
+        skips.close()
         return result
 
     async def _links(
@@ -446,11 +459,12 @@ class ConsolidationTasks:
         members: list[MemorySample] = []
         after = ""
         cap = self._policies.cluster_max_memories
+        skips = _Skips(result, progress.task, tenant)
         while len(members) < cap:
             page = await self._store.cluster_inputs(tenant, after, min(self._page, cap - len(members)))
             if not page:
                 break
-            members.extend(page)
+            members.extend(_readable(page, skips))
             after = page[-1].id
             progress.processed = len(members)
             log.info("consolidation progress", task=progress.task, tenant=tenant, read=len(members))
@@ -462,4 +476,5 @@ class ConsolidationTasks:
         sampler = _Sampler(result, self._sample)
         for found in clusters:
             sampler.add(found.member_ids[0], "clustered", "", f"{found.size} members: {found.summary[:80]}")
+        skips.close()
         return result

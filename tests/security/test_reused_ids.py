@@ -190,6 +190,13 @@ async def test_a_record_decay_cannot_score_is_skipped_counted_and_named_never_th
     answer = run_record(run_to_pb(record), with_sample=False)
     assert answer["status"] == "partial" and answer["counts"]["skipped"] == 1
 
+    # Creative association and clustering skip a vector that does not decode the same way.
+    await graph.connection.query("MATCH (m:Memory {id: $id}) SET m.embedding = 'not base64!'", {"id": live[0]})
+    for task, read in ((Task.CREATIVE, "sampled"), (Task.CLUSTER, "read")):
+        other = (await runner(graph).run(task, TENANT, mode=task.value, dry_run=True)).record
+        assert other.counts["skipped"] == 1 and other.counts[read] == len(live) - 1, other
+        assert live[0] in other.errors[0] and not other.ok
+
     # The scheduled pass and a forget pass that rescores skip it the same way.
     scheduled = await ConsolidationScheduler(runner(graph), graph.consolidation, tick_seconds=60).tick()
     [alpha] = [r.record for r in scheduled if r.record.tenant == TENANT]

@@ -59,6 +59,8 @@ class MemorySample:
     type: str
     importance: float
     embedding: list[float]
+    #: Why the store could not read this record ('' when it could): the pass skips and counts it.
+    unreadable: str = ""
 
 
 def unit_rows(samples: list[MemorySample]) -> tuple[list[MemorySample], np.ndarray]:

@@ -16,8 +16,6 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-import structlog
-
 from services.core.adapters.falkor.audit import AuditTail
 from services.core.adapters.falkor.consolidation_runs import FalkorRunStore
 from services.core.adapters.falkor.rows import outbox_row, relation_row
@@ -28,8 +26,6 @@ from services.core.domain.embedding_codec import decode_embedding
 from services.core.domain.model import EventKind, MemoryEvent, Relation
 from services.core.domain.times import from_micros
 from services.core.ports import DecayRow, RelevanceUpdate
-
-log = structlog.get_logger()
 
 #: The edge from a member to its MetaPattern.
 IN_PATTERN = "IN_PATTERN"
@@ -44,7 +40,8 @@ _EPOCH = from_micros(0)
 
 
 def _samples(rows) -> list[MemorySample]:
-    """The rows as samples; one that does not read is left out and logged, never the end of the pass."""
+    """The rows as samples; one that does not read comes back with `unreadable` set (the pass skips and
+    counts it), never an exception that ends the pass."""
     samples = []
     for memory_id, content, type_, importance, embedding in rows:
         try:
@@ -54,7 +51,7 @@ def _samples(rows) -> list[MemorySample]:
                     MemorySample(str(memory_id), str(content or ""), str(type_ or ""), float(importance or 0.0), vector)
                 )
         except (TypeError, ValueError, OverflowError) as exc:
-            log.warning("consolidation sample skipped", memory_id=memory_id, error=f"{type(exc).__name__}: {exc}")
+            samples.append(MemorySample(str(memory_id), "", "", 0.0, [], unreadable=f"{type(exc).__name__}: {exc}"))
     return samples
 
 
