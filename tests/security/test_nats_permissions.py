@@ -23,7 +23,7 @@ from services.core.adapters.nats_watch import JetStreamEventWatch
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.ports import Outcome, WatchOpened
 from services.core.settings import Settings
-from services.core.wiring import consumer_spec, event_bus, event_consumer
+from services.core.wiring import consumer_spec, dead_letter_queue, event_bus, event_consumer
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -40,7 +40,7 @@ def prod_nats_conf() -> str:
 @pytest.fixture
 def server(tmp_path):
     """nats-server on the prod config; {service: password} as memgrid-nats would hold them."""
-    passwords = {name: secrets.token_hex(16) for name in SERVICES}
+    passwords = {name: secrets.token_hex(16) for name in (*SERVICES, "operator")}
     conf = tmp_path / "nats.conf"
     conf.write_text(prod_nats_conf().replace('"/data"', f'"{tmp_path / "js"}"'))
     port = free_port()
@@ -110,6 +110,10 @@ async def test_each_service_does_its_work_as_its_own_user(server):
         await buses["ingest"].publish(event("ingest-2"))
         assert (await asyncio.wait_for(anext(items), 10)).event.memory_id == "ingest-2"
         await items.aclose()
+        # The operator's user (no pod holds it) reads and re-drives the dead letters.
+        async with dead_letter_queue(settings_for(port, "operator", passwords["operator"])) as dead:
+            assert await dead.list() == []
+            await dead.replay()
     finally:
         for bus in buses.values():
             await bus.close()
