@@ -189,6 +189,7 @@ class EdgeVectorIndex:
         except BaseException:
             self._release_lock()
             raise
+        self._flushed_at = time.monotonic()  # the flush clock starts with the open shard, not the object
 
     def _take_lock(self) -> None:
         """Hold <collection>.lock for the life of the open index (flock: the
