@@ -57,8 +57,13 @@ def consolidate(
         ]  # fmt: skip
         title = f"consolidation {reply.get('mode')}" + (" (dry run: nothing changed)" if reply.get("dry_run") else "")
         out.print(table(("task", "tenant", "status", "processed", "counts"), rows, title=title))
+        for run in reply.get("runs", []):
+            for error in run.get("errors") or []:
+                out.print(f"{run.get('task')} ({run.get('tenant')}): {error}")
 
     s.emit(reply, render)
+    if reply.get("status") not in (None, "success"):
+        raise typer.Exit(5)  # a run with errors (records skipped, a pass failed) is no plain success
 
 
 def _render_consolidation_status(out, reply: dict) -> None:

@@ -35,6 +35,7 @@ from services.core.domain.times import to_micros
 from services.core.wiring import graph_store
 from tests.e2e.conftest import gateway_url as gateway_url  # noqa: F401 (the e2e stack's fixtures)
 from tests.e2e.conftest import stack_services as stack_services  # noqa: F401
+from tests.e2e.test_cli import memgrid
 
 pytestmark = pytest.mark.integration
 
@@ -260,6 +261,9 @@ async def test_from_outside_decay_export_reindex_and_backup_after_ids_are_reused
         assert answer["status"] == "partial" and run["status"] == "partial", answer
         assert (run["counts"]["scanned"], run["counts"]["updated"], run["counts"]["skipped"]) == (11, 10, 1), run
         assert "no-timestamp" in run["errors"][0]
+        # The CLI says so too: the errors printed, exit 5 (docs/cli.md), not a plain success.
+        code, out, err = await memgrid(gateway_url, ADMIN, "consolidate", "--mode", "decay", "--apply")
+        assert code == 5 and "no-timestamp" in out, (code, out, err)
 
         exported, token = [], None
         while True:
