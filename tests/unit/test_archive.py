@@ -178,6 +178,14 @@ def test_an_archive_signed_with_a_key_is_told_from_unsigned_and_foreign_ones():
             b'{"node": 9, "labels": ["Memory"], "properties": {"tenant": "acme", "x": {"y": 1}}}\n',
             "ARCHIVE_PROPERTY_INVALID",
         ),
+        (
+            b'{"node": 9, "labels": ["Memory"], "properties": {"tenant": "acme", "n": 9223372036854775808}}\n',
+            "ARCHIVE_PROPERTY_INVALID",
+        ),
+        (
+            b'{"node": 9, "labels": ["Memory"], "properties": {"tenant": "acme", "f": [1.0, NaN]}}\n',
+            "ARCHIVE_PROPERTY_INVALID",
+        ),
         (b'{"edge": "SUDO", "from": 0, "to": 4, "properties": {}}\n', "ARCHIVE_EDGE_REFUSED"),
         (b'{"edge": "MENTIONS", "from": true, "to": 4, "properties": {}}\n', "ARCHIVE_CORRUPT"),
         (b"[" * 50_000 + b"\n", "ARCHIVE_CORRUPT"),

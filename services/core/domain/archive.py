@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import re
 import sys
 from collections import Counter
@@ -241,18 +242,27 @@ def _refused(reason: str, line_number: int, where: str, what: str) -> ArchiveErr
     )
 
 
-#: The property values a graph stores: a scalar, or a list of scalars.
-_SCALARS = (str, int, float, bool, type(None))
+_INT64 = 1 << 63
+
+
+def _storable(value: Any) -> bool:
+    """A scalar the graph stores: text, a boolean, null, a 64-bit integer, a finite float."""
+    if value is None or isinstance(value, str | bool):
+        return True
+    if isinstance(value, int):
+        return -_INT64 <= value < _INT64
+    return isinstance(value, float) and math.isfinite(value)
 
 
 def _check_values(props: dict[str, Any], line_number: int) -> None:
     """Every property a value the graph can store (else the write would fail half-way through a restore)."""
     for name, value in props.items():
-        if isinstance(value, _SCALARS) or (isinstance(value, list) and all(isinstance(x, _SCALARS) for x in value)):
+        if _storable(value) or (isinstance(value, list) and all(_storable(x) for x in value)):
             continue
         raise _refused(
             "ARCHIVE_PROPERTY_INVALID", line_number, f"properties.{str(name)[:64]}",
-            "holds a value no graph property stores (an object, or a list of lists)",
+            "holds a value no graph property stores (an object, a list of lists, an integer past 64 bits,"
+            " NaN or an infinity)",
         )  # fmt: skip
 
 
