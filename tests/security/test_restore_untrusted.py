@@ -121,7 +121,7 @@ async def node_count(store, tenant: str) -> int:
     return result.result_set[0][0]
 
 
-@pytest.mark.parametrize("label", ["Outbox", "Lease", "IdempotencyKey", "Evil"])
+@pytest.mark.parametrize("label", ["Outbox", "Lease", "Evil", "AuditEntry_"])
 async def test_a_label_no_backup_writes_refuses_the_whole_archive(store, tmp_path, label):
     """An Outbox node would be published by the relay as an event; a Lease stops a tenant's passes;
     an IdempotencyKey answers another create with a memory of the archive's choosing."""
@@ -134,6 +134,17 @@ async def test_a_label_no_backup_writes_refuses_the_whole_archive(store, tmp_pat
     assert refused.value.reason == "ARCHIVE_LABEL_REFUSED" and refused.value.field == "archive"
     assert "line 3" in refused.value.message and "labels" in refused.value.message
     assert await node_count(store, "alpha") == 0  # refused before anything was written
+
+
+async def test_an_idempotency_key_is_left_out_and_counted(store, tmp_path):
+    """Archives written before this release held the tenant's idempotency keys: such a key would answer
+    a create with the memory the archive names. Left out one by one, so an older archive still restores."""
+    key = {"tenant": "alpha", "key": "k1", "memory_id": mid("m"), "request_hash": "h", "expires_at": 1}
+    nodes = [(0, "Memory", memory_props("alpha", "m")), (1, "IdempotencyKey", key)]
+    done = await restore(store, write_archive(tmp_path / "a.jsonl.gz", nodes))
+    assert done.skipped == 1 and done.created == 1 and "IdempotencyKey labels" in done.problems[0], done.problems
+    found = await store.connection.query("MATCH (k:IdempotencyKey) RETURN count(k)")
+    assert found.result_set[0][0] == 0
 
 
 async def test_an_edge_type_no_backup_writes_refuses_the_whole_archive(store, tmp_path):

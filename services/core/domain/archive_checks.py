@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.core.domain import audit
-from services.core.domain.archive import ArchiveNode
+from services.core.domain.archive import LEFT_OUT_LABELS, ArchiveNode
 from services.core.domain.tombstones import tombstone_id
 
 #: Labels whose `id` memgrid mints as a UUID (a memory's in its canonical text).
@@ -43,6 +43,8 @@ def _is_uuid(value: Any, *, canonical: bool) -> bool:
 def record_problem(node: ArchiveNode) -> tuple[str, str] | None:
     """(field, why) when this record cannot be restored on its own; None when it can."""
     label, props = node.labels[0], node.properties
+    if label in LEFT_OUT_LABELS:
+        return "labels", "run-time state (an idempotency key answers a create with its memory), never restored"
     if label in _UUID_IDS and not _is_uuid(props.get("id"), canonical=label == "Memory"):
         return "properties.id", f"{str(props.get('id'))[:80]!r} is not a UUID (memgrid mints {label} ids)"
     if label == "Tombstone":
