@@ -229,3 +229,28 @@ def test_folds_fuse_the_pool_as_recall_fuses_it_and_fit_on_the_other_conversatio
     rankings, chosen = held_out(pools, lambda _: objective, {"vector": 1.0}, 1800)
     assert rankings["one#0"] == ["a", "b", "c"]
     assert set(chosen) == {"one", "two"}
+
+
+def test_the_folds_fuse_a_pool_in_the_order_recall_ranks_it():
+    """The benchmark's offline fusion and recall's ranking agree (the folds' figures mean what recall would do)."""
+    from datetime import UTC, datetime, timedelta
+
+    from benchmarks.quality_folds import PoolItem, fused_order
+    from services.core.domain.recall_ranking import Candidate, order, with_neighbourhood
+    from tests.factories import memory_at
+    from tests.unit.test_recall_domain import policy
+
+    rng = np.random.default_rng(3)
+    weights = {"vector": 0.4, "keyword": 0.4, "speaker": 0.15, "neighbourhood": 1.0}
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    pool, candidates = [], []
+    for i in range(60):
+        components = {"vector": float(rng.random()), "keyword": float(rng.random()), "speaker": float(rng.integers(2))}
+        when = at + timedelta(minutes=int(rng.integers(0, 600)))
+        pool.append(PoolItem(f"m{i}", components, when.timestamp()))
+        candidate = Candidate(f"m{i}", memory=memory_at(f"m{i}", when, importance=0.5))
+        candidate.components = {**components, "neighbourhood": 0.0}
+        candidate.final = sum(weights.get(n, 0.0) * v for n, v in components.items())
+        candidates.append(candidate)
+    with_neighbourhood(candidates, policy(neighbourhood_seconds=1800.0), weights, search=True)
+    assert [c.id for c in order(candidates, "score")] == fused_order(pool, weights, 1800.0)
