@@ -2,9 +2,10 @@
 beside the stack's recall, a second recall process over the same FalkorDB,
 with those components weighed 0 and the neighbourhood window 0 (the
 ranking recall served before them), its own vector index rebuilt from the
-same graph; the same distinct queries are sent to each in turn over gRPC
-(SearchMemories, as the gateway calls it), so both see the same machine at
-the same moment, and the ratio of their p95s is the cost.
+same graph; after the same warm-up queries, the same distinct queries are
+sent to each in turn over gRPC (SearchMemories, as the gateway calls it),
+each going first every other time, so both see the same machine at the same
+moment, and the ratio of their p95s is the cost.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def _rebuild(stub, metadata) -> None:
         pass
 
 
-def run(stack: BenchStack, queries: list[str], label: str) -> float:
+def run(stack: BenchStack, queries: list[str], warmup: list[str], label: str) -> float:
     """Prints both recalls' latencies and returns the p95 ratio (with / without the components)."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="memgrid-baseline-") as data_dir:
@@ -71,13 +72,16 @@ def run(stack: BenchStack, queries: list[str], label: str) -> float:
                 _rebuild(baseline, stack.claim(None))
                 progress(f"baseline recall's index rebuilt in {time.perf_counter() - started:.0f} s")
                 metadata = stack.claim()
-                for warm in range(20):
+                # The baseline starts cold (its word counts, its index's pages): both are warmed
+                # on the same queries first, and take turns going first.
+                for warm in warmup:
                     for stub in (baseline, served):
-                        stub.SearchMemories(recall_service_pb2.SearchMemoriesRequest(query=f"warm {warm}", limit=10),
-                                            metadata=metadata)  # fmt: skip
+                        stub.SearchMemories(recall_service_pb2.SearchMemoriesRequest(query=warm, limit=10),
+                                            metadata=metadata, timeout=60)  # fmt: skip
                 samples: dict[str, list[float]] = {"served": [], "baseline": []}
-                for query in queries:
-                    for name, stub in (("baseline", baseline), ("served", served)):
+                turns = (("baseline", baseline), ("served", served))
+                for i, query in enumerate(queries):
+                    for name, stub in turns if i % 2 == 0 else turns[::-1]:
                         asked = time.perf_counter()
                         stub.SearchMemories(recall_service_pb2.SearchMemoriesRequest(query=query, limit=10),
                                             metadata=metadata, timeout=60)  # fmt: skip
