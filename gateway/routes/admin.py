@@ -12,7 +12,7 @@ from gateway.openapi import BOOLEAN, IDS, INTEGER, NUMBER, doc, obj
 from gateway.responses import Json, JsonRoute
 from gateway.routes.body import body_count, optional_json_object
 from gateway.routes.calls import call_options, clients
-from gateway.routes.roles import escalate, require
+from gateway.routes.roles import every_tenant_flag, require
 from memgrid.v1 import enrich_service_pb2 as enrich
 from memgrid.v1 import recall_service_pb2 as recall
 
@@ -56,11 +56,7 @@ async def reindex(request: Request, who: Caller = Depends(require("admin"))):
     operator's call as `make reindex` is, every tenant's); answers when the
     rebuild is done, with its counts."""
     body = await optional_json_object(request)
-    every_tenant = False if body.get("every_tenant") is None else body["every_tenant"]
-    if not isinstance(every_tenant, bool):
-        raise ApiError(400, "'every_tenant' must be true or false", "NOT_A_BOOLEAN")
-    if every_tenant:
-        who = escalate(request, who, "operator", "every_tenant")  # 403 for a tenant's admin
+    who, every_tenant = every_tenant_flag(request, who, body)
     rebuild = recall.RebuildIndexRequest(batch_size=body_count(body, "batch_size"), every_tenant=every_tenant)
     stream = clients(request).recall.RebuildIndex(rebuild, **long_call(request, who))
     last = None

@@ -26,7 +26,7 @@ from gateway.routes.admin import long_call
 from gateway.routes.body import decode_json, is_json_media_type, optional_json_object
 from gateway.routes.calls import clients
 from gateway.routes.query import query_bool, query_text
-from gateway.routes.roles import escalate, require
+from gateway.routes.roles import escalate, every_tenant_flag, require
 from gateway.translate import require_object
 from memgrid.v1 import consolidate_service_pb2 as consolidate
 from memgrid.v1 import enrich_service_pb2 as enrich
@@ -101,11 +101,7 @@ async def backup(request: Request, who: Caller = Depends(require("admin"))):
     every node with every property, every edge. Older archives beyond
     BACKUP_KEEP per tenant are deleted."""
     body = await optional_json_object(request)
-    every_tenant = False if body.get("every_tenant") is None else body["every_tenant"]
-    if not isinstance(every_tenant, bool):
-        raise ApiError(400, "'every_tenant' must be true or false", "NOT_A_BOOLEAN")
-    if every_tenant:
-        who = escalate(request, who, "operator", "every_tenant")  # 403 for a tenant's admin
+    who, every_tenant = every_tenant_flag(request, who, body)
     return await _create(request, who, every_tenant)
 
 

@@ -13,7 +13,7 @@ from gateway.responses import JsonRoute
 from gateway.routes.admin import long_call
 from gateway.routes.body import optional_json_object
 from gateway.routes.calls import call_options, clients
-from gateway.routes.roles import escalate, require
+from gateway.routes.roles import every_tenant_flag, require
 from gateway.translate import iso
 from memgrid.v1 import consolidate_service_pb2 as consolidate
 
@@ -123,15 +123,11 @@ async def run_consolidation(request: Request, who: Caller = Depends(require("wri
     body = await optional_json_object(request)
     mode = "full" if body.get("mode") is None else body["mode"]
     dry_run = True if body.get("dry_run") is None else body["dry_run"]
-    every_tenant = False if body.get("every_tenant") is None else body["every_tenant"]
     if not isinstance(mode, str):
         raise ApiError(400, "'mode' must be a string", "NOT_A_STRING")
     if not isinstance(dry_run, bool):
         raise ApiError(400, "'dry_run' must be true or false", "NOT_A_BOOLEAN")
-    if not isinstance(every_tenant, bool):
-        raise ApiError(400, "'every_tenant' must be true or false", "NOT_A_BOOLEAN")
-    if every_tenant:
-        who = escalate(request, who, "operator", "every_tenant")  # 403 for anyone else, a tenant's admin too
+    who, every_tenant = every_tenant_flag(request, who, body)
     reply = await clients(request).consolidate.RunConsolidation(
         consolidate.RunConsolidationRequest(mode=mode, dry_run=dry_run, every_tenant=every_tenant),
         **long_call(request, who),

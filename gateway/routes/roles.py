@@ -50,3 +50,14 @@ def escalate(request: Request, who: Caller, needed: str, field: str) -> Caller:
             f"'{field}' needs the '{needed}' role; this token's role is '{who.role}'",
             "PERMISSION_DENIED",
         ) from None
+
+
+def every_tenant_flag(request: Request, who: Caller, body: dict) -> tuple[Caller, bool]:
+    """A body's `every_tenant` (false when absent; 400 when not a boolean) and
+    the caller raised to operator when it is true (403 naming it for anyone else)."""
+    every_tenant = False if body.get("every_tenant") is None else body["every_tenant"]
+    if not isinstance(every_tenant, bool):
+        raise ApiError(400, "'every_tenant' must be true or false", "NOT_A_BOOLEAN")
+    if every_tenant:
+        who = escalate(request, who, "operator", "every_tenant")  # 403 for a tenant's admin
+    return who, every_tenant

@@ -6,11 +6,10 @@ rotation leaves the archives already written restorable."""
 
 from __future__ import annotations
 
-import os
-import secrets
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from services.core.key_files import load_or_create_key_file
 
 if TYPE_CHECKING:
     from services.core.settings import Settings
@@ -28,24 +27,9 @@ def _checked(key: str, setting: str) -> bytes:
 
 
 def load_or_create_key(data_dir: Path) -> bytes:
-    """The key saved under the data dir, minted on first start (0600). Several
-    processes may start at once: the first creates the file exclusively, the
-    others wait for its content."""
+    """The key saved under the data dir, minted on first start (0600)."""
     path = data_dir / BACKUP_KEY_FILE_NAME
-    data_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        deadline = time.monotonic() + 5.0
-        while True:
-            saved = path.read_text().strip()
-            if saved or time.monotonic() > deadline:
-                return _checked(saved, str(path))
-            time.sleep(0.05)  # its creator is writing it
-    with os.fdopen(fd, "w") as handle:
-        key = secrets.token_urlsafe(48)
-        handle.write(key + "\n")
-    return key.encode()
+    return load_or_create_key_file(path, lambda saved: _checked(saved, str(path)))
 
 
 def backup_keys(settings: Settings) -> tuple[bytes, ...]:

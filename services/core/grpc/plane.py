@@ -9,9 +9,6 @@ sign with plane.signer(actor, audience)."""
 
 from __future__ import annotations
 
-import os
-import secrets
-import time
 from contextlib import asynccontextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -32,6 +29,7 @@ from services.core.grpc.claims import (
 )
 from services.core.grpc.method_roles import refusal, rule_of
 from services.core.grpc.wrapping import around_calls
+from services.core.key_files import load_or_create_key_file
 from services.core.observability import GRPC_REFUSED
 
 if TYPE_CHECKING:
@@ -65,25 +63,8 @@ def count_refusal(reason: str) -> None:
 
 
 def load_or_create_claim_key(data_dir: Path) -> bytes:
-    """The claim key saved under the data dir, minted on first start (0600).
-
-    Several processes may start at once: the first creates the file
-    exclusively, the others wait for its content."""
-    path = data_dir / CLAIM_KEY_FILE_NAME
-    data_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        deadline = time.monotonic() + 5.0
-        while True:
-            saved = path.read_text().strip()
-            if saved or time.monotonic() > deadline:
-                return check_key(saved.encode())
-            time.sleep(0.05)  # its creator is writing it
-    with os.fdopen(fd, "w") as handle:
-        key = secrets.token_urlsafe(48)
-        handle.write(key + "\n")
-    return key.encode()
+    """The claim key saved under the data dir, minted on first start (0600)."""
+    return load_or_create_key_file(data_dir / CLAIM_KEY_FILE_NAME, lambda saved: check_key(saved.encode()))
 
 
 @dataclass(frozen=True)
