@@ -1,7 +1,7 @@
 """python -m devstack.deploy_secrets [DIR]: the dev overlay's secrets, generated.
 
 Writes DIR/secrets.env (deploy/k8s/overlays/dev by default; git-ignored):
-the claim key, the API tokens and FalkorDB's password of a development
+the claim key, the API tokens, FalkorDB's password and the backup signing key of a development
 deployment, each random, for the overlay's secretGenerator to turn into
 memgrid-secrets at apply time. No secret is committed; an existing file is
 kept, so a redeploy keeps its tokens (delete the file to rotate them all).
@@ -18,7 +18,10 @@ from pathlib import Path
 DEV_OVERLAY = Path(__file__).resolve().parents[1] / "deploy" / "k8s" / "overlays" / "dev"
 FILE_NAME = "secrets.env"
 #: Each key of the dev Secret and how many random bytes its value holds (hex: twice as many characters).
-KEYS = {"SERVICE_CLAIM_KEY": 32, "AUTOMEM_API_TOKEN": 24, "ADMIN_API_TOKEN": 24, "FALKORDB_PASSWORD": 24}
+KEYS = {
+    "SERVICE_CLAIM_KEY": 32, "AUTOMEM_API_TOKEN": 24, "ADMIN_API_TOKEN": 24, "FALKORDB_PASSWORD": 24,
+    "BACKUP_SIGNING_KEY": 32,
+}  # fmt: skip
 
 
 def write_secrets(directory: Path) -> tuple[Path, bool]:
