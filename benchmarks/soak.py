@@ -78,7 +78,7 @@ class Load:
         self.client = client
         self.kinds = list(mix)
         self.weights = [mix[k] for k in self.kinds]
-        self.random = random.Random(seed)
+        self.random = random.Random(seed)  # noqa: S311  a seeded load pattern, not a secret
         self.live: list[str] = []  # ids this run wrote and has not deleted
         self.latencies: dict[str, list[float]] = {k: [] for k in KINDS}
         self.errors: dict[str, list[str]] = {k: [] for k in KINDS}

@@ -22,7 +22,7 @@ from devstack.servers import free_port
 from services.core.grpc.claims import OPERATOR_ROLE, claim_metadata
 from services.core.settings import SERVICE_NAMES
 
-TOKEN = "bench-token"
+TOKEN = "bench-token"  # noqa: S105  the token of a throwaway benchmark stack
 
 
 def _process_name(pid: str) -> str:
@@ -101,7 +101,7 @@ class BenchStack:
         clean-up, FalkorDB's AOF rewrite), at most `longest_seconds`; returns
         the seconds waited. A latency figure then measures queries, not the
         load's aftermath."""
-        assert self.process is not None
+        assert self.process is not None  # noqa: S101  an invariant of the benchmark (started), not an input check
         started = time.monotonic()
         while time.monotonic() - started < longest_seconds:
             before = sum(cpu_seconds(self.process.pid).values())

@@ -117,7 +117,7 @@ def _cpu(pid: int | None) -> float:
 def bare_relay(stack: BenchStack):
     """benchmarks/bare_relay.py on a free port, relaying to the stack's ingest: (url, pid)."""
     port = free_port()
-    process = subprocess.Popen(
+    process = subprocess.Popen(  # noqa: S603  this venv's python on the benchmark's own module
         [sys.executable, "-m", "benchmarks.bare_relay", str(port), stack.grpc_target("ingest")],
         env={**os.environ, "SERVICE_CLAIM_KEY": stack.env["SERVICE_CLAIM_KEY"]},
         stdout=subprocess.DEVNULL,

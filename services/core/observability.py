@@ -28,7 +28,7 @@ def configure_logging(service: str, *, level: str = "INFO", json_logs: bool = Tr
     structlog.contextvars.bind_contextvars(service=service)
 
 
-def start_metrics_server(port: int, host: str = "0.0.0.0") -> None:
+def start_metrics_server(port: int, host: str = "0.0.0.0") -> None:  # noqa: S104  a default: every caller passes the listen host setting
     """Serve /metrics for Prometheus on its own HTTP port."""
     start_http_server(port, addr=host)
 

@@ -40,7 +40,7 @@ class QueryEmbeddings:
         found = {text: self._cache[text] for text in texts if text in self._cache}
         missing = [text for text in dict.fromkeys(texts) if text not in found]
         if missing:
-            assert self._embedder is not None
+            assert self._embedder is not None  # noqa: S101  narrows the type: a vector arm with queries has an embedder
             for text, vector in zip(missing, await self._embedder.embed(missing), strict=True):
                 found[text] = array("f", vector)
         # Set again after the await: a concurrent recall may have evicted one meanwhile.

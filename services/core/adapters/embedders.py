@@ -119,7 +119,7 @@ class LocalMiniLMEmbedder:
         with self._lock:
             self._load()
         with self._runs:
-            assert self._tokenizer is not None
+            assert self._tokenizer is not None  # noqa: S101  narrows the type: _load() set it under the lock
             encodings = self._tokenizer.encode_batch(texts)
             # Batching texts of similar length keeps padding (wasted work) small;
             # the vectors go back to the callers' order below.
@@ -132,7 +132,7 @@ class LocalMiniLMEmbedder:
 
     def _run(self, encodings: Sequence[Encoding]) -> np.ndarray:
         """Mean-pooled (not yet normalised) vectors of one batch, padded to its longest text."""
-        assert self._session is not None
+        assert self._session is not None  # noqa: S101  narrows the type: the caller loaded the model
         width = max(len(encoding.ids) for encoding in encodings)
         feeds = {
             "input_ids": np.full((len(encodings), width), self._pad_id, dtype=np.int64),

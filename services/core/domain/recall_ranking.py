@@ -156,7 +156,7 @@ def weights_for(policy: RecallPolicy, request: RecallRequest) -> dict[str, float
 def score(candidate: Candidate, request: RecallRequest, policy: RecallPolicy, weights: Mapping[str, float]) -> None:
     """Fill components and the final score of a hydrated candidate."""
     memory = candidate.memory
-    assert memory is not None
+    assert memory is not None  # noqa: S101  narrows the type: only hydrated candidates are scored
     query_words = {w for q in request.queries for w in tokens(q)}
     content = " ".join(memory.content.lower().split())
     exact = 0.0
@@ -223,7 +223,7 @@ def trust_weight(memory: Memory, policy: RecallPolicy) -> float:
 
 def fingerprint(content: str) -> str:
     """Content identity for de-duplication: case and whitespace ignored."""
-    return hashlib.sha1(normalise_content(content).encode()).hexdigest()
+    return hashlib.sha1(normalise_content(content).encode()).hexdigest()  # noqa: S324  a de-duplication fingerprint, not a security hash
 
 
 def dedupe(candidates: list[Candidate]) -> list[Candidate]:

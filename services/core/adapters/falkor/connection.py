@@ -195,7 +195,7 @@ class FalkorConnection:
         """Send one raw command about this graph (GRAPH.CONSTRAINT and the
         like), after the first query opened the connection; sent again only
         where it never reached the server."""
-        assert self._graph is not None
+        assert self._graph is not None  # noqa: S101  narrows the type: the first query opened it
         return await with_backoff(
             "falkordb",
             lambda: self._graph.execute_command(*args),
@@ -219,7 +219,7 @@ class FalkorConnection:
         TIMEOUT_MAX below FALKORDB_QUERY_TIMEOUT_MS would make FalkorDB
         refuse every query, so the timeout sent comes down to it. None when
         the server does not let us read them."""
-        assert self._graph is not None
+        assert self._graph is not None  # noqa: S101  narrows the type: called after the first query
         try:
             default = _config_value(await self._graph.execute_command("GRAPH.CONFIG", "GET", "TIMEOUT_DEFAULT"))
             maximum = _config_value(await self._graph.execute_command("GRAPH.CONFIG", "GET", "TIMEOUT_MAX"))
@@ -252,7 +252,7 @@ class FalkorConnection:
         what FALKORDB_APPENDFSYNC accepts (docs/operations.md, Durability).
         Not a refusal: a managed server may not let us read or change them.
         None when the server does not answer CONFIG GET."""
-        assert self._graph is not None
+        assert self._graph is not None  # noqa: S101  narrows the type: called after the first query
         try:
             values = {}
             for name in ("appendonly", "appendfsync"):

@@ -157,7 +157,7 @@ class ScratchReplica:
 
     @property
     def socket_path(self) -> str:
-        assert self._socket_dir is not None, "not started"
+        assert self._socket_dir is not None, "not started"  # noqa: S101  an invariant (start() sets it), not an input check
         return os.path.join(self._socket_dir, "scratch.sock")
 
     def _config(self, module: str) -> str:
@@ -226,7 +226,7 @@ class ScratchReplica:
 
     async def synced(self) -> float:
         """Wait until the scratch has loaded the store's data and follows it; the seconds it took."""
-        assert self._process is not None and self._client is not None
+        assert self._process is not None and self._client is not None  # noqa: S101  an invariant (start() sets them), not an input check
         began = time.monotonic()
         deadline = began + self._spec.sync_timeout_seconds
         while True:
@@ -252,7 +252,7 @@ class ScratchReplica:
 
     async def freeze(self) -> None:
         """Cut the scratch loose: it keeps the store as it stood at this point of its write history."""
-        assert self._client is not None
+        assert self._client is not None  # noqa: S101  an invariant (start() sets it), not an input check
         await self._client.execute_command("REPLICAOF", "NO", "ONE")
 
     async def stop(self) -> None:
