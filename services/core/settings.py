@@ -685,6 +685,7 @@ class Settings(BaseSettings):
             disputed_weight=self.recall_disputed_weight,
             fiction_weight=self.recall_fiction_weight,
             neighbourhood_seconds=self.recall_neighbourhood_seconds,
+            tag_limits=self.limits,
         )
 
     @property

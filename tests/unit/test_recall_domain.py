@@ -1052,3 +1052,19 @@ def test_expansion_leaves_the_tag_scope_unless_told_to_respect_it():
     assert not in_scope(outside, scope)
     assert in_scope(outside, scope, respect_tags=False)
     assert not in_scope(mem("b", tags=["other", "draft"]), scope, respect_tags=False)  # exclude_tags still bind
+
+
+@pytest.mark.parametrize("field", ["tags", "exclude_tags", "context_tags"])
+def test_read_side_tags_are_capped_like_the_write_side(field):
+    from services.core.domain.limits import Limits
+
+    capped = policy(tag_limits=Limits(max_tags=2, max_tag_chars=8))
+    base = {"tenant": "acme", "now": NOW, "history": False, "as_of": None, "window": Window()}
+    with pytest.raises(InvalidArgument) as refused:
+        build_request(capped, **base, query="x", **{field: ["a", "b", "c"]})
+    assert refused.value.field == field and refused.value.reason == "TOO_MANY_TAGS"
+    with pytest.raises(InvalidArgument) as refused:
+        build_request(capped, **base, query="x", **{field: ["x" * 9]})
+    assert refused.value.reason == "TAG_TOO_LONG"
+    assert build_request(capped, **base, query="x", **{field: ["a", "b"]})
+    assert build_request(policy(), **base, query="x", **{field: ["a", "b", "c"]})  # unchecked without limits

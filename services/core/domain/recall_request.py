@@ -12,8 +12,10 @@ from datetime import datetime
 
 from services.core.domain.context_hints import ContextProfile, context_profile
 from services.core.domain.decompose import DecomposePolicy, decompose
+from services.core.domain.drafts import check_tag_limits
 from services.core.domain.errors import InvalidArgument
 from services.core.domain.ids import validate_memory_id
+from services.core.domain.limits import Limits
 from services.core.domain.model import Memory
 from services.core.domain.recall_text import tokens
 from services.core.domain.timewindow import Window
@@ -65,6 +67,8 @@ class RecallPolicy:
     fiction_weight: float = 1.0  # ... and of one whose factuality is FICTION by this
     #: The neighbourhood component looks at candidates written this close in time (0: off).
     neighbourhood_seconds: float = 0.0
+    #: The write side's tag limits, applied to tags, exclude_tags and context_tags (None: unchecked).
+    tag_limits: Limits | None = None
 
     def candidates_per_arm(self, limit: int) -> int:
         """How many candidates each arm fetches for `limit` results."""
@@ -261,6 +265,9 @@ def build_request(
     trust_states: Iterable[str] = (),
 ) -> RecallRequest:
     """Validate and default every parameter (INVALID_ARGUMENT names the field)."""
+    if policy.tag_limits is not None:  # the write side's tag limits, for whoever calls (the gateway checks too)
+        for field_name, values in (("tags", tags), ("exclude_tags", exclude_tags), ("context_tags", context_tags)):
+            check_tag_limits(list(clean_tags(values)), policy.tag_limits, field_name)
     texts, multi = _queries(policy, query, queries, auto_decompose)
     limit = clamp_limit(limit, policy.default_limit, policy.max_limit)
     profile = context_profile(
