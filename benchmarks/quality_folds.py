@@ -6,9 +6,9 @@ bench-quality` reports).
 memgrid's /recall answers each result with its score components; the
 benchmark asks for a deep pool (the largest limit) once, and every weight
 set is then tried on that pool here, offline, the way recall itself fuses
-them: the weighted sum of the components, the neighbourhood component
-(services/core/domain/recall_context.py) over that first pass, (own + w x
-best) / (1 + w), times the trust weight, then the order. A weight is searched coordinate by coordinate
+them: the weighted sum of the components times the trust weight, the
+neighbourhood component (services/core/domain/recall_context.py) over that
+first pass, (own + w·t × best) / (1 + w·t), then the order. A weight is searched coordinate by coordinate
 over a small grid, from the served defaults, to maximise R@10 + R@50 of
 the training folds.
 """
@@ -43,15 +43,15 @@ def fused_order(pool: Sequence[PoolItem], weights: Mapping[str, float], neighbou
     if not pool:
         return []
     spread = {name: w for name, w in weights.items() if name != "neighbourhood"}
-    first = [sum(w * item.components.get(n, 0.0) for n, w in spread.items()) for item in pool]
+    first = [item.trust_weight * sum(w * item.components.get(n, 0.0) for n, w in spread.items()) for item in pool]
     final = list(first)
     weight = weights.get("neighbourhood", 0.0)
     if weight > 0 and neighbourhood_seconds > 0:
         best = neighbourhood([Timed(item.timestamp, score) for item, score in zip(pool, first, strict=True)],
                              neighbourhood_seconds)  # fmt: skip
-        # As recall: (own + w x best) / (1 + w), then the trust weight.
-        final = [(f + weight * b) / (1.0 + weight) for f, b in zip(first, best, strict=True)]
-    final = [f * item.trust_weight for f, item in zip(final, pool, strict=True)]
+        # As recall (recall_ranking.with_neighbourhood): (own + w·t × best) / (1 + w·t).
+        lifts = [weight * item.trust_weight for item in pool]
+        final = [(f + lift * b) / (1.0 + lift) for f, b, lift in zip(first, best, lifts, strict=True)]
     order = np.argsort(-np.array(final), kind="stable")
     return [pool[i].dia_id for i in order]
 

@@ -83,11 +83,13 @@ def test_no_weight_no_window_or_no_query_leaves_the_scores(seconds, weight, sear
     assert all(c.components["neighbourhood"] == 0.0 for c in candidates)
 
 
-def test_the_trust_weight_still_divides_a_disputed_memory():
+def test_a_disputed_best_is_not_overtaken_by_what_it_lifts_and_is_lifted_less():
     pol = policy(neighbourhood_seconds=1800.0, disputed_weight=0.5)
-    strong, disputed = _candidate("strong", 0, 0.8), _candidate("disputed", 1, 0.3)
-    disputed.memory.trust_state = "disputed"
-    disputed.final *= 0.5  # as score() leaves it
-    with_neighbourhood([strong, disputed], pol, {"neighbourhood": 1.0}, search=True)
-    assert disputed.final == pytest.approx(0.5 * (0.3 + 0.8) / 2)
-    assert strong.final == pytest.approx(0.8)
+    best, near, disputed = _candidate("best", 0, 0.4), _candidate("near", 1, 0.3), _candidate("disputed", 2, 0.2)
+    # Their finals already carry the 0.5, as score() leaves them.
+    best.memory.trust_state = disputed.memory.trust_state = "disputed"
+    with_neighbourhood([best, near, disputed], pol, {"neighbourhood": 1.0}, search=True)
+    assert best.final == pytest.approx(0.4)  # the best of its neighbourhood keeps its score
+    assert near.final == pytest.approx((0.3 + 0.4) / 2)  # lifted towards it, never past it
+    assert disputed.final == pytest.approx((0.2 + 0.5 * 0.4) / 1.5)  # a disputed memory is lifted less
+    assert max(near.final, disputed.final) < best.final

@@ -189,25 +189,25 @@ def with_neighbourhood(
     candidates: list[Candidate], policy: RecallPolicy, weights: Mapping[str, float], *, search: bool
 ) -> None:
     """The neighbourhood component of scored candidates (recall_context):
-    the best first-pass score among the candidates written within
-    policy.neighbourhood_seconds of each. The final score becomes
-    (own + w × best) / (1 + w), times the memory's trust weight, over the
-    first-pass scores before trust: the best memory of its neighbourhood
-    keeps its score, the others move towards it, and no score grows past
-    the best one near it (min_score keeps its meaning). Only a query's
+    the best first-pass score (trust weight included) among the candidates
+    written within policy.neighbourhood_seconds of each. The final score
+    moves from the first-pass one towards it, (own + w·t × best) / (1 + w·t)
+    with t the memory's own trust weight: the best memory of its
+    neighbourhood keeps its score, no score grows past the best one near it
+    (min_score keeps its meaning, and a disputed best is not overtaken by
+    what it lifts), and a disputed memory is lifted less. Only a query's
     recall (`search`) has first-pass scores worth spreading; 0 weight or
     seconds leaves the scores as they are."""
     weight = weights.get("neighbourhood", 0.0)
     if not search or weight <= 0 or policy.neighbourhood_seconds <= 0:
         return
     scored = [c for c in candidates if c.memory is not None]
-    trusts = [trust_weight(c.memory, policy) for c in scored]
-    own = [c.final / t if t > 0 else 0.0 for c, t in zip(scored, trusts, strict=True)]
-    timed = [Timed(c.memory.timestamp.timestamp(), s) for c, s in zip(scored, own, strict=True)]
+    timed = [Timed(c.memory.timestamp.timestamp(), c.final) for c in scored]
     best = neighbourhood(timed, policy.neighbourhood_seconds)
-    for candidate, trust, mine, near in zip(scored, trusts, own, best, strict=True):
+    for candidate, near in zip(scored, best, strict=True):
+        lift = weight * trust_weight(candidate.memory, policy)
         candidate.components["neighbourhood"] = round(near, 6)
-        candidate.final = trust * (mine + weight * near) / (1.0 + weight)
+        candidate.final = (candidate.final + lift * near) / (1.0 + lift)
 
 
 def trust_weight(memory: Memory, policy: RecallPolicy) -> float:
