@@ -265,6 +265,7 @@ def build_request(
     trust_states: Iterable[str] = (),
 ) -> RecallRequest:
     """Validate and default every parameter (INVALID_ARGUMENT names the field)."""
+    tags, exclude_tags, context_tags = tuple(tags), tuple(exclude_tags), tuple(context_tags)  # read twice below
     if policy.tag_limits is not None:  # the write side's tag limits, for whoever calls (the gateway checks too)
         for field_name, values in (("tags", tags), ("exclude_tags", exclude_tags), ("context_tags", context_tags)):
             check_tag_limits(list(clean_tags(values)), policy.tag_limits, field_name)
