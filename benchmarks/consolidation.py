@@ -25,8 +25,8 @@ import time
 import httpx
 import numpy as np
 
-from benchmarks.recall_latency import distinct_queries, p95, reindex, seed, vocabulary
-from benchmarks.report import line, percentiles, progress
+from benchmarks.recall_latency import distinct_queries, reindex, seed, vocabulary
+from benchmarks.report import line, p95, percentiles, progress
 from benchmarks.stack import TOKEN, BenchStack, KeepAlive
 from services.core.adapters.falkor import FalkorGraph
 

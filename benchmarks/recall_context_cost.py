@@ -19,7 +19,7 @@ from pathlib import Path
 
 import grpc
 
-from benchmarks.report import line, percentiles, progress
+from benchmarks.report import line, p95, percentiles, progress
 from benchmarks.stack import BenchStack
 from devstack.servers import free_port
 from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
@@ -91,8 +91,6 @@ def run(stack: BenchStack, queries: list[str], warmup: list[str], label: str) ->
             process.wait(timeout=60)
     line(f"{label}, SearchMemories without speaker/neighbourhood", percentiles(samples["baseline"]))
     line(f"{label}, SearchMemories as served", percentiles(samples["served"]))
-    ordered = {name: sorted(s) for name, s in samples.items()}
-    p95 = {name: s[min(len(s) - 1, int(0.95 * len(s)))] for name, s in ordered.items()}
-    ratio = p95["served"] / p95["baseline"]
+    ratio = p95(samples["served"]) / p95(samples["baseline"])
     line(f"{label}, p95 as served / without", f"{ratio:5.2f}x")
     return ratio

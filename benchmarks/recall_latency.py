@@ -34,7 +34,7 @@ import numpy as np
 
 from benchmarks import recall_context_cost
 from benchmarks.quality import DEFAULT_DATA, load
-from benchmarks.report import line, percentiles, progress
+from benchmarks.report import line, p95, percentiles, progress
 from benchmarks.stack import TOKEN, BenchStack, KeepAlive
 from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
 from services.core.adapters.falkor import FalkorGraph, memory_to_row
@@ -166,11 +166,6 @@ def distinct_queries(rng: np.random.Generator, words: list[str], count: int) -> 
     while len(texts) < count:
         texts[" ".join(zipf_words(rng, words, int(rng.integers(3, 7))))] = None
     return list(texts)
-
-
-def p95(samples: list[float]) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
 
 
 def measure(

@@ -10,6 +10,12 @@ def progress(message: str) -> None:
     print(f"  {message}", file=sys.stderr, flush=True)
 
 
+def p95(samples: list[float]) -> float:
+    """The 95th percentile, picked as percentiles() picks it."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
+
 def percentiles(samples: list[float]) -> str:
     ordered = sorted(samples)
 
