@@ -12,14 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
+from services.core.domain.entities import ENTITY_TAG_PREFIX
 from services.core.domain.times import format_iso
 
 #: Days from 0001-01-01 (ordinal 1) to 1970-01-01: day numbers are days since the epoch.
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _MAX_ORDINAL = date.max.toordinal()
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-#: Entity tags written by enrichment: entity:<category>:<slug>.
-ENTITY_TAG_PREFIX = "entity:"
 
 
 @dataclass(frozen=True, slots=True)

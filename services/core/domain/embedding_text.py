@@ -20,15 +20,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from services.core.domain.entities import ENTITY_TAG_PREFIX
 from services.core.domain.model import Memory
-
-#: Tags enrichment derives (entity:<category>:<slug>): they do not place a memory in a conversation.
-DERIVED_TAG_PREFIX = "entity:"
 
 
 def scope_tags(tags: Iterable[str]) -> list[str]:
     """A memory's own tags, the ones its predecessor must share one of."""
-    return [t for t in tags if not t.casefold().startswith(DERIVED_TAG_PREFIX)]
+    # The tags enrichment derives do not place a memory in a conversation.
+    return [t for t in tags if not t.casefold().startswith(ENTITY_TAG_PREFIX)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,8 @@ from typing import Any
 from services.core.domain.tags import normalize_tags
 
 ENTITY_CATEGORIES: tuple[str, ...] = ("tools", "projects", "people", "concepts", "organizations")
+#: What every tag enrichment derives begins with: entity:<category>:<slug> (entity_tags).
+ENTITY_TAG_PREFIX = "entity:"
 
 EntityMap = dict[str, list[str]]
 
@@ -124,7 +126,7 @@ def entity_tags(entities: Mapping[str, Iterable[str]]) -> list[str]:
         for name in names:
             slug = slugify(name)
             if slug:
-                tags.setdefault(f"entity:{category}:{slug}", None)
+                tags.setdefault(f"{ENTITY_TAG_PREFIX}{category}:{slug}", None)
     return list(tags)
 
 
