@@ -54,8 +54,9 @@ from qdrant_edge import (
 )
 
 from services.core.adapters.vector_status import vector_index_status
+from services.core.domain import vector_filter as vf
 from services.core.domain.model import ComponentStatus
-from services.core.domain.projection import ARCHIVED, VectorHit, VectorQuery, point_id
+from services.core.domain.projection import VectorHit, VectorQuery, point_id
 
 log = structlog.get_logger()
 
@@ -93,45 +94,25 @@ class VectorIndexInUse(RuntimeError):
     to one process, so several recall replicas need a Qdrant server."""
 
 
-def _of_tenant(tenant: str) -> FieldCondition:
-    return FieldCondition(key="tenant", match=MatchValue(tenant))
+def _conditions(conditions: tuple[vf.Condition, ...]) -> list | None:
+    return [to_edge(c) for c in conditions] or None
 
 
-def _tag_condition(query: VectorQuery, tags: tuple[str, ...]) -> list[FieldCondition]:
-    key = "tags" if query.tag_match == "exact" else "tag_prefixes"
-    return [FieldCondition(key=key, match=MatchValue(tag)) for tag in tags]
-
-
-def current_state_filter(query: VectorQuery) -> Filter:
-    """The filter of a VectorQuery (its docstring is the contract; the
-    qdrant-client index builds the same one)."""
-    must: list = [_of_tenant(query.tenant)]
-    must_not: list = [FieldCondition(key="lifecycle", match=MatchValue(ARCHIVED))]
-    if query.current_at is not None:
-        now = query.current_at.timestamp()
-        must_not.append(FieldCondition(key="t_valid", range=RangeFloat(gt=now)))
-        expired = FieldCondition(key="t_invalid", range=RangeFloat(lte=now))
-        if query.keep_superseded:
-            must_not.append(Filter(must=[expired, IsNullCondition("superseded_at")]))
-        else:
-            must_not.append(expired)
-    if query.recorded_before is not None:
-        must_not.append(FieldCondition(key="recorded_at", range=RangeFloat(gt=query.recorded_before.timestamp())))
-    if query.window_start is not None:
-        must.append(FieldCondition(key="timestamp", range=RangeFloat(gte=query.window_start.timestamp())))
-    if query.window_end is not None:
-        must.append(FieldCondition(key="timestamp", range=RangeFloat(lt=query.window_end.timestamp())))
-    if query.tags:
-        conditions = _tag_condition(query, query.tags)
-        if query.tag_mode == "all":
-            must += conditions
-        else:
-            must.append(Filter(should=conditions))
-    if query.exclude_tags:
-        must_not += _tag_condition(query, query.exclude_tags)
-    if query.exclude_ids:
-        must_not.append(HasIdCondition({uuid.UUID(point_id(query.tenant, i)) for i in query.exclude_ids}))
-    return Filter(must=must, must_not=must_not)
+def to_edge(condition: vf.Condition):
+    """A neutral condition (domain/vector_filter.py) as qdrant-edge's types
+    (qdrant_index.to_qdrant translates the same ones for qdrant-client)."""
+    match condition:
+        case vf.Match(field, value):
+            return FieldCondition(key=field, match=MatchValue(value))
+        case vf.Range(field, gt, gte, lt, lte):
+            return FieldCondition(key=field, range=RangeFloat(gt=gt, gte=gte, lt=lt, lte=lte))
+        case vf.IsNull(field):
+            return IsNullCondition(field)
+        case vf.HasId(point_ids):
+            return HasIdCondition({uuid.UUID(i) for i in point_ids})
+        case vf.Filter(must, should, must_not):
+            return Filter(must=_conditions(must), should=_conditions(should), must_not=_conditions(must_not))
+    raise TypeError(f"not a vector filter condition: {condition!r}")
 
 
 class EdgeVectorIndex:
@@ -370,7 +351,7 @@ class EdgeVectorIndex:
             SearchRequest(
                 query=Query.Nearest(q.vector),
                 limit=q.limit,
-                filter=current_state_filter(q),
+                filter=to_edge(vf.vector_filter(q)),
                 with_payload=True if with_payload else _MEMORY_ID,
                 score_threshold=q.min_score,
             )
@@ -403,7 +384,7 @@ class EdgeVectorIndex:
         if self._shard is None:
             raise RuntimeError("the vector index is not open")
         if tenant is not None:
-            of_tenant = Filter(must=[_of_tenant(tenant)])
+            of_tenant = Filter(must=[to_edge(vf.of_tenant(tenant))])
             await self._run(lambda shard: shard.update(UpdateOperation.delete_points_by_filter(of_tenant)))
             await self._flush_when_due()
             log.info("vector index cleared", collection=self._collection, tenant=tenant)

@@ -19,8 +19,9 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from services.core.adapters.retry import with_backoff
 from services.core.adapters.vector_status import vector_index_status
+from services.core.domain import vector_filter as vf
 from services.core.domain.model import ComponentStatus
-from services.core.domain.projection import ARCHIVED, VectorHit, VectorQuery, point_id
+from services.core.domain.projection import VectorHit, VectorQuery, point_id
 
 log = structlog.get_logger()
 
@@ -55,48 +56,25 @@ def _hit(point, with_payload: bool) -> VectorHit:
 _MEMORY_ID = models.PayloadSelectorInclude(include=["memory_id"])
 
 
-def _tag_conditions(query: VectorQuery, tags: tuple[str, ...]) -> list[models.FieldCondition]:
-    key = "tags" if query.tag_match == "exact" else "tag_prefixes"
-    return [models.FieldCondition(key=key, match=models.MatchValue(value=tag)) for tag in tags]
+def _conditions(conditions: tuple[vf.Condition, ...]) -> list | None:
+    return [to_qdrant(c) for c in conditions] or None
 
 
-def _of_tenant(tenant: str) -> models.FieldCondition:
-    return models.FieldCondition(key="tenant", match=models.MatchValue(value=tenant))
-
-
-def current_state_filter(query: VectorQuery) -> models.Filter:
-    """The filter of a VectorQuery (its docstring is the contract), built as
-    edge_index.current_state_filter builds it for qdrant-edge."""
-    must: list = [_of_tenant(query.tenant)]
-    must_not: list = [models.FieldCondition(key="lifecycle", match=models.MatchValue(value=ARCHIVED))]
-    if query.current_at is not None:
-        now = query.current_at.timestamp()
-        must_not.append(models.FieldCondition(key="t_valid", range=models.Range(gt=now)))
-        expired = models.FieldCondition(key="t_invalid", range=models.Range(lte=now))
-        if query.keep_superseded:
-            not_superseded = models.IsNullCondition(is_null=models.PayloadField(key="superseded_at"))
-            must_not.append(models.Filter(must=[expired, not_superseded]))
-        else:
-            must_not.append(expired)
-    if query.recorded_before is not None:
-        must_not.append(
-            models.FieldCondition(key="recorded_at", range=models.Range(gt=query.recorded_before.timestamp()))
-        )
-    if query.window_start is not None:
-        must.append(models.FieldCondition(key="timestamp", range=models.Range(gte=query.window_start.timestamp())))
-    if query.window_end is not None:
-        must.append(models.FieldCondition(key="timestamp", range=models.Range(lt=query.window_end.timestamp())))
-    if query.tags:
-        conditions = _tag_conditions(query, query.tags)
-        if query.tag_mode == "all":
-            must += conditions
-        else:
-            must.append(models.Filter(should=conditions))
-    if query.exclude_tags:
-        must_not += _tag_conditions(query, query.exclude_tags)
-    if query.exclude_ids:
-        must_not.append(models.HasIdCondition(has_id=[point_id(query.tenant, i) for i in query.exclude_ids]))
-    return models.Filter(must=must, must_not=must_not)
+def to_qdrant(condition: vf.Condition):
+    """A neutral condition (domain/vector_filter.py) as qdrant-client's models
+    (edge_index.to_edge translates the same ones for qdrant-edge)."""
+    match condition:
+        case vf.Match(field, value):
+            return models.FieldCondition(key=field, match=models.MatchValue(value=value))
+        case vf.Range(field, gt, gte, lt, lte):
+            return models.FieldCondition(key=field, range=models.Range(gt=gt, gte=gte, lt=lt, lte=lte))
+        case vf.IsNull(field):
+            return models.IsNullCondition(is_null=models.PayloadField(key=field))
+        case vf.HasId(point_ids):
+            return models.HasIdCondition(has_id=list(point_ids))
+        case vf.Filter(must, should, must_not):
+            return models.Filter(must=_conditions(must), should=_conditions(should), must_not=_conditions(must_not))
+    raise TypeError(f"not a vector filter condition: {condition!r}")
 
 
 #: VECTOR_QUANTIZATION for a new collection (the same as the embedded index's;
@@ -256,7 +234,7 @@ class QdrantClientIndex:
         requests = [
             models.QueryRequest(
                 query=list(q.vector),
-                filter=current_state_filter(q),
+                filter=to_qdrant(vf.vector_filter(q)),
                 limit=q.limit,
                 with_payload=True if with_payload else _MEMORY_ID,
                 score_threshold=_score_threshold(q.min_score),
@@ -283,7 +261,8 @@ class QdrantClientIndex:
         filter, which matches all): the collection keeps its configuration
         and payload indexes, and other replicas' searches go on meanwhile,
         which dropping and recreating the collection would break."""
-        selector = models.FilterSelector(filter=models.Filter(must=[] if tenant is None else [_of_tenant(tenant)]))
+        must = [] if tenant is None else [to_qdrant(vf.of_tenant(tenant))]
+        selector = models.FilterSelector(filter=models.Filter(must=must))
         await self._open_client().delete(self._collection, points_selector=selector, wait=True)
         log.info("vector index cleared", collection=self._collection, tenant=tenant or "every tenant")
 
