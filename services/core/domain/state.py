@@ -70,9 +70,14 @@ def resolve_state_mode(
     )
 
 
+def is_archived(memory: Memory, at: datetime) -> bool:
+    """Whether the memory is archived as of `at` (an archive dated later is not yet in force)."""
+    return memory.archived and (memory.archived_at is None or memory.archived_at <= at)
+
+
 def window_state(memory: Memory, at: datetime) -> State:
     """The state a memory's own fields give it at `at` (supersession aside)."""
-    if memory.archived and (memory.archived_at is None or memory.archived_at <= at):
+    if is_archived(memory, at):
         return State.ARCHIVED
     if memory.t_valid is not None and memory.t_valid > at:
         return State.NOT_YET_VALID

@@ -23,6 +23,7 @@ from services.core.domain.drafts import (
 from services.core.domain.errors import InvalidArgument
 from services.core.domain.limits import Limits
 from services.core.domain.model import EventKind, Memory
+from services.core.domain.state import is_archived
 from services.core.domain.tags import normalize_tags, tag_prefixes
 from services.core.domain.times import parse_iso
 from services.core.domain.trust import TrustState, from_metadata, parse_patch_state, require_move, trust_of
@@ -134,7 +135,7 @@ def _archive_changes(memory: Memory, value, now: datetime) -> dict:
         # score is dropped: forgetting judges only scored memories, so the
         # next forget pass cannot archive it again before decay re-scores it.
         return {"archived": False, "archived_at": None, "relevance_score": None, "last_accessed": now}
-    if memory.archived and (memory.archived_at is None or memory.archived_at <= now):
+    if is_archived(memory, now):
         return {}  # archived already: its archived_at stays
     return {"archived": True, "archived_at": now}
 
