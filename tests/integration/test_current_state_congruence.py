@@ -1,15 +1,21 @@
-"""The four places that decide what is current, held equal on one table of
+"""Every place that decides what is current, held equal on one table of
 cases: the graph's Cypher scope (scope_where, through list_memories and
 search_text on FalkorDB), both vector engines' filters (EdgeVectorIndex and
-QdrantClientIndex, through recall's own VectorQuery), the domain's in_scope
-and verdict (services/core/domain/state.py judge, applied by
-services/recall/current_state.py), and the analysis summary's state counts.
+QdrantClientIndex, through recall's own VectorQuery and the one neutral
+filter of domain/vector_filter.py), the domain's in_scope and verdict
+(services/core/domain/state.py judge, applied by
+services/recall/current_state.py), a PATCH's "archived already"
+(domain/updates.py), the analysis summary's state counts, and
+consolidation's candidate reads (creative association's sample and
+clustering's pages, on the graph scope too).
 
 Each case is one tenant: a subject memory and, for the supersession cases,
 its successor. The store filters keep a superseded memory as a candidate
 (the pass replaces it by its head, or withholds it when no current memory
 supersedes it); what recall finally shows of the subject is the same along
-every path."""
+every path. The vector filters leave trust states to the pass (as recall
+does with every vector hit). Consolidation has no pass: it reads what
+current-mode recall at the same moment, unfiltered, shows as itself."""
 
 from __future__ import annotations
 
@@ -22,13 +28,16 @@ import pytest
 
 from services.core.adapters.edge_index import EdgeVectorIndex
 from services.core.adapters.qdrant_index import QdrantClientIndex
+from services.core.domain.drafts import Draft
+from services.core.domain.limits import Limits
 from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
 from services.core.domain.projection import vector_payload
 from services.core.domain.recall_ranking import Candidate
 from services.core.domain.recall_request import Scope, in_scope
-from services.core.domain.state import State, Successor, judge
+from services.core.domain.state import State, Successor, judge, window_state
 from services.core.domain.times import to_micros
 from services.core.domain.timewindow import Window
+from services.core.domain.updates import apply_update
 from services.recall.current_state import CurrentStatePass
 from services.recall.vector_arm import vector_query
 from tests.factories import memory_at
@@ -65,23 +74,60 @@ class Case:
     state: State = State.CURRENT
     #: Expected: what current-mode recall shows for the subject: "itself", "head" or None.
     shown: str | None = "itself"
+    #: Expected: consolidation (association's sample, clustering's pages) reads the subject at AT.
+    consolidated: bool = True
 
 
 CASES = [
     Case("current"),
-    Case("expired", {"t_invalid": AT - HOUR}, candidate=False, state=State.EXPIRED, shown=None),
-    Case("expires_at_the_instant", {"t_invalid": AT}, candidate=False, state=State.EXPIRED, shown=None),
+    Case("expired", {"t_invalid": AT - HOUR}, candidate=False, state=State.EXPIRED, shown=None, consolidated=False),
+    Case(
+        "expires_at_the_instant",
+        {"t_invalid": AT},
+        candidate=False,
+        state=State.EXPIRED,
+        shown=None,
+        consolidated=False,
+    ),
     Case("valid_from_the_instant", {"t_valid": AT}),
-    Case("not_yet_valid", {"t_valid": AT + timedelta(days=1)}, candidate=False, state=State.NOT_YET_VALID, shown=None),
-    Case("archived", {"archived": True, "archived_at": AT - HOUR}, candidate=False, state=State.ARCHIVED, shown=None),
-    Case("superseded_by_a_current_one", REPLACED, successor={}, state=State.SUPERSEDED, shown="head"),
+    Case(
+        "not_yet_valid",
+        {"t_valid": AT + timedelta(days=1)},
+        candidate=False,
+        state=State.NOT_YET_VALID,
+        shown=None,
+        consolidated=False,
+    ),
+    Case(
+        "archived",
+        {"archived": True, "archived_at": AT - HOUR},
+        candidate=False,
+        state=State.ARCHIVED,
+        shown=None,
+        consolidated=False,
+    ),
+    Case(
+        "superseded_by_a_current_one",
+        REPLACED,
+        successor={},
+        state=State.SUPERSEDED,
+        shown="head",
+        consolidated=False,
+    ),
     Case(
         "superseded_by_an_expired_one",
         REPLACED,
         successor={"t_invalid": AT - HOUR / 2},
         state=State.EXPIRED,
         shown=None,
+        consolidated=False,
     ),  # kept as a candidate for the pass, which finds no current successor
+    # Trust states: withheld by default in every mode (the analysis counts them by their window alone).
+    Case("pending_review", {"trust_state": "pending_review"}, candidate=False, shown=None, consolidated=False),
+    Case("rejected", {"trust_state": "rejected"}, candidate=False, shown=None, consolidated=False),
+    Case("deprecated", {"trust_state": "deprecated"}, candidate=False, shown=None, consolidated=False),
+    Case("disputed", {"trust_state": "disputed"}),  # shown (down-weighted by the ranking)
+    Case("verified", {"trust_state": "verified"}),
     Case(
         "as_of_before_recording",
         {"recorded_at": AT - timedelta(days=1)},
@@ -175,6 +221,23 @@ def shown_as(case: Case, results: list[tuple[str, str | None]]) -> str | None:
     return None
 
 
+async def trusted(graph, scope: Scope, ids: list[str]) -> list[str]:
+    """The vector hits recall keeps before the state pass: those whose trust state the scope shows."""
+    found = await graph.reader.read_candidates(scope.tenant, ids)
+    candidates = [Candidate(i, memory=found[i][0]) for i in ids if i in found]
+    return [c.id for c in CurrentStatePass.trusted(candidates, scope.trust_states)]
+
+
+async def consolidation_reads(graph, tenant: str, at: datetime) -> tuple[list[str], list[str]]:
+    """What creative association samples and clustering pages through, at `at`."""
+    sample = await graph.consolidation.association_sample(tenant, 50, now_us=to_micros(at))
+    pages, after = [], ""
+    while page := await graph.consolidation.cluster_inputs(tenant, after, 1, now_us=to_micros(at)):
+        pages += [s.id for s in page]
+        after = page[-1].id
+    return sorted(s.id for s in sample), sorted(pages)
+
+
 def case_graph(case: Case) -> tuple[dict[str, Memory], dict[str, list[Successor]]]:
     """The case's records and supersession edges, as the state pass loads them."""
     subject, successor = records(case)
@@ -207,7 +270,8 @@ async def test_every_place_decides_alike(loaded, engines, case):
         listed = [m.id for m in await graph.reader.list_memories(scope, "importance", 50)]
         matched = [h.id for h in await graph.text.search_text(scope, "keyword", [WORD], 50, max_df=1000)]
         by_engine = {
-            name: [h.id for h in await index.search(vector_query(VECTOR, scope, 50))] for name, index in engines.items()
+            name: await trusted(graph, scope, [h.id for h in await index.search(vector_query(VECTOR, scope, 50))])
+            for name, index in engines.items()
         }
         assert sorted(matched) == sorted(listed)
         assert {name: sorted(ids) for name, ids in by_engine.items()} == {
@@ -232,3 +296,39 @@ async def test_every_place_decides_alike(loaded, engines, case):
     found, edges = case_graph(case)
     expected = Counter(judge(m, edges, found, AT, MAX_HOPS).state.value for m in found.values())
     assert {s: n for s, n in figures.states.items() if n} == dict(expected)
+    # Consolidation reads at AT what recall at AT, with no as_of, window or tags, shows as itself.
+    unfiltered = replace(case, as_of=None, window=Window())
+    assert (domain_decision(unfiltered)[1] == "itself") == case.consolidated
+    sample, pages = await consolidation_reads(graph, tenant_of(case), AT)
+    assert (subject in sample, subject in pages) == (case.consolidated, case.consolidated)
+    # A PATCH archiving the subject finds it archived already (its archived_at kept) where the domain does.
+    subject_record = records(case)[0]
+    patched, _ = apply_update(subject_record, Draft(archived=True), {"archived"}, now=AT, limits=Limits())
+    kept = patched.archived_at == subject_record.archived_at
+    assert kept == (window_state(subject_record, AT) is State.ARCHIVED) == (case.state is State.ARCHIVED)
+
+
+async def test_consolidation_never_picks_a_not_yet_valid_or_withheld_memory(graph):
+    """Creative association and clustering read only what recall shows by
+    default: not a memory valid only from tomorrow, nor one under review,
+    rejected or deprecated (the graph scope's terms, as every arm's)."""
+    tenant = "c-consolidation"
+
+    def made(name: str, **fields) -> Memory:
+        return replace(memory_at(name, BORN, tenant=tenant, content=f"the {WORD} {name}", embedding=VECTOR), **fields)
+
+    memories = [
+        made("current"),
+        made("disputed", trust_state="disputed"),
+        made("not-yet-valid", t_valid=AT + timedelta(days=1)),
+        made("pending", trust_state="pending_review"),
+        made("rejected", trust_state="rejected"),
+        made("deprecated", trust_state="deprecated"),
+    ]
+    events = [MemoryEvent.for_memory(EventKind.CREATED, m, BORN) for m in memories]
+    await graph.writer.create_memories(memories, events, now_us=1)
+    shown = ["current", "disputed"]
+    assert await consolidation_reads(graph, tenant, AT) == (shown, shown)
+    # Once its window opens, the memory valid from tomorrow is read too.
+    shown_later = ["current", "disputed", "not-yet-valid"]
+    assert await consolidation_reads(graph, tenant, AT + timedelta(days=2)) == (shown_later, shown_later)

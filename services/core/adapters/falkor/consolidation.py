@@ -18,25 +18,32 @@ from typing import Any
 
 from services.core.adapters.falkor.audit import AuditTail
 from services.core.adapters.falkor.consolidation_runs import FalkorRunStore
-from services.core.adapters.falkor.rows import outbox_row, relation_row
+from services.core.adapters.falkor.rows import outbox_row, relation_row, scope_where
 from services.core.domain.association import Discovery, pair_key
 from services.core.domain.clustering import Cluster
 from services.core.domain.consolidation import MemorySample
 from services.core.domain.embedding_codec import decode_embedding
 from services.core.domain.model import EventKind, MemoryEvent, Relation
+from services.core.domain.recall_request import Scope
 from services.core.domain.times import from_micros
 from services.core.ports import DecayRow, RelevanceUpdate
 
 #: The edge from a member to its MetaPattern.
 IN_PATTERN = "IN_PATTERN"
-#: What a sample or a cluster page reads: current memories with a vector.
-_CURRENT_WITH_VECTOR = (
-    "n.tenant = $tenant AND NOT coalesce(n.archived, false) AND n.embedding IS NOT NULL"
-    " AND n.superseded_at IS NULL AND (n.t_invalid IS NULL OR n.t_invalid > $now)"
-)
 _SAMPLE_FIELDS = "n.id, n.content, n.type, n.importance, n.embedding"
 #: What an unreadable row carries for its times (never scored: the pass skips it).
 _EPOCH = from_micros(0)
+
+
+def _current_with_vector(tenant: str, now_us: int | None) -> tuple[str, dict[str, Any]]:
+    """What a sample or a cluster page reads, at `now_us` (by default now):
+    the memories current-mode recall shows as themselves, with a vector. The
+    graph scope's terms (scope_where: not archived, valid now, not expired,
+    a trust state shown by default), and not superseded: recall replaces a
+    superseded memory by its head, a pass consolidation does not make."""
+    at = from_micros(now_us if now_us is not None else int(time.time() * 1_000_000))
+    where, params = scope_where(Scope(tenant=tenant, at=at))
+    return f"{where} AND n.superseded_at IS NULL AND n.embedding IS NOT NULL", params
 
 
 def _samples(rows) -> list[MemorySample]:
@@ -222,13 +229,11 @@ class FalkorConsolidationStore(FalkorRunStore):
         return [i for row in result.result_set for i in row[0]]
 
     async def association_sample(self, tenant: str, limit: int, *, now_us: int | None = None) -> list[MemorySample]:
-        """A random sample of the tenant's current memories with vectors (not
-        archived, superseded or invalid at `now_us`, by default now)."""
-        now = now_us if now_us is not None else int(time.time() * 1_000_000)
+        """A random sample of the tenant's current memories with vectors at `now_us` (_current_with_vector)."""
+        where, params = _current_with_vector(tenant, now_us)
         result = await self._conn.query(
-            f"MATCH (n:Memory) WHERE {_CURRENT_WITH_VECTOR} "
-            f"WITH n ORDER BY rand() LIMIT $limit RETURN {_SAMPLE_FIELDS}",
-            {"tenant": tenant, "limit": max(0, limit), "now": now},
+            f"MATCH (n:Memory) WHERE {where} WITH n ORDER BY rand() LIMIT $limit RETURN {_SAMPLE_FIELDS}",
+            {**params, "limit": max(0, limit)},
         )
         return _samples(result.result_set)
 
@@ -304,14 +309,14 @@ class FalkorConsolidationStore(FalkorRunStore):
     async def cluster_inputs(
         self, tenant: str, after_id: str, limit: int, *, now_us: int | None = None
     ) -> list[MemorySample]:
-        """A page of the tenant's current memories with vectors, in id order after `after_id`."""
-        now = now_us if now_us is not None else int(time.time() * 1_000_000)
+        """A page of the tenant's current memories with vectors (_current_with_vector), in id order after `after_id`."""
+        where, params = _current_with_vector(tenant, now_us)
         result = await self._conn.query(
             f"""
-            MATCH (n:Memory) WHERE n.id > $after AND {_CURRENT_WITH_VECTOR}
+            MATCH (n:Memory) WHERE n.id > $after AND {where}
             WITH n ORDER BY n.id LIMIT $limit RETURN {_SAMPLE_FIELDS}
             """,
-            {"tenant": tenant, "after": after_id, "limit": max(0, limit), "now": now},
+            {**params, "after": after_id, "limit": max(0, limit)},
         )
         return _samples(result.result_set)
 
