@@ -75,6 +75,9 @@ def make_settings(falkordb_port: int, nats_port: int, data_dir, **overrides) -> 
         enrichment_spacy_blank=True,
         enrichment_entity_process=False,
         consumer_fetch_timeout_seconds=0.2,
+        # JetStream reserves a stream's max bytes on its server: the session's one server holds hundreds of
+        # test streams, which the default's 2 GiB each would exhaust. Age still bounds them.
+        nats_stream_max_bytes=0,
         # No consolidation on a schedule (it would rescore memories under other tests); tests run it on demand.
         consolidation_tick_seconds=0,
         service_claim_key=TEST_CLAIM_KEY,

@@ -30,7 +30,9 @@ from services.core.settings import SERVICE_NAMES
 router = APIRouter(route_class=JsonRoute)
 
 #: Component figures that count every tenant's data.
-EVERY_TENANTS_FIGURES = frozenset({"memories", "messages", "points", "lag", "repaired_tenants", "repaired_points"})
+EVERY_TENANTS_FIGURES = frozenset(
+    {"memories", "messages", "points", "lag", "repaired_tenants", "repaired_points", "events_lost"}
+)
 
 
 def _is_operator(request: Request) -> bool:
@@ -67,7 +69,10 @@ HEALTH = obj(
         "services": {"type": "object", "additionalProperties": {"type": "string"}},
         "components": {
             "type": "object",
-            "description": "Per store: status and figures; its detail (where it runs, errors) to an admin only.",
+            "description": "Per store: status and figures; its detail (where it runs, errors) to an admin only."
+            " nats.consumers_behind: durable consumers that lost events to the stream's retention and have"
+            " not finished their repair from the graph (docs/operations.md, Retention); nats.events_lost: their"
+            " lost sequences, at most.",
         },
         "memory_count": {"type": ["integer", "null"]},
         "vector_count": {"type": ["integer", "null"]},

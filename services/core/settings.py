@@ -66,11 +66,16 @@ class Settings(BaseSettings):
     nats_password: SecretStr | None = None
     nats_stream: str = "MEMORY_EVENTS"  # the JetStream stream holding every memory event
     nats_subject_prefix: str = "memory.events"  # events go to <prefix>.<tenant>.<kind>
-    # The stream's retention when memgrid creates it (0: unlimited). Once the stream exists they are the
-    # operator's (`nats stream edit`): memgrid never changes them on an existing stream, and logs at
-    # start-up where they differ from these. Dead letters live in their own stream, <NATS_STREAM>_DLQ.
-    nats_stream_max_age_seconds: float = Field(default=0.0, ge=0)
-    nats_stream_max_bytes: int = Field(default=0, ge=0)
+    # The stream's retention (0: unlimited), set at start-up on a new stream and on one whose limits are
+    # memgrid's (an older release's unlimited one too); limits an operator set by hand (`nats stream edit`)
+    # are kept, with a warning. What must fit in it (docs/operations.md, Retention): the longest outage or
+    # backlog of the durable consumers (projector, embed, enrich) and the SSE clients' Last-Event-ID resume
+    # window; consolidation reads the graph, not the stream. A week rides out a weekend's outage; 2 GiB is
+    # about 6M events (~340 B each as stored), a million-memory import's backlog, within the 10 GiB volume of
+    # deploy/k8s. A consumer that falls behind anyway is detected and repaired from the graph. Dead letters
+    # live in their own stream, <NATS_STREAM>_DLQ, without limits.
+    nats_stream_max_age_seconds: float = Field(default=7 * 86400.0, ge=0)
+    nats_stream_max_bytes: int = Field(default=2 * 1024**3, ge=0)
     # JetStream's fsync of its store, for the devstack's nats-server (a deployment sets sync_interval in
     # its server config): "always" writes each message to disk before acknowledging it; an interval such
     # as "2m" (NATS's default) may lose that much of acknowledged messages on a host crash, none on a

@@ -9,7 +9,7 @@ from services.core.adapters.edge_index import EdgeVectorIndex
 from services.core.adapters.embedders import embedder_from
 from services.core.adapters.falkor import EntityBounds, FalkorGraph, ScratchSpec
 from services.core.adapters.nats_bus import NatsEventBus, dead_letter_subject
-from services.core.adapters.nats_consumer import ConsumerSpec, Handler, JetStreamConsumer
+from services.core.adapters.nats_consumer import ConsumerSpec, GapRepair, Handler, JetStreamConsumer
 from services.core.adapters.nats_watch import JetStreamEventWatch, WatchTuning
 from services.core.adapters.openai_llm import OpenAILanguageModel, language_model_from
 from services.core.adapters.qdrant_index import QdrantClientIndex
@@ -61,6 +61,8 @@ def event_bus(settings: Settings) -> NatsEventBus:
         stream_replicas=settings.nats_stream_replicas,
         stream_max_age_seconds=settings.nats_stream_max_age_seconds,
         stream_max_bytes=settings.nats_stream_max_bytes,
+        # The durables /health reports the retention lag of (docs/operations.md, Retention).
+        durables=(settings.projector_durable, settings.embed_durable, settings.enrich_durable),
     )
 
 
@@ -178,6 +180,8 @@ def event_consumer(
     handler: Handler,
     *,
     before_fetch: Callable[[], Awaitable[None]] | None = None,
+    on_gap: GapRepair | None = None,
 ) -> JetStreamConsumer:
-    """A durable JetStream consumer of the memory-event stream feeding `handler`."""
-    return JetStreamConsumer(bus, settings.nats_stream, spec, handler, before_fetch=before_fetch)
+    """A durable JetStream consumer of the memory-event stream feeding `handler`;
+    `on_gap` repairs from the graph after events were lost to retention."""
+    return JetStreamConsumer(bus, settings.nats_stream, spec, handler, before_fetch=before_fetch, on_gap=on_gap)

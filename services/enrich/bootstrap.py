@@ -11,6 +11,7 @@ import structlog
 from memgrid.v1 import enrich_service_pb2, enrich_service_pb2_grpc
 from services.core.adapters.falkor import FalkorGraph
 from services.core.adapters.nats_bus import NatsEventBus
+from services.core.domain.retention import ConsumerGap
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.grpc.plane import ServicePlane
 from services.core.ports import Embedder, EntityExtractor, LanguageModel, NeighbourFinder
@@ -89,7 +90,13 @@ def build_app(
         context=context,
     )
     prefix = settings.nats_subject_prefix
-    # Durable consumers: what arrives while enrich is down waits for it.
+
+    async def repair(gap: ConsumerGap) -> None:
+        """Events lost to retention: the graph says what is left to embed and enrich."""
+        await reconciler.repair(gap)
+
+    # Durable consumers: what arrives while enrich is down waits for it (within the stream's retention;
+    # past it, `repair`).
     embed_consumer = event_consumer(
         settings,
         events,
@@ -104,6 +111,7 @@ def build_app(
             fresh_start_if=settings.enrich_durable,
         ),
         embedding.handle,
+        on_gap=repair,
     )
 
     async def embedding_first() -> None:
@@ -122,6 +130,7 @@ def build_app(
         consumer_spec(settings, settings.enrich_durable, [f"{prefix}.*.embedded"], take),
         pipeline.handle,
         before_fetch=embedding_first,
+        on_gap=repair,
     )
 
     async def outstanding() -> int:

@@ -2,7 +2,9 @@
 (through the embedding stage, whose event then starts enrichment) and
 memories with no enrichment (stored while NATS or the embedder was down, or
 dead-lettered after a failure that has since passed). While the consumers
-have a backlog, nothing is left behind yet: the pass waits for a later turn."""
+have a backlog, nothing is left behind yet: the pass waits for a later turn.
+When a consumer lost events to the stream's retention, `repair` goes over
+the graph at once, backlog or not, until nothing is left behind."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 import structlog
 
 from services.core.background import BackgroundLoop
+from services.core.domain.retention import ConsumerGap
 from services.core.domain.times import to_micros
 from services.core.ports import EnrichmentStore
 from services.enrich.embedding import EmbeddingStage
@@ -75,7 +78,25 @@ class Reconciler(BackgroundLoop):
         enriched by the event the embedding stage records)."""
         if await self._busy():
             return 0
-        before = to_micros(self._clock() - self._grace)
+        return (await self._drive(to_micros(self._clock() - self._grace)))[0]
+
+    async def repair(self, gap: ConsumerGap) -> None:
+        """After `gap`'s events were lost (the consumer's on_gap): embed and
+        enrich what the graph says is left, of any age and whatever the
+        backlog, pass after pass until a pass finds nothing to do (what fails
+        on the way is the periodic passes' again)."""
+        enriched = embedded = 0
+        while True:
+            done, vectors = await self._drive(to_micros(self._clock()) + 1)
+            enriched, embedded = enriched + done, embedded + vectors
+            if not done and not vectors:
+                break
+        log.info("reconciled after lost events", consumer=gap.consumer, lost=gap.lost, enriched=enriched,
+                 embedded=embedded)  # fmt: skip
+
+    async def _drive(self, before: int) -> tuple[int, int]:
+        """One batch of memories last changed before `before` (epoch µs):
+        (how many were enriched, how many embedded)."""
         embedded: set[tuple[str, str]] = set()
         if self._embedding is not None:
             for tenant, ids in _by_tenant(await self._store.find_unembedded(before, self._batch)).items():
@@ -90,7 +111,7 @@ class Reconciler(BackgroundLoop):
             self.by_tenant[tenant][0] += done
             count += done
         self.redriven += count
-        return count
+        return count, len(embedded)
 
     async def _pass(self) -> None:
         embedded = self.redriven_embeddings

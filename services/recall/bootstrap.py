@@ -167,6 +167,8 @@ def build_app(
             settings.projector_batch_size,
         ),
         projector.handle,
+        # Events lost to retention (a change, a deletion): every tenant projected anew from the graph.
+        on_gap=convergence.repair_all,
     )
     # The projection consumer is shared by every replica (one durable), so its backlog is the shared index's:
     # a starting replica serves reads once that is small (RECALL_READY_*).

@@ -18,7 +18,9 @@ points than the graph (a point whose memory is gone), the tenant's points
 are dropped and projected anew (IndexAdmin.rebuild_index). A tenant the
 graph no longer has loses its points. Equal counts with a stale payload are
 not detected here: the projector re-reads the graph on every event, and
-`make reindex` rebuilds everything.
+`make reindex` rebuilds everything. After the projector lost events to the
+stream's retention (a payload change, a deletion), counts prove nothing:
+`repair_all` projects every tenant anew from the graph, as a repair does.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import structlog
 
 from services.core.background import BackgroundLoop
 from services.core.domain.projection import vector_payload
+from services.core.domain.retention import ConsumerGap
 from services.core.ports import IndexSource, VectorIndex
 
 log = structlog.get_logger()
@@ -120,6 +123,27 @@ class IndexConvergence(BackgroundLoop):
         self.last = report
         return report
 
+    async def repair_all(self, gap: ConsumerGap) -> ConvergenceReport:
+        """Repair every tenant, whatever the counts: the projector's on_gap,
+        after its events from `gap.next_sequence` on were lost to retention."""
+        async with self._lock:
+            self.checking = True
+            try:
+                started = time.perf_counter()
+                graph = await self._source.embedded_counts()
+                index = await self._vectors.count_by_tenant(self._max_tenants)
+                tenants = {t: (graph.get(t, 0), index.get(t, 0)) for t in sorted(set(graph) | set(index))}
+                moved = await self._repair_tenants(tenants)
+                remaining = sum(abs(e - h) for e, h in (await self._counts()).values())
+            finally:
+                self.checking = False
+        self.last = ConvergenceReport(self._clock(), remaining, len(tenants), moved, time.perf_counter() - started)
+        log.info(
+            "vector index projected anew after lost events", consumer=gap.consumer, lost=gap.lost,
+            tenants=self.last.repaired_tenants, moved=moved, remaining=remaining,
+        )  # fmt: skip
+        return self.last
+
     async def _counts(self) -> dict[str, tuple[int, int]]:
         """Per tenant whose counts differ: (the graph's, the index's)."""
         graph = {t: n - self._unindexable.get(t, 0) for t, n in (await self._source.embedded_counts()).items()}
@@ -140,16 +164,9 @@ class IndexConvergence(BackgroundLoop):
             again = await self._counts()
             differ = {t: c for t, c in again.items() if differ.get(t) == c}
         lag = sum(abs(expected - held) for expected, held in differ.values())
-        moved = 0
         for tenant, (expected, held) in differ.items():
             log.warning("vector index differs from the graph: repairing", tenant=tenant, graph=expected, index=held)
-            if expected <= 0:
-                await self._vectors.clear(tenant)  # the graph has none of the tenant's memories
-                self._unindexable.pop(tenant, None)
-                moved += held
-                continue
-            after = await self._repair(tenant)
-            moved += abs(after - held)
+        moved = await self._repair_tenants(differ)
         remaining = sum(abs(e - h) for e, h in (await self._counts()).values()) if differ else 0
         report = ConvergenceReport(self._clock(), remaining, len(differ), moved, time.perf_counter() - started)
         if differ:
@@ -158,6 +175,19 @@ class IndexConvergence(BackgroundLoop):
                 seconds=round(report.seconds, 2),
             )  # fmt: skip
         return report
+
+    async def _repair_tenants(self, counts: dict[str, tuple[int, int]]) -> int:
+        """Repair each tenant of `counts` (tenant: (the graph's, the index's));
+        returns the points added or removed."""
+        moved = 0
+        for tenant, (expected, held) in counts.items():
+            if expected <= 0:
+                await self._vectors.clear(tenant)  # the graph has none of the tenant's memories
+                self._unindexable.pop(tenant, None)
+                moved += held
+                continue
+            moved += abs(await self._repair(tenant) - held)
+        return moved
 
     async def _repair(self, tenant: str) -> int:
         """Project every one of the tenant's memories over its points; rebuild

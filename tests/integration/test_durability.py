@@ -24,7 +24,8 @@ async def test_limits_an_operator_set_by_hand_survive_a_reconnect(settings):
     await bus.connect()
     try:
         info = await bus.jetstream.stream_info(settings.nats_stream)
-        assert info.config.max_age in (None, 0) and bus.effective_limits == (float("inf"), float("inf"))
+        week = settings.nats_stream_max_age_seconds
+        assert info.config.max_age == week and bus.effective_limits == (week, float("inf"))
         # The operator raises retention by hand (nats stream edit).
         await bus.jetstream.update_stream(info.config.evolve(max_age=HOUR, max_bytes=1 << 30))
     finally:

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from nats.errors import TimeoutError as NatsTimeout
 
 from services.core.adapters.nats_consumer import ConsumerSpec, JetStreamConsumer
 
 
+class JetStream:
+    """A stream that lost nothing: the retention check before each fetch finds no gap."""
+
+    async def stream_info(self, stream: str):
+        return SimpleNamespace(state=SimpleNamespace(first_seq=1, last_seq=0))
+
+    async def consumer_info(self, stream: str, durable: str):
+        return SimpleNamespace(
+            num_pending=0, delivered=SimpleNamespace(stream_seq=0), config=SimpleNamespace(metadata=None)
+        )
+
+
 class Bus:
     def __init__(self, connected: bool):
         self.connected = connected
+        self.jetstream = JetStream()
 
 
 class Subscription:

@@ -2,13 +2,16 @@
 
 Subjects are <prefix>.<tenant>.<kind>; the stream captures <prefix>.>, is
 file-backed and de-duplicates on Nats-Msg-Id (the event id), so a
-re-published event is stored once.
+re-published event is stored once. Its retention is bounded by the settings
+(docs/operations.md, Retention); a consumer that falls behind it finds out
+(services.core.adapters.nats_consumer) and repairs from the graph.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 
 import nats
 import structlog
@@ -17,6 +20,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
+from services.core.adapters.nats_retention import consumers_lag
 from services.core.adapters.retry import with_backoff
 from services.core.codec import event_to_pb
 from services.core.domain.errors import Unavailable
@@ -26,6 +30,11 @@ log = structlog.get_logger()
 
 #: Longest a drain or close may take at shutdown.
 CLOSE_TIMEOUT_SECONDS = 3.0
+
+#: The stream metadata key holding the limits memgrid applied last: [max age seconds, max bytes], 0 unlimited.
+LIMITS_KEY = "memgrid_limits"
+#: JetStream's de-duplication window (no longer than the stream's max age, which JetStream requires).
+DUPLICATE_WINDOW_SECONDS = 120.0
 
 
 def event_subject(prefix: str, tenant: str, kind: str) -> str:
@@ -54,6 +63,30 @@ def _limit(value: float | int | None) -> float:
     return float("inf") if value is None or value <= 0 else float(value)
 
 
+def _limits_of(config: StreamConfig) -> tuple[float, float]:
+    return _limit(config.max_age), _limit(config.max_bytes)
+
+
+def _applied_limits(config: StreamConfig) -> tuple[float, float] | None:
+    """The limits memgrid recorded when it last set them, or None (never: an older release's stream)."""
+    try:
+        age, size = json.loads((config.metadata or {})[LIMITS_KEY])
+        return _limit(age), _limit(size)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def limits_are_memgrids(config: StreamConfig) -> bool:
+    """Whether the stream's retention is memgrid's to set: it is what memgrid
+    applied last, or unlimited on a stream no release recorded limits on (an
+    older memgrid's, whose default was no limit). Otherwise an operator
+    changed it by hand (`nats stream edit`), and it is kept."""
+    applied = _applied_limits(config)
+    if applied is None:
+        return _limits_of(config) == (float("inf"), float("inf"))
+    return applied == _limits_of(config)
+
+
 class NatsEventBus:
     """EventPublisher on JetStream."""
 
@@ -72,14 +105,17 @@ class NatsEventBus:
         stream_replicas: int = 1,
         stream_max_age_seconds: float = 0.0,
         stream_max_bytes: int = 0,
+        durables: tuple[str, ...] = (),
     ):
+        """`durables`: the durable consumers whose retention lag status() reports."""
         self._url = url
         #: NATS_USER / NATS_PASSWORD: this process's own user (None: no authentication).
         self._auth = {"user": user, "password": password} if user else {}
         self._replicas = stream_replicas
-        #: Retention when the stream is created (0: unlimited); an existing stream's are the operator's.
+        #: The stream's retention (0: unlimited), unless an operator changed it by hand.
         self._max_age = stream_max_age_seconds
         self._max_bytes = stream_max_bytes
+        self._durables = durables
         #: The stream's retention as found at connect: (max age seconds, max bytes), inf: unlimited.
         self.effective_limits: tuple[float, float] | None = None
         self._stream = stream
@@ -135,21 +171,31 @@ class NatsEventBus:
     def dead_letter_stream(self) -> str:
         return dead_letter_stream(self._stream)
 
+    def _retention(self) -> dict:
+        """The stream's retention fields as the settings want them (recorded in its metadata)."""
+        window = DUPLICATE_WINDOW_SECONDS if not self._max_age else min(DUPLICATE_WINDOW_SECONDS, self._max_age)
+        return {
+            "max_age": self._max_age or None,
+            "max_bytes": self._max_bytes or None,
+            "duplicate_window": window,
+            "metadata": {LIMITS_KEY: json.dumps([self._max_age, self._max_bytes])},
+        }
+
     async def ensure_stream(self) -> None:
         """Create the events' stream and the dead-letter stream where absent.
-        An existing stream keeps what an operator set: memgrid updates only
-        the fields it owns (its subjects, its replicas) and never its
-        retention limits, which a reconnect used to reset (docs/operations.md,
-        Durability); where they differ from the settings, a warning says so."""
+        On an existing stream memgrid updates, in place (its events stay), the
+        fields it owns: its subjects, its replicas, and its retention limits
+        while they are memgrid's (limits_are_memgrids), so a stream an older
+        release made without limits gets the settings' at start-up. Limits an
+        operator set by hand are kept, which a reconnect used to reset
+        (docs/operations.md, Retention); a warning says where they differ."""
         await self._ensure(
             StreamConfig(
                 name=self._stream,
                 subjects=[self.subjects],
                 storage=StorageType.FILE,
-                duplicate_window=120.0,
                 num_replicas=self._replicas,
-                max_age=self._max_age or None,
-                max_bytes=self._max_bytes or None,
+                **self._retention(),
             ),
             limits_checked=True,
         )
@@ -175,13 +221,28 @@ class NatsEventBus:
             owned = {"subjects": sorted(set(current.subjects or []) | set(wanted.subjects or []))}
             if wanted.num_replicas and wanted.num_replicas != current.num_replicas:
                 owned["num_replicas"] = wanted.num_replicas
-            if owned["subjects"] != sorted(current.subjects or []) or "num_replicas" in owned:
+            retention = self._retention()
+            if (
+                limits_checked
+                and limits_are_memgrids(current)
+                and (_limits_of(current) != _limits_of(wanted) or _applied_limits(current) is None)
+            ):
+                log.info(
+                    "the stream's retention set from the settings",
+                    stream=wanted.name,
+                    max_age_seconds=self._max_age or "unlimited",
+                    max_bytes=self._max_bytes or "unlimited",
+                )
+                kept = {k: v for k, v in (current.metadata or {}).items() if not k.startswith("_nats")}
+                owned.update(retention, metadata={**kept, **retention["metadata"]})
+            if owned["subjects"] != sorted(current.subjects or []) or len(owned) > 1:
                 # The stream as it is, with only memgrid's own fields changed.
                 await self._js.update_stream(current.evolve(**owned))
+                info = await self._js.stream_info(wanted.name)
         if not limits_checked:
             return
         config = info.config
-        self.effective_limits = (_limit(config.max_age), _limit(config.max_bytes))
+        self.effective_limits = _limits_of(config)
         # The server's sync_interval is not visible to a client: docs/operations.md, Durability.
         log.info(
             "nats durability",
@@ -193,13 +254,13 @@ class NatsEventBus:
         )
         if self.effective_limits != (_limit(self._max_age), _limit(self._max_bytes)):
             log.warning(
-                "the stream's retention differs from the settings; the stream's is kept (an operator's)",
+                "the stream's retention differs from the settings; the stream's is kept (an operator set it)",
                 stream=wanted.name,
                 max_age_seconds=config.max_age,
                 max_bytes=config.max_bytes,
                 setting_max_age_seconds=self._max_age,
                 setting_max_bytes=self._max_bytes,
-                hint="change it with `nats stream edit`; the settings apply when memgrid creates the stream",
+                hint="an operator's limits are kept; to hand them back, set them to the settings' values",
             )
 
     @property
@@ -272,11 +333,13 @@ class NatsEventBus:
             return ComponentStatus("nats", "unavailable", "not connected")
         try:
             info = await self._js.stream_info(self._stream)
+            lag, behind = await consumers_lag(self._js, self._stream, self._durables)
         except Exception as exc:
             return ComponentStatus("nats", "unavailable", str(exc))
-        return ComponentStatus(
-            "nats", "connected", f"{self._url} stream {self._stream}", {"messages": float(info.state.messages)}
-        )
+        detail = f"{self._url} stream {self._stream}"
+        if behind:
+            detail += f"; behind its retention (events lost, repair not finished): {', '.join(behind)}"
+        return ComponentStatus("nats", "connected", detail, {"messages": float(info.state.messages), **lag})
 
     async def close(self) -> None:
         """Drain, then close; bounded, because a connection caught mid-reconnect

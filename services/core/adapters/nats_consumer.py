@@ -14,6 +14,13 @@ deliveries; its max-deliveries advisory then dead-letters the message from
 the stream. `python -m services.core.dlq replay` re-drives dead letters.
 While a batch is handled the consumer heartbeats (in-progress acks), so a
 long batch is not redelivered under it.
+
+Nor is an event skipped silently when the stream's retention removed it
+before the consumer read it: before each fetch (the one that would step over
+the hole) the consumer compares its position with the stream's first
+sequence (services.core.domain.retention), counts and records the gap
+(services.core.adapters.nats_retention) and runs its repair from the graph
+(`on_gap`) beside the events that are still there.
 """
 
 from __future__ import annotations
@@ -21,8 +28,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import structlog
 from nats.errors import TimeoutError as NatsTimeout
@@ -31,7 +40,21 @@ from nats.js.errors import NotFoundError
 from prometheus_client import Counter
 
 from memgrid.v1 import events_pb2
+from services.core.adapters.nats_retention import (
+    BEHIND,
+    GAPS,
+    LOST,
+    SEEN_KEY,
+    gap_record,
+    kept_metadata,
+    read_gap,
+    seen_of,
+    write_gap,
+    write_metadata,
+)
 from services.core.codec import event_from_pb
+from services.core.domain.retention import ConsumerGap, events_lost
+from services.core.domain.times import format_iso
 from services.core.ports import Delivery, Outcome
 
 log = structlog.get_logger()
@@ -40,6 +63,10 @@ CONSUMED = Counter("memgrid_events_consumed_total", "Memory events handled by a 
 
 
 Handler = Callable[[list[Delivery]], Awaitable[list[Outcome]]]
+#: How often, at most, a quiet consumer records how far it knows it missed nothing (a consumer update).
+SEEN_RECORD_SECONDS = 60.0
+#: Brings what a consumer derives from events in line with the graph, after events were lost.
+GapRepair = Callable[[ConsumerGap], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +108,12 @@ class JetStreamConsumer:
         handler: Handler,
         *,
         before_fetch: Callable[[], Awaitable[None]] | None = None,
+        on_gap: GapRepair | None = None,
     ):
         """`before_fetch`, when given, is awaited before each fetch: a consumer
-        of lower priority waits there, holding no unacknowledged messages."""
+        of lower priority waits there, holding no unacknowledged messages.
+        `on_gap` repairs from the graph what events lost to retention left
+        undone; it is retried until it succeeds (None: the gap is reported only)."""
         self._bus = bus
         self._stream = stream
         self._spec = spec
@@ -97,6 +127,19 @@ class JetStreamConsumer:
         #: The consumer's ack wait as JetStream applies it (its first backoff when one is set).
         self._ack_wait = spec.ack_wait_seconds
         self.dead_lettered = 0
+        self._on_gap = on_gap
+        #: The last stream sequence JetStream delivered to (or skipped past for) this consumer, as known here.
+        self._seen = 0
+        #: The stream's last sequence at the last check (before the last fetch).
+        self._end = 0
+        #: The last `_seen` kept in the consumer's metadata (SEEN_KEY), and when.
+        self._seen_recorded = 0
+        self._recorded_at = float("-inf")
+        #: The gap the repair task works on next, and that task.
+        self._gap: ConsumerGap | None = None
+        self._repair: asyncio.Task | None = None
+        self.gaps = 0
+        self.repaired = 0
 
     async def _subscribe(self) -> None:
         js = self._bus.jetstream
@@ -131,11 +174,120 @@ class JetStreamConsumer:
                     subjects=spec.filter_subjects,
                     max_deliver=spec.max_deliver,
                 )
+                config.metadata = kept_metadata(info.config.metadata)
                 await js.add_consumer(self._stream, config)
         info = await js.consumer_info(self._stream, spec.durable)
         self._ack_wait = float(info.config.ack_wait or spec.ack_wait_seconds)
+        self._seen = max(self._seen, seen_of(info))
+        self._resume_repair(read_gap(info.config.metadata))
+        await self._check_gap()
         self._sub = await js.pull_subscribe_bind(durable=spec.durable, stream=self._stream)
         await self._watch_advisories()
+
+    async def _check_gap(self) -> None:
+        """Whether retention removed events this consumer has not read yet
+        (services.core.domain.retention); asked before the fetch that would
+        step over them without a word."""
+        js = self._bus.jetstream
+        state = (await js.stream_info(self._stream)).state
+        first, self._end = int(state.first_seq), int(state.last_seq)
+        if not events_lost(self._seen, first):
+            return
+        # Its exact position: JetStream also steps past other subjects' events, which are no loss.
+        info = await js.consumer_info(self._stream, self._spec.durable)
+        self._seen = max(self._seen, seen_of(info))
+        if not events_lost(self._seen, first):
+            return
+        gap = ConsumerGap(self._spec.durable, self._seen + 1, first, datetime.now(UTC))
+        self._seen = first - 1  # reported once: the next fetch goes on from the first event held
+        log.error(
+            "events lost to the stream's retention; repairing from the graph",
+            consumer=gap.consumer,
+            lost=gap.lost,
+            next_sequence=gap.next_sequence,
+            first_sequence=gap.first_sequence,
+        )
+        GAPS.labels(gap.consumer).inc()
+        LOST.labels(gap.consumer).inc(gap.lost)
+        BEHIND.labels(gap.consumer).set(1)
+        self.gaps += 1
+        await self._record(gap_record(gap))
+        self._start_repair(gap)
+
+    async def _idle(self) -> None:
+        """After an empty fetch: when nothing of this consumer's waits, every
+        event up to the stream's end before the fetch was delivered or was
+        another subject's. JetStream's own position stays at the last event it
+        delivered, so without this a quiet consumer would take the other
+        subjects' events expiring past it for lost ones of its own."""
+        end = self._end
+        info = await self._bus.jetstream.consumer_info(self._stream, self._spec.durable)
+        if int(info.num_pending) != 0:
+            return
+        self._seen = max(self._seen, end, seen_of(info))
+        if self._seen > self._seen_recorded and time.monotonic() - self._recorded_at >= SEEN_RECORD_SECONDS:
+            # Kept with the consumer, now and then, for a restart and for /health to read.
+            self._recorded_at = time.monotonic()
+            try:
+                await write_metadata(self._bus.jetstream, self._stream, self._spec.durable, SEEN_KEY, str(self._seen))
+            except Exception as exc:  # the next quiet fetch tries again
+                log.info("could not record a consumer's position", consumer=self._spec.durable, error=str(exc))
+            else:
+                self._seen_recorded = self._seen
+
+    def _resume_repair(self, record: dict | None) -> None:
+        """A recorded gap whose repair never finished (the process stopped
+        during it): repaired now. One repair is enough while it runs here."""
+        if record is None or record.get("repaired_at") or self._gap is not None:
+            return
+        if self._repair is not None and not self._repair.done():
+            return
+        try:
+            gap = ConsumerGap(
+                self._spec.durable,
+                int(record["next_sequence"]),
+                int(record["first_sequence"]),
+                datetime.fromisoformat(record["detected_at"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            log.error("unreadable gap record", consumer=self._spec.durable, record=record)
+            return
+        log.warning("a repair after lost events did not finish; repairing again", consumer=gap.consumer)
+        BEHIND.labels(gap.consumer).set(1)
+        self._start_repair(gap)
+
+    def _start_repair(self, gap: ConsumerGap) -> None:
+        if self._on_gap is None:
+            return  # reported (log, metrics, record) and left to an operator
+        self._gap = gap  # a repair running now goes again for it, from the graph as it is then
+        if self._repair is None or self._repair.done():
+            self._repair = asyncio.create_task(self._repairing())
+
+    async def _repairing(self) -> None:
+        delays = self._spec.backoff_seconds or [1.0]
+        failures = 0
+        while self._gap is not None:
+            gap, self._gap = self._gap, None
+            try:
+                await self._on_gap(gap)
+            except Exception as exc:  # a store is away: the same gap again, after a pause
+                log.warning("repair after lost events failed; trying again", consumer=gap.consumer, error=str(exc))
+                self._gap = self._gap or gap
+                await asyncio.sleep(delays[min(failures, len(delays) - 1)])
+                failures += 1
+                continue
+            if self._gap is None:
+                BEHIND.labels(gap.consumer).set(0)
+                self.repaired += 1
+                log.info("repaired after lost events", consumer=gap.consumer, lost=gap.lost)
+                await self._record(gap_record(gap, format_iso(datetime.now(UTC))))
+
+    async def _record(self, record: dict) -> None:
+        """Keep the gap with the consumer (for /health, and a repair a restart must finish)."""
+        try:
+            await write_gap(self._bus.jetstream, self._stream, self._spec.durable, record)
+        except Exception as exc:  # the log and the metrics still say it
+            log.warning("could not record a gap on the consumer", consumer=self._spec.durable, error=str(exc))
 
     async def _watch_advisories(self) -> None:
         """Dead-letter what JetStream gave up on (its max-deliveries advisory):
@@ -275,9 +427,11 @@ class JetStreamConsumer:
         """Fetch and handle one batch; returns how many messages it saw."""
         if self._before_fetch is not None:
             await self._before_fetch()
+        await self._check_gap()
         try:
             msgs = await self._sub.fetch(self._spec.batch_size, timeout=self._spec.fetch_timeout_seconds)
         except NatsTimeout:
+            await self._idle()
             return 0
         except TimeoutError:
             # nats-py raises the builtin one too when nothing came. On a live
@@ -285,9 +439,11 @@ class JetStreamConsumer:
             # the consumer pause a second and subscribe again, and recall's
             # projection fell behind enrichment's neighbour search.
             if self._bus.connected:
+                await self._idle()
                 return 0
             raise
         deliveries, handled = [], []
+        self._seen = max([self._seen, *(int(m.metadata.sequence.stream) for m in msgs)])
         for msg in msgs:
             try:
                 event = event_from_pb(events_pb2.MemoryEvent.FromString(msg.data))
@@ -376,3 +532,9 @@ class JetStreamConsumer:
             with contextlib.suppress(Exception):
                 await self._advisories.unsubscribe()
             self._advisories = None
+        if self._repair is not None:
+            # Its gap stays recorded as not repaired: the next start repairs again.
+            self._repair.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._repair
+            self._repair = None
