@@ -479,6 +479,9 @@ class StreamHub:
 
 
 def gap_json(gap: WatchGap) -> dict:
+    """The `gap` event: events after the client's Last-Event-ID it will never
+    get (`reread`: what it holds may be stale; read again what it needs, from
+    the memories' routes, then go on from this event's id)."""
     if gap.reason == "reset":
         why = "the requested event id is beyond the event stream's end (the stream was recreated); new events follow"
     else:
@@ -487,7 +490,8 @@ def gap_json(gap: WatchGap) -> dict:
         "requested_after": gap.requested_after,
         "resumed_after": gap.resumed_after,
         "reason": gap.reason,
-        "message": why,
+        "message": f"{why}. Events were lost: re-read the memories you hold (GET /memory/{{id}}, /memories/export)",
+        "reread": True,
     }
 
 

@@ -200,6 +200,7 @@ async def test_a_gap_in_the_stream_is_an_event_with_the_new_position(hub):
     sent = frames([await anext(stream), await anext(stream)])
     assert sent[0][0] == "gap" and sent[0][1]["reason"] == "expired" and sent[0][1]["_id"] == 7
     assert sent[0][1]["requested_after"] == 3 and sent[1][1]["_id"] == 8
+    assert sent[0][1]["reread"] is True and "re-read" in sent[0][1]["message"]  # lost, not silently skipped
     await stream.aclose()
 
 
