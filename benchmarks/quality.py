@@ -37,7 +37,7 @@ import httpx
 import numpy as np
 
 from benchmarks.bm25 import BM25
-from benchmarks.quality_folds import FITTED, PoolItem, fit, held_out
+from benchmarks.quality_folds import FITTED, PoolItem, Reach, fit, held_out
 from benchmarks.report import percentiles, progress
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
@@ -322,6 +322,10 @@ def _wait_searchable(client: httpx.Client, count: int, timeout: float) -> dict:
         time.sleep(1.0)
 
 
+def _epoch(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
 def pool_items(body: dict, by_id: dict[str, tuple[str, str]], sample_id: str) -> list[PoolItem]:
     """A /recall answer's results of the asking conversation, with their score components and times."""
     items = []
@@ -330,8 +334,9 @@ def pool_items(body: dict, by_id: dict[str, tuple[str, str]], sample_id: str) ->
         sample, dia_id = by_id.get(item.get("id") or memory.get("id"), (None, None))
         if sample != sample_id or not memory.get("timestamp"):
             continue
-        when = datetime.fromisoformat(memory["timestamp"].replace("Z", "+00:00")).timestamp()
-        items.append(PoolItem(dia_id, dict(item.get("score_components") or {}), when))
+        when = _epoch(memory["timestamp"])
+        stored = _epoch(memory["recorded_at"]) if memory.get("recorded_at") else 0.0
+        items.append(PoolItem(dia_id, dict(item.get("score_components") or {}), when, stored=stored))
     return items
 
 
@@ -425,12 +430,13 @@ def objective_for(questions: Sequence[Question]) -> Callable[[Sequence[str]], Ca
     return for_conversations
 
 
-def served_weights() -> tuple[dict[str, float], float]:
-    """The recall weights and neighbourhood seconds recall serves by default."""
+def served_weights() -> tuple[dict[str, float], Reach]:
+    """The recall weights and the neighbourhood's reach recall serves by default."""
     from services.core.settings import Settings
 
     settings = Settings()
-    return dict(settings.recall_weights["recall"]), settings.recall_neighbourhood_seconds
+    reach = Reach(settings.recall_neighbourhood_seconds, settings.recall_neighbourhood_adjacent)
+    return dict(settings.recall_weights["recall"]), reach
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -472,12 +478,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.save_pools:
                 save_pools(args.save_pools, memgrid, pools)
         results["memgrid (served)"] = figures(memgrid, questions, ks)
-        start, neighbourhood_seconds = served_weights()
-        folds, chosen = held_out(pools, objective_for(questions), start, neighbourhood_seconds)
+        start, reach = served_weights()
+        folds, chosen = held_out(pools, objective_for(questions), start, reach)
         results["memgrid held-out folds"] = figures(folds, questions, ks)
         every = {key: pool for by_key in pools.values() for key, pool in by_key.items()}
         summary["fold_weights"] = chosen
-        summary["weights_on_all"] = fit(every, objective_for(questions)(list(pools)), start, neighbourhood_seconds)
+        summary["weights_on_all"] = fit(every, objective_for(questions)(list(pools)), start, reach)
     offline, seconds = offline_rankings(conversations, depth, args.dense_weight)
     for method, ranking in offline.items():
         results[method] = figures(ranking, questions, ks)

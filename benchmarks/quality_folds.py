@@ -8,7 +8,8 @@ benchmark asks for a deep pool (the largest limit) once, and every weight
 set is then tried on that pool here, offline, the way recall itself fuses
 them: the weighted sum of the components times the trust weight, the
 neighbourhood component (services/core/domain/recall_context.py) over that
-first pass, (own + w·t × best) / (1 + w·t), then the order. A weight is searched coordinate by coordinate
+first pass, within the served reach (seconds, and places before and after),
+(own + w·t × best) / (1 + w·t), then the order. A weight is searched coordinate by coordinate
 over a small grid, from the served defaults, to maximise R@10 + R@50 of
 the training folds.
 """
@@ -36,9 +37,18 @@ class PoolItem:
     components: Mapping[str, float]
     timestamp: float
     trust_weight: float = 1.0
+    stored: float = 0.0  # when it was stored (orders equal timestamps, as recall does)
 
 
-def fused_order(pool: Sequence[PoolItem], weights: Mapping[str, float], neighbourhood_seconds: float) -> list[str]:
+@dataclass(frozen=True)
+class Reach:
+    """How far the neighbourhood looks: RECALL_NEIGHBOURHOOD_SECONDS and _ADJACENT."""
+
+    seconds: float
+    adjacent: int = 0
+
+
+def fused_order(pool: Sequence[PoolItem], weights: Mapping[str, float], reach: Reach) -> list[str]:
     """The pool's dia_ids in the order recall would rank them with `weights`."""
     if not pool:
         return []
@@ -46,9 +56,9 @@ def fused_order(pool: Sequence[PoolItem], weights: Mapping[str, float], neighbou
     first = [item.trust_weight * sum(w * item.components.get(n, 0.0) for n, w in spread.items()) for item in pool]
     final = list(first)
     weight = weights.get("neighbourhood", 0.0)
-    if weight > 0 and neighbourhood_seconds > 0:
-        best = neighbourhood([Timed(item.timestamp, score) for item, score in zip(pool, first, strict=True)],
-                             neighbourhood_seconds)  # fmt: skip
+    if weight > 0 and reach.seconds > 0:
+        timed = [Timed(item.timestamp, score, item.stored) for item, score in zip(pool, first, strict=True)]
+        best = neighbourhood(timed, reach.seconds, reach.adjacent)
         # As recall (recall_ranking.with_neighbourhood): (own + w·t × best) / (1 + w·t).
         lifts = [weight * item.trust_weight for item in pool]
         final = [(f + lift * b) / (1.0 + lift) for f, b, lift in zip(first, best, lifts, strict=True)]
@@ -63,7 +73,7 @@ def fit(
     pools: Mapping[str, Sequence[PoolItem]],
     objective: Objective,
     start: Mapping[str, float],
-    neighbourhood_seconds: float,
+    reach: Reach,
     fitted: Sequence[str] = FITTED,
     grid: Sequence[float] = GRID,
 ) -> dict[str, float]:
@@ -71,7 +81,7 @@ def fit(
     weights = dict(start)
 
     def score(candidate: Mapping[str, float]) -> float:
-        return objective({key: fused_order(pool, candidate, neighbourhood_seconds) for key, pool in pools.items()})
+        return objective({key: fused_order(pool, candidate, reach) for key, pool in pools.items()})
 
     best = score(weights)
     for _ in range(ROUNDS):
@@ -88,7 +98,7 @@ def held_out(
     pools_by_conversation: Mapping[str, Mapping[str, Sequence[PoolItem]]],
     objective_for: Callable[[Sequence[str]], Objective],
     start: Mapping[str, float],
-    neighbourhood_seconds: float,
+    reach: Reach,
 ) -> tuple[dict[str, list[str]], dict[str, dict[str, float]]]:
     """Each conversation ranked with the weights fitted on the others: the
     rankings by question key, and the weights each fold chose."""
@@ -97,8 +107,8 @@ def held_out(
     for held in pools_by_conversation:
         training = [c for c in pools_by_conversation if c != held]
         train_pools = {k: p for c in training for k, p in pools_by_conversation[c].items()}
-        weights = fit(train_pools, objective_for(training), start, neighbourhood_seconds)
+        weights = fit(train_pools, objective_for(training), start, reach)
         chosen[held] = weights
         for key, pool in pools_by_conversation[held].items():
-            rankings[key] = fused_order(pool, weights, neighbourhood_seconds)
+            rankings[key] = fused_order(pool, weights, reach)
     return rankings, chosen

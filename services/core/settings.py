@@ -373,9 +373,9 @@ class Settings(BaseSettings):
     # leave-one-conversation-out on LoCoMo dev (`make bench-quality`, docs/performance.md).
     recall_weights: dict[str, dict[str, float]] = {
         "recall": {
-            "vector": 0.40, "keyword": 0.40, "metadata": 0.01, "tag": 0.05, "exact": 0.02, "relation": 0.03,
+            "vector": 0.40, "keyword": 0.30, "metadata": 0.01, "tag": 0.05, "exact": 0.02, "relation": 0.03,
             "importance": 0.02, "confidence": 0.0, "recency": 0.01, "trust": 0.01, "context": 0.10, "relevance": 0.0,
-            "speaker": 0.15, "neighbourhood": 1.0,
+            "speaker": 0.30, "neighbourhood": 1.0,
         },
         "browse": {
             "vector": 0.30, "keyword": 0.10, "metadata": 0.03, "tag": 0.05, "exact": 0.02, "relation": 0.05,
@@ -387,6 +387,15 @@ class Settings(BaseSettings):
     # candidate gets the best first-pass score among the candidates written
     # within this many seconds of it (a stretch of conversation); 0 turns it off.
     recall_neighbourhood_seconds: float = Field(default=1800.0, ge=0)
+    # ... and, of those, only the this-many written just before it and just
+    # after it (in time, then in the order they were stored): the turns around
+    # it, not the whole stretch; 0 takes every candidate within the seconds.
+    recall_neighbourhood_adjacent: int = Field(default=2, ge=0)
+    # The vector arm searches each query with the mean of its vector as asked
+    # and its vector with the names in it replaced by a pronoun
+    # (services/core/domain/query_names.py); this is the second one's share:
+    # 0 searches the query as asked only, 1 without its names only.
+    recall_nameless_query_share: float = Field(default=0.5, ge=0, le=1)
     # The relevance component of a memory no decay pass has scored yet (new
     # since the last pass, or consolidation off): 1.0, the top of decay's
     # range, as nothing has faded yet.
@@ -690,6 +699,8 @@ class Settings(BaseSettings):
             disputed_weight=self.recall_disputed_weight,
             fiction_weight=self.recall_fiction_weight,
             neighbourhood_seconds=self.recall_neighbourhood_seconds,
+            neighbourhood_adjacent=self.recall_neighbourhood_adjacent,
+            nameless_query_share=self.recall_nameless_query_share,
             tag_limits=self.limits,
         )
 

@@ -137,7 +137,7 @@ class RankedRecall:
         async def vector_arm() -> list[list[VectorHit]]:
             # Embedding the query and searching the index run beside the text arms.
             started = time.perf_counter()
-            vectors = await self._vector.query_vectors(request, debug)
+            vectors = await self._vector.query_vectors(request, debug, self._policy.nameless_query_share)
             debug["vector_searched"] = bool(vectors)
             embedded = time.perf_counter()
             debug["timings_ms"]["embed"] = round((embedded - started) * 1000, 2)
@@ -174,7 +174,7 @@ class RankedRecall:
         search without the tags (exclude_tags, the window and the state pass
         still apply), with memories outside the tags only, best first."""
         scope = request.scope
-        vectors = await self._vector.query_vectors(request, debug)
+        vectors = await self._vector.query_vectors(request, debug, self._policy.nameless_query_share)
         if not vectors:
             return []
         unscoped = replace(scope, tags=())

@@ -1,14 +1,25 @@
 """Ranked recall's vector arm: the queries embedded (cached), and the
-vector index searched within the recall's scope."""
+vector index searched within the recall's scope.
+
+Each query is searched with the mean of two vectors, weighted by
+RECALL_NAMELESS_QUERY_SHARE: the query as asked and the query without its
+names (services/core/domain/query_names.py), both embedded in one call and
+cached. With unit vectors the cosine of a memory with that mean is the same
+mean of its two cosines, so one index search scores both; the index
+normalises what it is given, and the hits' scores are scaled back by the
+mean's length."""
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections import OrderedDict
+from dataclasses import dataclass, replace
 
 import structlog
 
 from services.core.domain.projection import VectorHit, VectorQuery
+from services.core.domain.query_names import without_names
 from services.core.domain.recall_request import RecallRequest, Scope, check_dimension
 from services.core.ports import Embedder, VectorIndex
 
@@ -52,6 +63,24 @@ class QueryEmbeddings:
         return [found[text].tolist() for text in texts]
 
 
+@dataclass(frozen=True)
+class QueryVector:
+    """One query's search vector, and what the index's cosine is multiplied
+    by (a mean of unit vectors is shorter than one: its length)."""
+
+    values: list[float]
+    scale: float = 1.0
+
+
+def mixed(asked: list[float], nameless: list[float], share: float) -> QueryVector:
+    """The mean (1 - share) x asked + share x nameless, as a unit vector and its length."""
+    mean = [(1.0 - share) * a + share * b for a, b in zip(asked, nameless, strict=True)]
+    length = math.sqrt(sum(v * v for v in mean))
+    if length == 0.0:
+        return QueryVector(asked)
+    return QueryVector([v / length for v in mean], length)
+
+
 def vector_query(vector: list[float], scope: Scope, limit: int) -> VectorQuery:
     """The index search of one query vector within a recall's scope."""
     return VectorQuery(
@@ -85,26 +114,38 @@ class VectorArm:
         """A caller's embedding has the index's dimension (INVALID_ARGUMENT otherwise)."""
         check_dimension(embedding, self._vectors.dimension)
 
-    async def query_vectors(self, request: RecallRequest, debug: dict) -> list[list[float]]:
-        """The request's embedding, or its queries embedded (cached); none
-        when the embedder is missing or failing (the other arms still answer)."""
+    async def query_vectors(self, request: RecallRequest, debug: dict, nameless_share: float = 0.0) -> list[QueryVector]:
+        """The request's embedding as given, or each query's search vector
+        (as asked and, with a nameless_share, without its names; embedded and
+        cached); none when the embedder is missing or failing (the other arms
+        still answer)."""
         if request.embedding is not None:
-            return [request.embedding]
+            return [QueryVector(request.embedding)]
         if not request.queries:
             return []
         if not self._queries.available:
             debug.setdefault("degraded", []).append("vector: no embedder configured")
             return []
+        share = nameless_share
+        nameless = tuple(without_names(q) if share > 0 else q for q in request.queries)
         try:
-            return await self._queries.vectors(request.queries)
+            found = await self._queries.vectors(tuple(dict.fromkeys((*request.queries, *nameless))))
         except Exception as exc:
             log.warning("query embedding failed; recalling without the vector arm", error=str(exc))
             debug.setdefault("degraded", []).append(f"vector: {exc}")
             return []
+        by_text = dict(zip(dict.fromkeys((*request.queries, *nameless)), found, strict=True))
+        return [
+            QueryVector(by_text[asked]) if other == asked else mixed(by_text[asked], by_text[other], share)
+            for asked, other in zip(request.queries, nameless, strict=True)
+        ]
 
-    async def search(self, vectors: list[list[float]], scope: Scope, fetch: int) -> list[list[VectorHit]]:
+    async def search(self, vectors: list[QueryVector], scope: Scope, fetch: int) -> list[list[VectorHit]]:
         """Each vector's hits within the scope with a positive score, best first."""
         if not vectors:
             return []
-        hits = await self._vectors.search_many([vector_query(v, scope, fetch) for v in vectors])
-        return [[h for h in found if h.score > 0] for found in hits]
+        hits = await self._vectors.search_many([vector_query(v.values, scope, fetch) for v in vectors])
+        return [
+            [h if v.scale == 1.0 else replace(h, score=h.score * v.scale) for h in found if h.score > 0]
+            for v, found in zip(vectors, hits, strict=True)
+        ]

@@ -207,7 +207,7 @@ def test_loose_measures_count_any_evidence_turn_and_evidence_sessions():
 
 
 def test_folds_fuse_the_pool_as_recall_fuses_it_and_fit_on_the_other_conversations():
-    from benchmarks.quality_folds import PoolItem, fit, fused_order, held_out
+    from benchmarks.quality_folds import PoolItem, Reach, fit, fused_order, held_out
 
     # b matches the query's words weakly but sits a minute from the strong a; c is alone, days away.
     pool = [
@@ -215,42 +215,49 @@ def test_folds_fuse_the_pool_as_recall_fuses_it_and_fit_on_the_other_conversatio
         PoolItem("c", {"vector": 0.45, "keyword": 0.0}, 500_000.0),
         PoolItem("b", {"vector": 0.3, "keyword": 0.5}, 60.0),
     ]
-    assert fused_order(pool, {"vector": 1.0}, 1800) == ["a", "c", "b"]
-    assert fused_order(pool, {"vector": 1.0, "neighbourhood": 0.5}, 1800) == ["a", "b", "c"]
-    assert fused_order(pool, {"vector": 1.0, "neighbourhood": 0.5}, 0) == ["a", "c", "b"]
+    assert fused_order(pool, {"vector": 1.0}, Reach(1800)) == ["a", "c", "b"]
+    assert fused_order(pool, {"vector": 1.0, "neighbourhood": 0.5}, Reach(1800)) == ["a", "b", "c"]
+    assert fused_order(pool, {"vector": 1.0, "neighbourhood": 0.5}, Reach(0)) == ["a", "c", "b"]
 
     def objective(rankings):  # b wanted second
         return sum(r.index("b") == 1 for r in rankings.values())
 
-    weights = fit({"q": pool}, objective, {"vector": 1.0}, 1800, fitted=("neighbourhood",), grid=(0.0, 0.5))
+    weights = fit({"q": pool}, objective, {"vector": 1.0}, Reach(1800), fitted=("neighbourhood",), grid=(0.0, 0.5))
     assert weights == {"vector": 1.0, "neighbourhood": 0.5}
     # Held out: each conversation ranked with what the other one chose.
     pools = {"one": {"one#0": pool}, "two": {"two#0": pool}}
-    rankings, chosen = held_out(pools, lambda _: objective, {"vector": 1.0}, 1800)
+    rankings, chosen = held_out(pools, lambda _: objective, {"vector": 1.0}, Reach(1800))
     assert rankings["one#0"] == ["a", "b", "c"]
     assert set(chosen) == {"one", "two"}
 
 
-def test_the_folds_fuse_a_pool_in_the_order_recall_ranks_it():
-    """The benchmark's offline fusion and recall's ranking agree (the folds' figures mean what recall would do)."""
+@pytest.mark.parametrize("adjacent", [0, 2])
+def test_the_folds_fuse_a_pool_in_the_order_recall_ranks_it(adjacent):
+    """The benchmark's offline fusion and recall's ranking agree (the folds'
+    figures mean what recall would do), with the neighbourhood over every
+    candidate that close in time and over the adjacent ones only; times
+    repeat, as a conversation stored with its sessions' times does, so the
+    order they were stored in decides adjacency."""
     from datetime import UTC, datetime, timedelta
 
-    from benchmarks.quality_folds import PoolItem, fused_order
+    from benchmarks.quality_folds import PoolItem, Reach, fused_order
     from services.core.domain.recall_ranking import Candidate, order, with_neighbourhood
     from tests.factories import memory_at
     from tests.unit.test_recall_domain import policy
 
     rng = np.random.default_rng(3)
-    weights = {"vector": 0.4, "keyword": 0.4, "speaker": 0.15, "neighbourhood": 1.0}
+    weights = {"vector": 0.4, "keyword": 0.3, "speaker": 0.3, "neighbourhood": 1.0}
     at = datetime(2026, 1, 1, tzinfo=UTC)
     pool, candidates = [], []
     for i in range(60):
         components = {"vector": float(rng.random()), "keyword": float(rng.random()), "speaker": float(rng.integers(2))}
-        when = at + timedelta(minutes=int(rng.integers(0, 600)))
-        pool.append(PoolItem(f"m{i}", components, when.timestamp()))
-        candidate = Candidate(f"m{i}", memory=memory_at(f"m{i}", when, importance=0.5))
+        when = at + timedelta(minutes=10 * int(rng.integers(0, 60)))
+        stored = at + timedelta(seconds=int(rng.permutation(1000)[0]), microseconds=i)
+        pool.append(PoolItem(f"m{i}", components, when.timestamp(), stored=stored.timestamp()))
+        candidate = Candidate(f"m{i}", memory=memory_at(f"m{i}", when, importance=0.5, recorded_at=stored))
         candidate.components = {**components, "neighbourhood": 0.0}
         candidate.final = sum(weights.get(n, 0.0) * v for n, v in components.items())
         candidates.append(candidate)
-    with_neighbourhood(candidates, policy(neighbourhood_seconds=1800.0), weights, search=True)
-    assert [c.id for c in order(candidates, "score")] == fused_order(pool, weights, 1800.0)
+    reach = policy(neighbourhood_seconds=1800.0, neighbourhood_adjacent=adjacent)
+    with_neighbourhood(candidates, reach, weights, search=True)
+    assert [c.id for c in order(candidates, "score")] == fused_order(pool, weights, Reach(1800.0, adjacent))

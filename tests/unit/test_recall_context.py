@@ -93,3 +93,40 @@ def test_a_disputed_best_is_not_overtaken_by_what_it_lifts_and_is_lifted_less():
     assert near.final == pytest.approx((0.3 + 0.4) / 2)  # lifted towards it, never past it
     assert disputed.final == pytest.approx((0.2 + 0.5 * 0.4) / 1.5)  # a disputed memory is lifted less
     assert max(near.final, disputed.final) < best.final
+
+
+def test_with_adjacent_the_neighbourhood_is_the_turns_around_it():
+    # One session: seven turns sharing a timestamp, ordered by when each was stored.
+    scores = [0.1, 0.2, 0.9, 0.1, 0.1, 0.1, 0.3]
+    items = [Timed(100.0, s, order=float(i)) for i, s in enumerate(scores)]
+    assert neighbourhood(items, 60, adjacent=0) == [0.9] * 7  # the whole stretch
+    assert neighbourhood(items, 60, adjacent=2) == [0.9, 0.9, 0.9, 0.9, 0.9, 0.3, 0.3]
+    assert neighbourhood(items, 60, adjacent=1) == [0.2, 0.9, 0.9, 0.9, 0.1, 0.3, 0.3]
+    # The items' own order does not matter, the stored order does.
+    shuffled = [items[i] for i in (3, 6, 0, 2, 5, 1, 4)]
+    assert neighbourhood(shuffled, 60, adjacent=2) == [[0.9, 0.9, 0.9, 0.9, 0.9, 0.3, 0.3][i] for i in (3, 6, 0, 2, 5, 1, 4)]
+
+
+def test_an_adjacent_item_outside_the_window_does_not_count():
+    items = [Timed(0.0, 0.9), Timed(10_000.0, 0.2), Timed(10_030.0, 0.1)]
+    assert neighbourhood(items, 1800, adjacent=2) == [0.9, 0.2, 0.2]
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 50), st.floats(0, 1)), min_size=1, max_size=30),
+    st.integers(1, 4),
+    st.sampled_from([0.0, 1.0, 3.0]),
+)
+def test_the_adjacent_neighbourhood_agrees_with_the_plain_definition(triples, adjacent, seconds):
+    items = [Timed(float(t), s, order=float(o)) for t, o, s in triples]
+    ranked = sorted(range(len(items)), key=lambda i: (items[i].timestamp, items[i].order))
+    place = {index: p for p, index in enumerate(ranked)}
+    expected = [
+        max(
+            other.score
+            for j, other in enumerate(items)
+            if abs(place[j] - place[i]) <= adjacent and abs(other.timestamp - item.timestamp) <= seconds
+        )
+        for i, item in enumerate(items)
+    ]
+    assert neighbourhood(items, seconds, adjacent=adjacent) == expected

@@ -57,15 +57,20 @@ class Timed:
 
     timestamp: float  # seconds since the epoch
     score: float
+    order: float = 0.0  # orders equal timestamps: when the memory was stored (seconds since the epoch)
 
 
-def neighbourhood(items: Sequence[Timed], seconds: float) -> list[float]:
+def neighbourhood(items: Sequence[Timed], seconds: float, adjacent: int = 0) -> list[float]:
     """For each item, the best score among the items within `seconds` of its
-    timestamp (itself included), in the items' order. Linear after a sort:
+    timestamp (itself included), in the items' order; with `adjacent`, only
+    among those at most that many places before or after it in time order.
+    Linear after a sort:
     the window of each item, in time order, is a contiguous run whose ends
     only move forward, so a monotonic queue holds its maximum."""
     if not items:
         return []
+    if adjacent > 0:
+        return _adjacent(items, seconds, adjacent)
     order = sorted(range(len(items)), key=lambda i: items[i].timestamp)
     best = [0.0] * len(items)
     window: deque[int] = deque()  # positions in `order`, scores decreasing
@@ -83,4 +88,17 @@ def neighbourhood(items: Sequence[Timed], seconds: float) -> list[float]:
         while window[0] < lo:
             window.popleft()
         best[index] = items[order[window[0]]].score
+    return best
+
+
+def _adjacent(items: Sequence[Timed], seconds: float, adjacent: int) -> list[float]:
+    """neighbourhood with `adjacent`: the best score among the items at most
+    `adjacent` places away in (timestamp, order) order and within `seconds`.
+    O(n x adjacent) after the sort."""
+    order = sorted(range(len(items)), key=lambda i: (items[i].timestamp, items[i].order))
+    best = [0.0] * len(items)
+    for place, index in enumerate(order):
+        at = items[index].timestamp
+        near = order[max(0, place - adjacent) : place + adjacent + 1]
+        best[index] = max(items[i].score for i in near if abs(items[i].timestamp - at) <= seconds)
     return best

@@ -190,7 +190,8 @@ def with_neighbourhood(
 ) -> None:
     """The neighbourhood component of scored candidates (recall_context):
     the best first-pass score (trust weight included) among the candidates
-    written within policy.neighbourhood_seconds of each. The final score
+    written within policy.neighbourhood_seconds of each (and, with
+    policy.neighbourhood_adjacent, at most that many places from it). The final score
     moves from the first-pass one towards it, (own + w·t × best) / (1 + w·t)
     with t the memory's own trust weight: the best memory of its
     neighbourhood keeps its score, no score grows past the best one near it
@@ -202,8 +203,8 @@ def with_neighbourhood(
     if not search or weight <= 0 or policy.neighbourhood_seconds <= 0:
         return
     scored = [c for c in candidates if c.memory is not None]
-    timed = [Timed(c.memory.timestamp.timestamp(), c.final) for c in scored]
-    best = neighbourhood(timed, policy.neighbourhood_seconds)
+    timed = [Timed(c.memory.timestamp.timestamp(), c.final, c.memory.recorded_at.timestamp()) for c in scored]
+    best = neighbourhood(timed, policy.neighbourhood_seconds, policy.neighbourhood_adjacent)
     for candidate, near in zip(scored, best, strict=True):
         lift = weight * trust_weight(candidate.memory, policy)
         candidate.components["neighbourhood"] = round(near, 6)

@@ -67,6 +67,10 @@ class RecallPolicy:
     fiction_weight: float = 1.0  # ... and of one whose factuality is FICTION by this
     #: The neighbourhood component looks at candidates written this close in time (0: off).
     neighbourhood_seconds: float = 0.0
+    #: ... and among them, the this-many written just before and just after it (0: every one that close).
+    neighbourhood_adjacent: int = 0
+    #: The vector arm's share of each query searched without its names (domain/query_names.py; 0: off).
+    nameless_query_share: float = 0.0
     #: The write side's tag limits, applied to tags, exclude_tags and context_tags (None: unchecked).
     tag_limits: Limits | None = None
 
