@@ -1,10 +1,11 @@
-"""tag_prefixes and normalize_tags."""
+"""tag_prefixes, normalize_tags and the keys a match by tag compares."""
 
 from __future__ import annotations
 
 import pytest
 
-from services.core.domain.tags import normalize_tags, tag_prefixes
+from services.core.domain.errors import InvalidArgument
+from services.core.domain.tags import normalize_tags, required_tag_keys, tag_key, tag_prefixes
 
 
 def test_spec_example_gives_every_cumulative_prefix():
@@ -59,3 +60,19 @@ def test_normalize_keeps_case():
 @pytest.mark.parametrize("tags", ["", " , ,", [], [" ", ","]])
 def test_normalize_of_only_blanks_is_empty(tags):
     assert normalize_tags(tags) == []
+
+
+def test_a_tag_key_is_trimmed_and_lowercase():
+    assert tag_key("  Project:AutoMem \t") == "project:automem"
+
+
+def test_required_tag_keys_are_sorted_without_blanks_repeats_or_non_strings():
+    assert required_tag_keys([" Old", "old", "ARCHIVE ", "", None, 3, "a,b"]) == ["a,b", "archive", "old"]
+
+
+@pytest.mark.parametrize("tags", [[], [""], ["  ", "\t"], [None]])
+def test_required_tag_keys_of_nothing_is_tags_required(tags):
+    with pytest.raises(InvalidArgument) as refused:
+        required_tag_keys(tags)
+    assert (refused.value.reason, refused.value.field) == ("TAGS_REQUIRED", "tags")
+    assert refused.value.message == "'tags' must name at least one tag"

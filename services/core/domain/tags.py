@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+
+from services.core.domain.errors import InvalidArgument
 
 _SEPARATORS = re.compile(r"[:/]")
+
+
+def tag_key(tag: str) -> str:
+    """What a tag is matched by: trimmed, lowercase (tag matches ignore case)."""
+    return tag.strip().lower()
 
 
 def tag_prefixes(tags: list[str]) -> list[str]:
@@ -15,7 +23,7 @@ def tag_prefixes(tags: list[str]) -> list[str]:
     """
     seen: dict[str, None] = {}
     for raw in tags:
-        tag = raw.strip().lower()
+        tag = tag_key(raw)
         if not tag:
             continue
         for match in _SEPARATORS.finditer(tag):
@@ -42,3 +50,12 @@ def normalize_tags(tags: list[str] | str) -> list[str]:
             if part:
                 seen.setdefault(part, None)
     return list(seen)
+
+
+def required_tag_keys(tags: Iterable[object], field: str = "tags") -> list[str]:
+    """The keys (tag_key) of the tags a match by tag names, sorted, without
+    blanks, repeats or anything but strings; none is TAGS_REQUIRED."""
+    keys = sorted({key for t in tags if isinstance(t, str) and (key := tag_key(t))})
+    if not keys:
+        raise InvalidArgument("TAGS_REQUIRED", f"'{field}' must name at least one tag", field=field)
+    return keys
