@@ -9,8 +9,8 @@ from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.ports import LanguageModel
 from services.core.settings import Settings
 from services.core.wiring import event_bus, graph_store, language_model, outbox_relay
-from services.ingest.handlers import IngestHandlers, WritePolicy
 from services.ingest.servicer import IngestServicer
+from services.ingest.use_cases import IngestHandlers, WritePolicy
 
 
 def build_app(

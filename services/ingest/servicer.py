@@ -11,7 +11,9 @@ from memgrid.v1 import ingest_service_pb2 as pb
 from memgrid.v1 import ingest_service_pb2_grpc as pb_grpc
 from services.core.codec import draft_from_pb, memory_to_pb, ts_to_pb
 from services.core.grpc.tenant import memory_limit_of, tenant_of
-from services.ingest.handlers import AssociationDraft, Created, IngestHandlers
+from services.ingest.associate import AssociationDraft
+from services.ingest.create import Created
+from services.ingest.use_cases import IngestHandlers
 
 QUEUED = "queued"
 

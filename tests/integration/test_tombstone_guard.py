@@ -16,7 +16,7 @@ from services.core.domain.tombstones import TombstoneGuard, TombstoneHeld, conte
 from services.core.ports import IdempotencyClaim
 from services.core.relay import OutboxRelay
 from services.core.settings import Settings
-from services.ingest.handlers import IngestHandlers, WritePolicy
+from services.ingest.use_cases import IngestHandlers, WritePolicy
 from tests.fakes import RecordingPublisher
 from tests.integration.test_falkor_store import T0, memory, put
 

@@ -13,7 +13,7 @@ from services.core.domain.times import to_micros
 from services.core.ports import IdempotencyClaim
 from services.core.relay import OutboxRelay
 from services.core.settings import Settings
-from services.ingest.handlers import IngestHandlers, WritePolicy
+from services.ingest.use_cases import IngestHandlers, WritePolicy
 from tests.fakes import InMemoryGraph, RecordingPublisher
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -14,7 +14,8 @@ from services.core.domain.errors import Aborted, AlreadyExists, InvalidArgument,
 from services.core.domain.model import EventKind
 from services.core.relay import OutboxRelay
 from services.core.settings import Settings
-from services.ingest.handlers import AssociationDraft, IngestHandlers, WritePolicy
+from services.ingest.associate import AssociationDraft
+from services.ingest.use_cases import IngestHandlers, WritePolicy
 from tests.fakes import InMemoryGraph, RecordingPublisher
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
