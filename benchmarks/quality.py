@@ -263,15 +263,18 @@ def tag_of(sample_id: str) -> str:
     return f"locomo:{sample_id}"
 
 
-def memory_payload(turn: Turn) -> dict:
-    """The POST /memory/batch item for a turn."""
-    return {
+def memory_payload(turn: Turn, timestamps: bool = True) -> dict:
+    """The POST /memory/batch item for a turn (without its session's time:
+    stamped when it arrives, as an agent writing as it goes would)."""
+    payload = {
         "content": turn.content,
         "type": "Context",
-        "timestamp": turn.timestamp.isoformat(),
         "tags": [tag_of(turn.sample_id)],
         "metadata": {"dia_id": turn.dia_id, "session": turn.session, "speaker": turn.speaker},
     }
+    if timestamps:
+        payload["timestamp"] = turn.timestamp.isoformat()
+    return payload
 
 
 def result_ids(body: dict) -> list[str]:
@@ -284,14 +287,16 @@ def result_ids(body: dict) -> list[str]:
     return ids
 
 
-def _store(client: httpx.Client, conversations: Sequence[Conversation]) -> dict[str, tuple[str, str]]:
+def _store(
+    client: httpx.Client, conversations: Sequence[Conversation], timestamps: bool = True
+) -> dict[str, tuple[str, str]]:
     """Every turn stored; memory id -> (sample_id, dia_id)."""
     by_id: dict[str, tuple[str, str]] = {}
     total = sum(len(c.turns) for c in conversations)
     for conversation in conversations:
         for offset in range(0, len(conversation.turns), BATCH_LIMIT):
             chunk = conversation.turns[offset : offset + BATCH_LIMIT]
-            reply = client.post("/memory/batch", json={"memories": [memory_payload(t) for t in chunk]})
+            reply = client.post("/memory/batch", json={"memories": [memory_payload(t, timestamps) for t in chunk]})
             reply.raise_for_status()
             memory_ids = reply.json()["memory_ids"]
             if len(memory_ids) != len(chunk):
@@ -353,7 +358,11 @@ def load_pools(path: Path) -> tuple[dict[str, list[str]], dict[str, dict[str, li
 
 
 def online_rankings(
-    conversations: Sequence[Conversation], depth: int, wait_timeout: float, pool: int = DEFAULT_POOL
+    conversations: Sequence[Conversation],
+    depth: int,
+    wait_timeout: float,
+    pool: int = DEFAULT_POOL,
+    timestamps: bool = True,
 ) -> tuple[dict[str, list[str]], dict[str, dict[str, list[PoolItem]]], dict]:
     """memgrid's /recall rankings (dia_ids) per question key, each question's
     deep pool (`pool` results with their components) by conversation, and
@@ -370,7 +379,7 @@ def online_rankings(
         if probe.status_code != 200:
             raise RuntimeError(f"GET /recall answers {probe.status_code}: {probe.text[:300]}")
         started = time.perf_counter()
-        by_id = _store(client, conversations)
+        by_id = _store(client, conversations, timestamps)
         stats["store_seconds"] = time.perf_counter() - started
         started = time.perf_counter()
         status = _wait_searchable(client, len(by_id), wait_timeout)
@@ -451,6 +460,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--save-pools", type=Path, help="save memgrid's rankings and deep pools here (JSON)")
     parser.add_argument("--from-pools", type=Path, help="fit the folds on saved pools, without a stack")
     parser.add_argument("--json", type=Path, help="save the figures here")
+    parser.add_argument("--no-timestamps", action="store_true",
+                        help="store the turns without their sessions' times (each stamped on arrival)")  # fmt: skip
     args = parser.parse_args(argv)
     ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
     depth = max(ks)
@@ -469,7 +480,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.from_pools:
             memgrid, pools = load_pools(args.from_pools)
         else:
-            memgrid, pools, stats = online_rankings(conversations, depth, args.wait_timeout, args.pool)
+            memgrid, pools, stats = online_rankings(
+                conversations, depth, args.wait_timeout, args.pool, not args.no_timestamps
+            )
             latency = stats.pop("latency")
             summary["memgrid"] = stats | {
                 "latency_ms_p50": 1000 * float(np.percentile(latency, 50)),

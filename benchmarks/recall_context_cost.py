@@ -1,6 +1,7 @@
-"""What the speaker and neighbourhood components cost a recall, in one run:
-beside the stack's recall, a second recall process over the same FalkorDB,
-with those components weighed 0 and the neighbourhood window 0 (the
+"""What recall's context levers cost a recall, in one run: beside the
+stack's recall, a second recall process over the same FalkorDB, with the
+speaker and neighbourhood components weighed 0, the neighbourhood window 0
+and the nameless query off (each query embedded and searched once: the
 ranking recall served before them), its own vector index rebuilt from the
 same graph; after the same warm-up queries, the same distinct queries are
 sent to each in turn over gRPC (SearchMemories, as the gateway calls it),
@@ -27,6 +28,14 @@ from services.core.settings import Settings
 
 #: The components the baseline leaves out.
 LEFT_OUT = ("speaker", "neighbourhood")
+#: People the queries ask about: a question naming one is embedded twice as served (as asked and nameless).
+NAMES = ("Caroline", "Melanie", "Jon", "Gina", "Maria", "John")
+
+
+def as_questions(queries: list[str]) -> list[str]:
+    """Each query as a question naming a person ("What did Melanie say about ...?"),
+    as an agent asks of a conversation: what the nameless query and the speaker work on."""
+    return [f"What did {NAMES[i % len(NAMES)]} say about {q}?" for i, q in enumerate(queries)]
 
 
 def baseline_env(stack: BenchStack, data_dir: Path, port: int) -> dict[str, str]:
@@ -40,6 +49,7 @@ def baseline_env(stack: BenchStack, data_dir: Path, port: int) -> dict[str, str]
         "PROJECTOR_DURABLE": "bench-baseline-projector",
         "RECALL_WEIGHTS": json.dumps(weights),
         "RECALL_NEIGHBOURHOOD_SECONDS": "0",
+        "RECALL_NAMELESS_QUERY_SHARE": "0",
         "RECALL_INDEX_CHECK_SECONDS": "0",
     }
 
@@ -52,6 +62,7 @@ def _rebuild(stub, metadata) -> None:
 
 def run(stack: BenchStack, queries: list[str], warmup: list[str], label: str) -> float:
     """Prints both recalls' latencies and returns the p95 ratio (with / without the components)."""
+    queries, warmup = as_questions(queries), as_questions(warmup)
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="memgrid-baseline-") as data_dir:
         process = subprocess.Popen(
@@ -89,7 +100,7 @@ def run(stack: BenchStack, queries: list[str], warmup: list[str], label: str) ->
         finally:
             process.terminate()
             process.wait(timeout=60)
-    line(f"{label}, SearchMemories without speaker/neighbourhood", percentiles(samples["baseline"]))
+    line(f"{label}, SearchMemories without speaker/neighbourhood/nameless", percentiles(samples["baseline"]))
     line(f"{label}, SearchMemories as served", percentiles(samples["served"]))
     ratio = p95(samples["served"]) / p95(samples["baseline"])
     line(f"{label}, p95 as served / without", f"{ratio:5.2f}x")

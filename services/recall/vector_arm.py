@@ -114,7 +114,9 @@ class VectorArm:
         """A caller's embedding has the index's dimension (INVALID_ARGUMENT otherwise)."""
         check_dimension(embedding, self._vectors.dimension)
 
-    async def query_vectors(self, request: RecallRequest, debug: dict, nameless_share: float = 0.0) -> list[QueryVector]:
+    async def query_vectors(
+        self, request: RecallRequest, debug: dict, nameless_share: float = 0.0
+    ) -> list[QueryVector]:
         """The request's embedding as given, or each query's search vector
         (as asked and, with a nameless_share, without its names; embedded and
         cached); none when the embedder is missing or failing (the other arms

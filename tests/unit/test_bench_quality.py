@@ -115,6 +115,9 @@ def test_memory_payload_carries_the_session_time_tag_and_turn(data_file):
         "tags": ["locomo:conv-x"],
         "metadata": {"dia_id": "D1:1", "session": 1, "speaker": "Ann"},
     }
+    # --no-timestamps: stamped on arrival, as an agent writing as it goes would store it.
+    assert "timestamp" not in memory_payload(conversation.turns[0], timestamps=False)
+    assert memory_payload(conversation.turns[0], timestamps=False)["content"] == payload["content"]
 
 
 def test_result_ids_read_either_shape():

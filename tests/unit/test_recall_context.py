@@ -103,8 +103,9 @@ def test_with_adjacent_the_neighbourhood_is_the_turns_around_it():
     assert neighbourhood(items, 60, adjacent=2) == [0.9, 0.9, 0.9, 0.9, 0.9, 0.3, 0.3]
     assert neighbourhood(items, 60, adjacent=1) == [0.2, 0.9, 0.9, 0.9, 0.1, 0.3, 0.3]
     # The items' own order does not matter, the stored order does.
-    shuffled = [items[i] for i in (3, 6, 0, 2, 5, 1, 4)]
-    assert neighbourhood(shuffled, 60, adjacent=2) == [[0.9, 0.9, 0.9, 0.9, 0.9, 0.3, 0.3][i] for i in (3, 6, 0, 2, 5, 1, 4)]
+    places = (3, 6, 0, 2, 5, 1, 4)
+    expected = [0.9, 0.9, 0.9, 0.9, 0.9, 0.3, 0.3]
+    assert neighbourhood([items[i] for i in places], 60, adjacent=2) == [expected[i] for i in places]
 
 
 def test_an_adjacent_item_outside_the_window_does_not_count():
