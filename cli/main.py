@@ -15,7 +15,7 @@ from typer import rich_utils
 from typer._click.exceptions import ClickException
 
 from cli.client import USAGE, CliError, Target
-from cli.commands import admin, memories, tokens, transfer
+from cli.commands import admin, mcp, memories, tokens, transfer
 from cli.output import Session
 from services.core.settings import Settings
 
@@ -78,6 +78,7 @@ app.command("restore")(admin.restore)
 app.command("reindex")(admin.reindex)
 app.command("consolidate")(admin.consolidate)
 app.command("status")(admin.status)
+app.command("mcp")(mcp.mcp)
 app.add_typer(tokens.app, name="tokens")
 
 

@@ -6,11 +6,13 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from starlette.routing import Route
 
 from gateway import envelope, openapi
 from gateway.auth import TokenAuth
 from gateway.body_limit import BodyLimit
 from gateway.clients import ServiceClients
+from gateway.mcp.server import McpEndpoint
 from gateway.metrics import RequestMetrics
 from gateway.responses import Json
 from gateway.routes import ROUTES
@@ -32,7 +34,8 @@ def create_app(settings: Settings, api_token: str | None, clients: ServiceClient
             settings, app.state.clients.recall, app.state.clients.signer("recall")
         )
         try:
-            yield
+            async with app.state.mcp.running():
+                yield
         finally:
             await app.state.stream.close()
             await app.state.clients.close()
@@ -49,5 +52,7 @@ def create_app(settings: Settings, api_token: str | None, clients: ServiceClient
     app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"], allow_headers=["*"])
     app.add_middleware(RequestMetrics)  # outermost: every answer counts, a 413 or a CORS preflight too
     app.router.routes.extend(ROUTES)
+    app.state.mcp = McpEndpoint(app, app.version)
+    app.router.routes.append(Route("/mcp", app.state.mcp, methods=["GET", "POST", "DELETE"]))
     openapi.install(app)
     return app
