@@ -58,7 +58,10 @@ class McpEndpoint:
             on_list_prompts=self._list_prompts,
             on_get_prompt=self._get_prompt,
         )
-        self._sessions = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True)
+        # The SDK's own body bound (4 MiB) would come before the gateway's: MAX_REQUEST_BYTES decides, as on REST.
+        self._sessions = StreamableHTTPSessionManager(
+            app=server, json_response=True, stateless=True, max_request_body_size=app.state.settings.max_request_bytes
+        )
 
     @property
     def tools(self) -> dict[str, Tool]:

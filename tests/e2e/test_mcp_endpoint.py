@@ -188,6 +188,11 @@ async def test_review_needs_the_review_role(gateway_url):
         approved = await reviewer.ok("review_approve", memory_id=memory_id, note="agreed")
         assert approved["trust_state"] == "verified"
         await reviewer.refused("review_reject", "NOT_PENDING_REVIEW", memory_id=memory_id)
+    async with mcp(gateway_url, WRITE) as writer:
+        doubtful = await writer.ok("store", content=unique("Maybe drop the cache"), type="Decision", confidence=0.2)
+    async with mcp(gateway_url, REVIEW) as reviewer:
+        rejected = await reviewer.ok("review_reject", memory_id=doubtful["memory_id"], note="no")
+        assert rejected["trust_state"] == "rejected"
 
 
 async def test_tenants_do_not_meet_through_mcp(gateway_url):
