@@ -132,7 +132,8 @@ def main() -> int:
 
 
 def _port_of(url: str) -> int:
-    return int(url.rsplit(":", 1)[1].split("/")[0])
+    """The port of NATS_URL's first server: the devstack runs one node (a cluster: devstack.servers.NatsCluster)."""
+    return int(url.split(",")[0].rsplit(":", 1)[1].split("/")[0])
 
 
 if __name__ == "__main__":

@@ -59,7 +59,10 @@ class Settings(BaseSettings):
     # crash (power, kernel) may lose up to ~1 s of acknowledged writes, a process crash none; always: none
     # on either, at the price of an fsync per write (docs/operations.md, Durability).
     falkordb_appendfsync: Literal["everysec", "always"] = "everysec"
-    nats_url: str = "nats://127.0.0.1:4222"  # the NATS server with JetStream
+    # The NATS server with JetStream, or a cluster's nodes, comma-separated (nats://a:4222,nats://b:4222):
+    # the client connects to one and, when it goes, reconnects to another (the nodes also tell the client
+    # of their peers). Give every node, so a process that starts while one is down still finds the rest.
+    nats_url: str = "nats://127.0.0.1:4222"
     # This process's NATS user and password (prod: one user per service, each allowed only the subjects it
     # uses; deploy/k8s/overlays/prod/nats.yaml); unset: no authentication (the devstack's server).
     nats_user: str | None = None

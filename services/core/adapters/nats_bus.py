@@ -54,6 +54,15 @@ def dead_letter_subject(prefix: str, durable: str) -> str:
     return f"{prefix}_dlq.{durable}"
 
 
+def nats_servers(url: str) -> list[str]:
+    """NATS_URL's servers: one URL, or a cluster's several, comma-separated.
+    The client connects to one and, when it goes, reconnects to another."""
+    servers = [u.strip() for u in url.split(",") if u.strip()]
+    if not servers:
+        raise ValueError("NATS_URL names no server")
+    return servers
+
+
 def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, (NoServersError, OSError, NatsTimeout, ConnectionClosedError, TimeoutError))
 
@@ -109,6 +118,7 @@ class NatsEventBus:
     ):
         """`durables`: the durable consumers whose retention lag status() reports."""
         self._url = url
+        self._servers = nats_servers(url)
         #: NATS_USER / NATS_PASSWORD: this process's own user (None: no authentication).
         self._auth = {"user": user, "password": password} if user else {}
         self._replicas = stream_replicas
@@ -146,7 +156,7 @@ class NatsEventBus:
 
         async def attempt():
             nc = await nats.connect(
-                self._url,
+                servers=self._servers,
                 **self._auth,
                 connect_timeout=2,
                 max_reconnect_attempts=-1,
@@ -336,7 +346,9 @@ class NatsEventBus:
             lag, behind = await consumers_lag(self._js, self._stream, self._durables)
         except Exception as exc:
             return ComponentStatus("nats", "unavailable", str(exc))
-        detail = f"{self._url} stream {self._stream}"
+        # The node this process talks to now (a cluster's: one of NATS_URL's), without any credentials.
+        where = self._nc.connected_url
+        detail = f"nats://{where.hostname}:{where.port} stream {self._stream}" if where else f"stream {self._stream}"
         if behind:
             detail += f"; behind its retention (events lost, repair not finished): {', '.join(behind)}"
         return ComponentStatus("nats", "connected", detail, {"messages": float(info.state.messages), **lag})
