@@ -1,4 +1,5 @@
-"""FalkorDB and NATS as local processes, from their Python packages.
+"""FalkorDB and NATS as local processes, from their Python packages: NATS
+as one node, or as a JetStream cluster on loopback (NatsCluster).
 
 Used by `make run` (the embedded stack) and by the test fixtures (free ports,
 temporary directories), so both start the servers the same way.
@@ -14,7 +15,8 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 
 #: Every port free_port has handed out in this process: the kernel may offer a closed probe's port
@@ -159,18 +161,21 @@ def start_nats(
     *,
     sync_interval: str | None = None,
     monitor_port: int | None = None,
+    cluster: ClusterNode | None = None,
 ) -> ServerProcess:
     """nats-server with JetStream, its store in data_dir, fsynced as
     `sync_interval` says (NATS_SYNC_INTERVAL: "always", or an interval like
     "2m"; None: NATS's default, as the test servers run), with its HTTP
-    monitoring (/varz) on `monitor_port` when given."""
+    monitoring (/varz, /healthz) on `monitor_port` when given, and as one node
+    of a cluster when `cluster` places it in one (start_nats_cluster)."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    # sync_interval has no command-line flag: a config file holds the JetStream block.
+    # sync_interval and the cluster block have no command-line flags: a config file holds them.
     config = data_dir / "nats.conf"
     # Quoted, except the keyword: unquoted, the config parser reads "2m" as 2 million.
     value = sync_interval if sync_interval == "always" else json.dumps(sync_interval)
     sync = f"  sync_interval: {value}\n" if sync_interval else ""
-    config.write_text(f"jetstream {{\n  store_dir: {json.dumps(str(data_dir))}\n{sync}}}\n")
+    jetstream = f"jetstream {{\n  store_dir: {json.dumps(str(data_dir))}\n{sync}}}\n"
+    config.write_text((cluster.config() if cluster else "") + jetstream)
     cmd = [
         nats_server_binary(),
         "-c",
@@ -184,10 +189,127 @@ def start_nats(
         str(data_dir / "nats.log"),
     ]
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # noqa: S603  the packaged nats-server with arguments built here
-    server = ServerProcess("nats", port, data_dir, process)
+    server = ServerProcess(cluster.server_name if cluster else "nats", port, data_dir, process)
     try:
         wait_for_port(port, timeout)
     except TimeoutError:
         server.kill()
         raise
     return server
+
+
+@dataclass(frozen=True)
+class ClusterNode:
+    """One node's place in a JetStream cluster: its name, its route port and every node's."""
+
+    cluster_name: str
+    server_name: str
+    route_port: int
+    routes: tuple[int, ...]
+
+    def config(self) -> str:
+        """The server_name and cluster blocks of the node's config file (routes on loopback)."""
+        routes = ", ".join(json.dumps(f"nats://127.0.0.1:{p}") for p in self.routes if p != self.route_port)
+        return (
+            f"server_name: {json.dumps(self.server_name)}\n"
+            f"cluster {{\n  name: {json.dumps(self.cluster_name)}\n"
+            f'  listen: "127.0.0.1:{self.route_port}"\n  routes: [{routes}]\n}}\n'
+        )
+
+
+@dataclass
+class NatsCluster:
+    """A JetStream cluster of nats-servers on loopback, each node on free ports
+    (client, route, monitoring) with a store dir of its own. A node can be
+    killed and started again on the same ports and store, as a crashed server
+    that comes back (start_node)."""
+
+    data_dir: Path
+    size: int = 3
+    sync_interval: str | None = None
+    name: str = "memgrid"
+    nodes: dict[int, ServerProcess] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.ports = [free_port() for _ in range(self.size)]
+        self.route_ports = tuple(free_port() for _ in range(self.size))
+        self.monitor_ports = [free_port() for _ in range(self.size)]
+
+    @property
+    def urls(self) -> list[str]:
+        return [f"nats://127.0.0.1:{p}" for p in self.ports]
+
+    @property
+    def url(self) -> str:
+        """Every node's client URL, comma-separated, as NATS_URL takes them."""
+        return ",".join(self.urls)
+
+    def server_name(self, index: int) -> str:
+        return f"nats-{index}"
+
+    def index_of(self, server_name: str) -> int:
+        """The node a server name (as stream info's cluster leader names it) belongs to."""
+        return [self.server_name(i) for i in range(self.size)].index(server_name)
+
+    def start_node(self, index: int, timeout: float = 20.0) -> ServerProcess:
+        """Start (or restart) node `index` on its ports and store; it listens for clients on return."""
+        node = ClusterNode(self.name, self.server_name(index), self.route_ports[index], self.route_ports)
+        self.nodes[index] = start_nats(
+            self.ports[index],
+            self.data_dir / self.server_name(index),
+            timeout,
+            sync_interval=self.sync_interval,
+            monitor_port=self.monitor_ports[index],
+            cluster=node,
+        )
+        return self.nodes[index]
+
+    def _monitor(self, index: int, path: str) -> dict:
+        """A monitoring endpoint's JSON (OSError when the node does not answer, HTTPError on a non-200)."""
+        url = f"http://127.0.0.1:{self.monitor_ports[index]}{path}"
+        with urllib.request.urlopen(url, timeout=1) as reply:  # noqa: S310  our own loopback node
+            return json.loads(reply.read())
+
+    def healthy(self, index: int) -> bool:
+        """Whether the node's /healthz is 200: JetStream up, a meta leader known, its streams current."""
+        try:
+            self._monitor(index, "/healthz")
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def connections(self, index: int) -> int:
+        """How many clients the node has now (/connz)."""
+        return int(self._monitor(index, "/connz")["num_connections"])
+
+    def wait_healthy(self, timeout: float = 60.0, indexes: list[int] | None = None) -> float:
+        """Wait until every running node (or those of `indexes`) is healthy; the seconds waited."""
+        started = time.monotonic()
+        wanted = list(self.nodes) if indexes is None else indexes
+        while not all(self.healthy(i) for i in wanted):
+            if time.monotonic() - started > timeout:
+                sick = [self.server_name(i) for i in wanted if not self.healthy(i)]
+                raise TimeoutError(f"NATS nodes {sick} not healthy after {timeout}s (logs in {self.data_dir})")
+            time.sleep(0.1)
+        return time.monotonic() - started
+
+    def start(self, timeout: float = 60.0) -> NatsCluster:
+        """Start every node and wait until JetStream is up on each (a meta leader elected)."""
+        try:
+            for index in range(self.size):
+                self.start_node(index)
+            self.wait_healthy(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for server in self.nodes.values():
+            server.stop()
+        self.nodes.clear()
+
+
+def start_nats_cluster(data_dir: Path, size: int = 3, *, sync_interval: str | None = None) -> NatsCluster:
+    """A `size`-node JetStream cluster on loopback, JetStream up on every node (NatsCluster)."""
+    return NatsCluster(data_dir, size, sync_interval).start()

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from devstack.servers import ServerProcess, free_port, start_falkordb, start_nats
+from devstack.servers import NatsCluster, ServerProcess, free_port, start_falkordb, start_nats, start_nats_cluster
 from services.core.grpc.claims import claim_metadata
 from services.core.grpc.plane import ServicePlane
 from services.core.settings import SERVICE_NAMES, Settings
@@ -55,6 +55,15 @@ def nats_server(tmp_path_factory) -> Iterator[ServerProcess]:
     server = start_nats(free_port(), tmp_path_factory.mktemp("nats"))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def nats_cluster(tmp_path_factory) -> Iterator[NatsCluster]:
+    """A 3-node JetStream cluster on loopback, JetStream up on every node; per
+    module, since a test may kill and restart its nodes (start_node)."""
+    cluster = start_nats_cluster(tmp_path_factory.mktemp("nats-cluster"))
+    yield cluster
+    cluster.stop()
 
 
 def make_settings(falkordb_port: int, nats_port: int, data_dir, **overrides) -> Settings:
