@@ -3,7 +3,8 @@
 
 devstack runs everything under one supervisor that stops the stack when a
 child dies; a fault test needs the opposite, so this starts the same
-processes the same way (devstack.servers for FalkorDB and NATS,
+processes the same way (devstack.servers for FalkorDB and NATS, one
+node or a loopback cluster of `nats_nodes`,
 `python -m services.<name>.main` and `python -m gateway.main` for the rest)
 and keeps each one's handle. The service claim key is set in the
 environment, so every process signs and checks with the one key.
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from devstack.servers import ServerProcess, free_port, start_falkordb, start_nats, wait_for_port
+from devstack.servers import NatsCluster, ServerProcess, free_port, start_falkordb, start_nats, wait_for_port
 from services.core.settings import SERVICE_NAMES
 
 TOKEN = "reliability-token"
@@ -32,13 +33,23 @@ PROCESSES = ("falkordb", "nats", *SERVICE_NAMES, "gateway")
 
 
 class ProcessStack:
-    """FalkorDB, NATS, the four services and the gateway, each its own process."""
+    """FalkorDB, NATS, the four services and the gateway, each its own process.
 
-    def __init__(self, data_dir: Path | None = None, **env_overrides: str):
+    With `nats_nodes` > 1, NATS is a JetStream cluster on loopback whose nodes
+    are the processes nats-0, nats-1, ... (self.nats_cluster), each killable
+    on its own, and NATS_URL lists them all."""
+
+    def __init__(self, data_dir: Path | None = None, *, nats_nodes: int = 1, **env_overrides: str):
         self._owns_dir = data_dir is None
         self.data = data_dir or Path(tempfile.mkdtemp(prefix="memgrid-reliability-"))
         self.falkordb_port = free_port()
         self.nats_port = free_port()
+        sync_interval = env_overrides.get("NATS_SYNC_INTERVAL", "always")
+        self.nats_cluster = NatsCluster(self.data / "nats", nats_nodes, sync_interval) if nats_nodes > 1 else None
+        nats_names = [f"nats-{i}" for i in range(nats_nodes)] if self.nats_cluster else ["nats"]
+        #: Every process of this stack, in start order.
+        self.processes = ("falkordb", *nats_names, *SERVICE_NAMES, "gateway")
+        nats_url = self.nats_cluster.url if self.nats_cluster else f"nats://127.0.0.1:{self.nats_port}"
         self.env = {
             **os.environ,
             "MEMGRID_DATA_DIR": str(self.data),
@@ -46,7 +57,7 @@ class ProcessStack:
             "PORT": str(free_port()),
             "GATEWAY_METRICS_PORT": str(free_port()),
             "FALKORDB_PORT": str(self.falkordb_port),
-            "NATS_URL": f"nats://127.0.0.1:{self.nats_port}",
+            "NATS_URL": nats_url,
             "SERVICE_CLAIM_KEY": secrets.token_urlsafe(48),
             "LOG_LEVEL": "WARNING",
             "LOG_JSON": "false",
@@ -76,6 +87,8 @@ class ProcessStack:
                 self.data / "falkordb",
                 appendfsync=self.env.get("FALKORDB_APPENDFSYNC", "everysec"),
             )
+        elif self.nats_cluster and name.startswith("nats-"):
+            self.servers[name] = self.nats_cluster.start_node(int(name.removeprefix("nats-")))
         elif name == "nats":
             self.servers[name] = start_nats(
                 self.nats_port, self.data / "nats", sync_interval=self.env.get("NATS_SYNC_INTERVAL", "always")
@@ -122,7 +135,7 @@ class ProcessStack:
 
     def pids(self) -> dict[str, int]:
         """The pid of every process that runs."""
-        return {n: p for n in PROCESSES if (p := self.pid(n)) is not None}
+        return {n: p for n in self.processes if (p := self.pid(n)) is not None}
 
     def kill(self, name: str) -> None:
         """SIGKILL one process, as a crash would, and reap it."""
@@ -152,8 +165,10 @@ class ProcessStack:
 
     def __enter__(self) -> ProcessStack:
         try:
-            for name in PROCESSES:
+            for name in self.processes:
                 self.start(name)
+                if self.nats_cluster and name == f"nats-{self.nats_cluster.size - 1}":
+                    self.nats_cluster.wait_healthy(60)  # JetStream up (a meta leader) before the services start
             self.wait_healthy(180)
         except BaseException:
             self.__exit__()
@@ -161,7 +176,7 @@ class ProcessStack:
         return self
 
     def __exit__(self, *exc) -> None:
-        for name in reversed(PROCESSES):
+        for name in reversed(self.processes):
             try:
                 self.stop(name)
             except Exception:  # a stop that fails must not hide the test's own failure

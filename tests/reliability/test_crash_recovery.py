@@ -16,15 +16,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
-from falkordb import FalkorDB
 
 from tests.reliability.procstack import ProcessStack
+from tests.reliability.writes import converged, duplicated_and_lost, found, write_load
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(300)]
@@ -41,17 +40,6 @@ CONVERGE_WITHIN = 90.0
 FAULTS = ("falkordb", "nats", "ingest", "recall", "enrich", "consolidate")
 ON_WRITE_PATH = {"falkordb", "ingest"}
 FIGURES = Path("build/reliability/faults.json")
-
-
-@dataclass
-class Outcome:
-    content: str
-    status: int  # 0: no reply (timeout or connection refused by the gateway)
-    latency: float
-    started: float
-    memory_id: str | None = None
-    message: str = ""
-    code: int | None = None
 
 
 @dataclass
@@ -108,70 +96,12 @@ def table(figures: list[Figures]) -> str:
     return "\n".join(rows)
 
 
-async def write_load(client: httpx.AsyncClient, fault: str, stop: asyncio.Event) -> list[Outcome]:
-    """POST /memory at RATE until `stop`, each write with content unique to it."""
-
-    async def one(n: int) -> Outcome:
-        # A unique hex word: the keyword and vector arms both single it out.
-        content = f"reliability {fault} write {n} marker{uuid.uuid4().hex}"
-        started = time.monotonic()
-        try:
-            reply = await client.post("/memory", json={"content": content, "tags": ["reliability", fault]})
-        except httpx.HTTPError as exc:
-            return Outcome(content, 0, time.monotonic() - started, started, message=repr(exc))
-        latency = time.monotonic() - started
-        try:
-            body = reply.json()
-        except ValueError:
-            body = {"message": reply.text}
-        if reply.is_success:
-            return Outcome(content, reply.status_code, latency, started, memory_id=body["memory_id"])
-        message, code = str(body.get("message")), body.get("code")
-        return Outcome(content, reply.status_code, latency, started, message=message, code=code)
-
-    tasks: list[asyncio.Task] = []
-    tick = time.monotonic()
-    while not stop.is_set():
-        tasks.append(asyncio.create_task(one(len(tasks))))
-        tick += 1.0 / RATE
-        await asyncio.sleep(max(0.0, tick - time.monotonic()))
-    return list(await asyncio.gather(*tasks))
-
-
-def graph_rows(stack: ProcessStack) -> list[tuple[str, str, object]]:
-    """(id, content, enriched_at) of every Memory node, read straight from FalkorDB."""
-    graph = FalkorDB(host="127.0.0.1", port=stack.falkordb_port).select_graph("memories")
-    return [tuple(r) for r in graph.ro_query("MATCH (m:Memory) RETURN m.id, m.content, m.enriched_at").result_set]
-
-
-async def converged(stack: ProcessStack, acked: dict[str, str]):
-    """Every acknowledged write is in the graph once and enriched, the index
-    has one point per memory, and the stack is healthy: the rows, or None."""
-    rows = await asyncio.to_thread(graph_rows, stack)
-    enriched = {i for i, _, at in rows if at is not None}
-    if not set(acked) <= enriched:
-        return None
-    status, health = await asyncio.to_thread(stack.health)
-    if status != 200:
-        return None
-    points = health["components"]["vector_index"].get("points")
-    return rows if points == len(rows) == health["memory_count"] else None
-
-
-async def recalled_by_vector(client: httpx.AsyncClient, memory_id: str, content: str) -> bool:
-    reply = await client.get("/recall", params={"query": content, "limit": 3})
-    if reply.status_code != 200:
-        return False
-    hit = next((r for r in reply.json()["results"] if r["id"] == memory_id), None)
-    return hit is not None and hit["score_components"].get("vector", 0.0) > 0.5
-
-
 @pytest.mark.parametrize("fault", FAULTS)
 async def test_acknowledged_writes_survive_a_kill(stack, ledger, fault):
     figures = Figures(fault)
     async with httpx.AsyncClient(base_url=stack.url, headers=stack.headers, timeout=30) as client:
         stop = asyncio.Event()
-        load = asyncio.create_task(write_load(client, fault, stop))
+        load = asyncio.create_task(write_load(client, fault, stop, RATE))
         await asyncio.sleep(WARM_SECONDS)
         killed_at = time.monotonic()
         stack.kill(fault)
@@ -199,21 +129,8 @@ async def test_acknowledged_writes_survive_a_kill(stack, ledger, fault):
         rows = await wait_for(lambda: converged(stack, ledger["acked"]), within=CONVERGE_WITHIN, every=0.5)
         figures.converge_seconds = time.monotonic() - restarted_at
 
-        by_id: dict[str, int] = {}
-        by_content: dict[str, int] = {}
-        for memory_id, content, _ in rows:
-            by_id[memory_id] = by_id.get(memory_id, 0) + 1
-            by_content[content] = by_content.get(content, 0) + 1
-        figures.duplicated = sum(1 for n in by_content.values() if n > 1) + sum(1 for n in by_id.values() if n > 1)
-        figures.lost = sum(1 for i in ledger["acked"] if by_id.get(i, 0) == 0)
-        for memory_id, content in acked.items():
-            reply = await client.get(f"/memory/{memory_id}")
-            if (
-                reply.status_code == 200
-                and reply.json()["memory"]["content"] == content
-                and await recalled_by_vector(client, memory_id, content)
-            ):
-                figures.found += 1
+        figures.duplicated, figures.lost = duplicated_and_lost(rows, ledger["acked"])
+        figures.found = await found(client, acked)
         ledger["figures"].append(figures)
         print(f"\n{fault}: {asdict(figures)}")
 
