@@ -35,8 +35,8 @@ from memgrid.v1 import recall_service_pb2_grpc as pb_grpc
 from services.core.codec import event_from_pb
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.times import format_iso
+from services.core.domain.watch import SequencedEvent, WatchGap, WatchHeartbeat, WatchOpened
 from services.core.grpc.claims import ClaimSigner
-from services.core.ports import SequencedEvent, WatchGap, WatchHeartbeat, WatchOpened
 from services.core.settings import Settings
 
 log = structlog.get_logger()

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from services.core.adapters.falkor.reads import EntityBounds
+from services.core.domain.idempotency import IdempotencyClaim
 from services.core.domain.model import (
     SUPERSESSION_RELATIONS,
     ComponentStatus,
@@ -18,11 +19,11 @@ from services.core.domain.model import (
     Relation,
     relation_rank,
 )
+from services.core.domain.outbox import OutboxEntry
 from services.core.domain.recall_request import Scope, in_scope
 from services.core.domain.state import State, Successor, window_state
 from services.core.domain.times import to_micros
 from services.core.domain.tombstones import TombstoneGuard
-from services.core.ports import IdempotencyClaim, OutboxEntry
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -63,6 +64,16 @@ class _Key:
     request_hash: str
     memory_ids: list[str]
     expires_us: int
+
+
+#: Later than any event a test records: every event in an outbox is older.
+_END_OF_TIME_US = 2**62
+
+
+async def outbox_size(outbox) -> int:
+    """The events recorded and not yet acknowledged, read as the relay reads
+    them (the Outbox port has no count of its own: only tests asked for one)."""
+    return len(await outbox.pending_outbox(_END_OF_TIME_US, 1_000_000))
 
 
 @dataclass(slots=True)
@@ -232,9 +243,6 @@ class InMemoryGraph:
     async def delete_outbox(self, event_ids: list[str]) -> None:
         gone = set(event_ids)
         self.outbox = [(at, e) for at, e in self.outbox if e.event_id not in gone]
-
-    async def count_outbox(self) -> int:
-        return len(self.outbox)
 
     async def purge_idempotency(self, now_us: int) -> int:
         expired = [k for k, held in self.keys.items() if held.expires_us < now_us]

@@ -12,7 +12,7 @@ import structlog
 
 from services.core.background import BackgroundLoop
 from services.core.domain.audit import GENESIS, seal
-from services.core.ports import AuditLog
+from services.core.ports.audit import AuditSealing
 
 log = structlog.get_logger()
 
@@ -25,7 +25,7 @@ class AuditSealer(BackgroundLoop):
 
     _failed = "audit sealing failed"
 
-    def __init__(self, audit: AuditLog, *, seal_seconds: float, batch: int):
+    def __init__(self, audit: AuditSealing, *, seal_seconds: float, batch: int):
         self._audit = audit
         self._interval = seal_seconds
         self._batch = batch

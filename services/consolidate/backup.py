@@ -43,7 +43,8 @@ from services.core.domain import archive
 from services.core.domain.archive import ArchiveDecoder, ArchiveEncoder, ArchiveError, Header, Manifest
 from services.core.domain.errors import FailedPrecondition, InvalidArgument
 from services.core.domain.times import format_iso, to_micros
-from services.core.ports import ConsolidationStore, GraphBackup
+from services.core.ports.archive import GraphBackup
+from services.core.ports.leases import LeaseAcquirer
 
 log = structlog.get_logger()
 
@@ -452,7 +453,7 @@ class BackupScheduler(BackgroundLoop):
     def __init__(
         self,
         writer: BackupWriter,
-        store: ConsolidationStore,
+        store: LeaseAcquirer,
         *,
         interval_seconds: float,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),

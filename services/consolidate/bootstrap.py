@@ -14,7 +14,7 @@ from services.core.adapters.falkor import FalkorGraph
 from services.core.adapters.nats_bus import NatsEventBus
 from services.core.disputes import Disputes
 from services.core.grpc.app import ServiceApp, full_service_name
-from services.core.ports import LanguageModel
+from services.core.ports.models import LanguageModel
 from services.core.settings import Settings
 from services.core.wiring import event_bus, graph_store, language_model, outbox_relay
 

@@ -43,7 +43,7 @@ import structlog
 from services.core.domain import archive, archive_checks
 from services.core.domain.archive import ArchiveDecoder, ArchiveEdge, ArchiveNode, Header, Manifest
 from services.core.domain.errors import InvalidArgument
-from services.core.ports import GraphRestore
+from services.core.ports.archive import GraphRestore
 
 log = structlog.get_logger()
 

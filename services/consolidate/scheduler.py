@@ -28,7 +28,7 @@ from services.core.background import BackgroundLoop
 from services.core.domain.consolidation import TASK_ORDER, RunRecord, Schedule, Task
 from services.core.domain.errors import Aborted
 from services.core.domain.times import to_micros
-from services.core.ports import ConsolidationStore
+from services.core.ports.runs import RunSchedule, RunStore
 
 log = structlog.get_logger()
 
@@ -58,7 +58,7 @@ class ConsolidationRunner:
     def __init__(
         self,
         *,
-        store: ConsolidationStore,
+        store: RunStore,
         tasks: ConsolidationTasks,
         schedule: Schedule,
         lease_seconds: float,
@@ -233,7 +233,7 @@ class ConsolidationScheduler(BackgroundLoop):
 
     _failed = "consolidation tick failed"
 
-    def __init__(self, runner: ConsolidationRunner, store: ConsolidationStore, *, tick_seconds: float):
+    def __init__(self, runner: ConsolidationRunner, store: RunSchedule, *, tick_seconds: float):
         self._runner = runner
         self._store = store
         self._interval = tick_seconds

@@ -17,7 +17,7 @@ from services.core.domain.consolidation import RunRecord, tasks_for_mode
 from services.core.domain.errors import InvalidArgument
 from services.core.domain.times import parse_iso, to_micros
 from services.core.grpc.tenant import is_operator, require_admin, require_operator, tenant_of
-from services.core.ports import ConsolidationStore
+from services.core.ports.runs import RunStatus
 
 
 def run_to_pb(record: RunRecord, sample=()) -> pb.ConsolidationRun:
@@ -100,7 +100,7 @@ class ConsolidateServicer(pb_grpc.ConsolidateServiceServicer):
         restorer: Restorer | None = None,
         chunk_bytes: int = 1 << 20,
         runner: ConsolidationRunner | None = None,
-        store: ConsolidationStore | None = None,
+        store: RunStatus | None = None,
         status_history: int = 20,
     ):
         self._backups = backups

@@ -1,4 +1,4 @@
-"""The consolidation tasks as passes over the ConsolidationStore, one tenant
+"""The consolidation tasks as passes over the graph (ConsolidationPasses), one tenant
 at a time: decay, creative association, clustering, forgetting.
 
 Each pass reads the tenant's memories a page at a time (never all at once;
@@ -28,11 +28,13 @@ from services.core.domain import association, clustering
 from services.core.domain.association import AssociationPolicy
 from services.core.domain.clustering import ClusterPolicy
 from services.core.domain.consolidation import MemorySample, Task, page_pause
-from services.core.domain.decay import DecayPolicy, emits, relevance
+from services.core.domain.decay import DecayPolicy, DecayRow, RelevanceUpdate, emits, relevance
 from services.core.domain.forgetting import ForgetPolicy, Verdict, verdict
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.times import from_micros, to_micros
-from services.core.ports import ConsolidationStore, DecayRow, LanguageModel, MemoryWriter, RelevanceUpdate
+from services.core.ports.consolidation import ConsolidationPasses
+from services.core.ports.models import LanguageModel
+from services.core.ports.writes import MemoryWriter
 
 log = structlog.get_logger()
 
@@ -157,7 +159,7 @@ class ConsolidationTasks:
     def __init__(
         self,
         *,
-        store: ConsolidationStore,
+        store: ConsolidationPasses,
         writer: MemoryWriter,
         submit: Callable[[list[MemoryEvent]], Awaitable[object]],
         policies: TaskPolicies,

@@ -13,7 +13,7 @@ from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.review_policy import CONTRADICTS, ReviewPolicy, contradiction_holds
 from services.core.domain.times import to_micros
 from services.core.domain.trust import TrustState, moved, trust_of
-from services.core.ports import TrustStore
+from services.core.ports.trust import DisputeStore
 
 
 class Disputes:
@@ -22,7 +22,7 @@ class Disputes:
 
     def __init__(
         self,
-        trust: TrustStore,
+        trust: DisputeStore,
         submit: Callable[[list[MemoryEvent]], Awaitable[object]],
         review: ReviewPolicy | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),

@@ -14,7 +14,8 @@ import structlog
 from services.core.domain.model import MemoryEvent
 from services.core.domain.times import to_micros
 from services.core.observability import EVENTS_PUBLISHED
-from services.core.ports import EventPublisher, Outbox
+from services.core.ports.events import EventPublisher
+from services.core.ports.outbox import Outbox
 
 log = structlog.get_logger()
 

@@ -14,7 +14,10 @@ from services.core.adapters.nats_watch import JetStreamEventWatch, WatchTuning
 from services.core.adapters.openai_llm import OpenAILanguageModel, language_model_from
 from services.core.adapters.qdrant_index import QdrantClientIndex
 from services.core.adapters.spacy_entities import ProcessEntityExtractor, SpacyEntityExtractor
-from services.core.ports import Embedder, EntityExtractor, EventPublisher, Outbox, VectorIndex
+from services.core.ports.events import EventPublisher
+from services.core.ports.models import Embedder, EntityExtractor
+from services.core.ports.outbox import Outbox
+from services.core.ports.vector import VectorIndex
 from services.core.relay import OutboxRelay
 from services.core.settings import Settings
 

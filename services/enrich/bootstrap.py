@@ -14,7 +14,8 @@ from services.core.adapters.nats_bus import NatsEventBus
 from services.core.domain.retention import ConsumerGap
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.grpc.plane import ServicePlane
-from services.core.ports import Embedder, EntityExtractor, LanguageModel, NeighbourFinder
+from services.core.ports.models import Embedder, EntityExtractor, LanguageModel
+from services.core.ports.vector import NeighbourFinder
 from services.core.settings import Settings
 from services.core.wiring import (
     consumer_spec,

@@ -11,8 +11,8 @@ from typing import Protocol
 import structlog
 from prometheus_client import Counter
 
+from services.core.domain.delivery import Delivery, Outcome
 from services.core.domain.model import MemoryEvent
-from services.core.ports import Delivery, Outcome
 
 log = structlog.get_logger()
 

@@ -18,9 +18,11 @@ from datetime import UTC, datetime
 import structlog
 from prometheus_client import Counter
 
+from services.core.domain.delivery import Delivery, Outcome
 from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.domain.times import to_micros
-from services.core.ports import Delivery, Embedder, EnrichmentStore, Outcome
+from services.core.ports.enrichment import EnrichmentStore
+from services.core.ports.models import Embedder
 from services.core.relay import OutboxRelay
 from services.enrich.counts import TenantCounts
 from services.enrich.deliveries import by_tenant

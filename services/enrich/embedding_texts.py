@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from services.core.domain.embedding_text import contextual_text, preceding_query
 from services.core.domain.model import Memory
 from services.core.domain.times import to_micros
-from services.core.ports import EnrichmentStore
+from services.core.ports.enrichment import EnrichmentStore
 
 
 @dataclass(frozen=True, slots=True)

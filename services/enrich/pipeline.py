@@ -20,20 +20,15 @@ import numpy as np
 import structlog
 from prometheus_client import Counter, Histogram
 
+from services.core.domain.delivery import Delivery, Outcome
 from services.core.domain.enrichment import Enrichment, LinkCounts, enrich
 from services.core.domain.entities import shared_entity_tags
 from services.core.domain.factuality import Factuality, assess, corroborate, source_trust
 from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.domain.times import to_micros
-from services.core.ports import (
-    Delivery,
-    Embedder,
-    EnrichmentStore,
-    EntityExtractor,
-    LanguageModel,
-    NeighbourFinder,
-    Outcome,
-)
+from services.core.ports.enrichment import EnrichmentStore
+from services.core.ports.models import Embedder, EntityExtractor, LanguageModel
+from services.core.ports.vector import NeighbourFinder
 from services.core.relay import OutboxRelay
 from services.enrich.counts import TenantCounts
 from services.enrich.deliveries import by_tenant

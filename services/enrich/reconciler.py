@@ -17,7 +17,7 @@ import structlog
 from services.core.background import BackgroundLoop
 from services.core.domain.retention import ConsumerGap
 from services.core.domain.times import to_micros
-from services.core.ports import EnrichmentStore
+from services.core.ports.enrichment import EnrichmentStore
 from services.enrich.embedding import EmbeddingStage
 from services.enrich.pipeline import EnrichmentPipeline
 

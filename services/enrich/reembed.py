@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import structlog
 
 from services.core.domain.errors import Aborted
-from services.core.ports import GraphExport
+from services.core.ports.archive import GraphExport
 from services.enrich.pipeline import EnrichmentPipeline
 
 log = structlog.get_logger()

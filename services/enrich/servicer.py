@@ -10,7 +10,7 @@ from memgrid.v1 import enrich_service_pb2_grpc as pb_grpc
 from services.core.domain.errors import InvalidArgument
 from services.core.domain.ids import validate_memory_id
 from services.core.grpc.tenant import is_operator, tenant_of
-from services.core.ports import EventBacklog
+from services.core.ports.events import EventBacklog
 from services.enrich.embedding import EmbeddingStage
 from services.enrich.pipeline import EnrichmentPipeline
 from services.enrich.reconciler import Reconciler

@@ -12,7 +12,7 @@ from services.core.domain.errors import InvalidArgument
 from services.core.domain.ids import validate_memory_id
 from services.core.domain.model import EventKind
 from services.core.domain.times import to_micros
-from services.core.ports import AuditLog
+from services.core.ports.audit import AuditReader
 
 #: What `kind` may filter on: the event kinds (an entry's kind is its event's).
 _KINDS = frozenset(kind.value for kind in EventKind)
@@ -44,9 +44,9 @@ def _after_seq(token: str) -> int:
 
 
 class AuditReads:
-    """History, listing and verify over the AuditLog port, one tenant at a time."""
+    """History, listing and verify over the AuditReader port, one tenant at a time."""
 
-    def __init__(self, audit: AuditLog, limits: AuditLimits):
+    def __init__(self, audit: AuditReader, limits: AuditLimits):
         self._audit = audit
         self._limits = limits
 

@@ -9,7 +9,8 @@ from services.core.adapters.falkor import FalkorGraph
 from services.core.adapters.nats_bus import NatsEventBus
 from services.core.domain.times import to_micros
 from services.core.grpc.app import ServiceApp, full_service_name
-from services.core.ports import Embedder, VectorIndex
+from services.core.ports.models import Embedder
+from services.core.ports.vector import VectorIndex
 from services.core.settings import Settings
 from services.core.wiring import consumer_spec, event_bus, event_consumer, event_watch, graph_store, vector_index
 from services.core.wiring import embedder as embedder_of

@@ -35,7 +35,7 @@ import structlog
 from services.core.background import BackgroundLoop
 from services.core.domain.projection import vector_payload
 from services.core.domain.retention import ConsumerGap
-from services.core.ports import IndexSource, VectorIndex
+from services.core.ports.vector import IndexSource, VectorIndex
 
 log = structlog.get_logger()
 

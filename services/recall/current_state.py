@@ -18,7 +18,7 @@ from services.core.domain.recall_ranking import Candidate, stand_in
 from services.core.domain.recall_request import Scope
 from services.core.domain.state import Successor, Verdict, judge, to_load
 from services.core.domain.trust import VISIBLE_BY_DEFAULT, visible
-from services.core.ports import MemoryReader
+from services.core.ports.reads import MemoryReader
 
 
 class CurrentStatePass:

@@ -19,7 +19,8 @@ from prometheus_client import Gauge
 
 from services.core.domain.errors import InvalidArgument, ResourceExhausted
 from services.core.domain.model import EventKind
-from services.core.ports import EventWatchSource, SequencedEvent, WatchGap, WatchHeartbeat, WatchOpened
+from services.core.domain.watch import SequencedEvent, WatchGap, WatchHeartbeat, WatchOpened
+from services.core.ports.events import EventWatchSource
 
 OPEN_WATCHES = Gauge("memgrid_event_watches", "WatchMemoryEvents calls open in this process")
 

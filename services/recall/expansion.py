@@ -9,7 +9,7 @@ from services.core.domain.model import AUTHORABLE_RELATIONS, relation_rank
 from services.core.domain.recall_assembly import append_new, entity_names
 from services.core.domain.recall_ranking import Candidate, order, score
 from services.core.domain.recall_request import RecallPolicy, RecallRequest, in_scope
-from services.core.ports import MemoryReader
+from services.core.ports.reads import MemoryReader
 from services.recall.current_state import CurrentStatePass
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from services.core.domain.errors import InvalidArgument
 from services.core.domain.model import Memory
 from services.core.domain.recall_request import clamp_limit
-from services.core.ports import GraphExport, MemoryLookup
+from services.core.ports.archive import GraphExport
+from services.core.ports.graph import MemoryLookup
 
 #: A page token is the last id of the page before; longer than any id is a bad token.
 MAX_TOKEN_LENGTH = 256

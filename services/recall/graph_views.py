@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 
 from services.core.domain.analysis import analysis_document
 from services.core.domain.errors import InvalidArgument, NotFound
+from services.core.domain.graph_views import GraphStats, PatternNode
 from services.core.domain.ids import validate_memory_id
 from services.core.domain.model import (
     AUTHORABLE_RELATIONS,
@@ -33,8 +34,8 @@ from services.core.domain.model import (
 from services.core.domain.recall_request import Scope, clamp_limit
 from services.core.domain.state import State, Verdict, resolve_state_mode
 from services.core.domain.times import to_micros
-from services.core.ports import GraphStats, MemoryReader, PatternNode
-from services.core.ports import GraphViews as GraphViewStore
+from services.core.ports.graph_views import GraphViews as GraphViewStore
+from services.core.ports.reads import MemoryReader
 from services.recall.current_state import CurrentStatePass
 
 

@@ -15,7 +15,9 @@ import structlog
 from services.core.domain.model import ComponentStatus
 from services.core.domain.projection import VectorHit, VectorQuery, vector_payload
 from services.core.domain.recall_request import check_dimension
-from services.core.ports import EventPublisher, GraphLifecycle, IndexSource, VectorIndex
+from services.core.ports.events import EventPublisher
+from services.core.ports.graph import GraphLifecycle
+from services.core.ports.vector import IndexSource, VectorIndex
 
 log = structlog.get_logger()
 

@@ -15,7 +15,7 @@ from services.core.domain.recall_ranking import Candidate
 from services.core.domain.recall_request import RecallPolicy, Scope, clamp_limit, clean_tags
 from services.core.domain.state import State, resolve_state_mode
 from services.core.domain.trust import parse_trust_states
-from services.core.ports import MemoryReader
+from services.core.ports.reads import MemoryReader
 from services.recall.access import AccessRecorder
 from services.recall.current_state import CurrentStatePass
 

@@ -12,9 +12,11 @@ from collections import defaultdict
 
 import structlog
 
+from services.core.domain.delivery import Delivery, Outcome
 from services.core.domain.model import SUPERSESSION_RELATIONS, EventKind
 from services.core.domain.projection import vector_payload
-from services.core.ports import Delivery, MemoryLookup, Outcome, VectorIndex
+from services.core.ports.graph import MemoryLookup
+from services.core.ports.vector import VectorIndex
 
 log = structlog.get_logger()
 

@@ -11,7 +11,7 @@ from services.core.domain.ids import validate_memory_id
 from services.core.domain.model import Memory, Relation
 from services.core.domain.state import State, resolve_state_mode
 from services.core.domain.times import to_micros
-from services.core.ports import MemoryReader
+from services.core.ports.reads import MemoryReader
 from services.recall.current_state import CurrentStatePass
 
 

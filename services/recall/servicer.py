@@ -10,8 +10,8 @@ from services.core.codec import event_to_pb, memory_to_pb, relation_seen_from, s
 from services.core.domain.model import Relation
 from services.core.domain.recall_ranking import EXPANSIONS, Candidate
 from services.core.domain.times import format_iso
+from services.core.domain.watch import SequencedEvent, WatchGap, WatchHeartbeat, WatchOpened
 from services.core.grpc.tenant import require_operator, tenant_if_any, tenant_of
-from services.core.ports import SequencedEvent, WatchGap, WatchHeartbeat, WatchOpened
 from services.recall.event_watch import EventWatches
 from services.recall.exports import MemoryExports
 from services.recall.graph_views import GraphView, GraphViews

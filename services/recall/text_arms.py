@@ -12,7 +12,8 @@ from collections import OrderedDict
 
 from services.core.domain.recall_request import RecallPolicy, Scope
 from services.core.domain.recall_text import TextHit, bm25, common_words, df_count_cap, tokens
-from services.core.ports import MemoryLookup, TextSearch
+from services.core.ports.graph import MemoryLookup
+from services.core.ports.text_search import TextSearch
 
 #: The full-text arms, each searched for every query.
 TEXT_ARMS = ("keyword", "metadata", "tag")

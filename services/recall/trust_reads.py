@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from services.core.domain.errors import InvalidArgument
 from services.core.domain.recall_request import clamp_limit
-from services.core.ports import TrustStore
+from services.core.ports.trust import ReviewReads
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +22,7 @@ class Page:
 class TrustReads:
     """GET /review and GET /admin/tombstones, paged (REVIEW_PAGE_DEFAULT, REVIEW_PAGE_MAX)."""
 
-    def __init__(self, store: TrustStore, *, page_default: int, page_max: int):
+    def __init__(self, store: ReviewReads, *, page_default: int, page_max: int):
         self._store = store
         self._default = page_default
         self._max = page_max

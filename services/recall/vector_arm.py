@@ -21,7 +21,8 @@ import structlog
 from services.core.domain.projection import VectorHit, VectorQuery
 from services.core.domain.query_names import without_names
 from services.core.domain.recall_request import RecallRequest, Scope, check_dimension
-from services.core.ports import Embedder, VectorIndex
+from services.core.ports.models import Embedder
+from services.core.ports.vector import VectorIndex
 
 log = structlog.get_logger()
 

@@ -148,7 +148,7 @@ async def test_off_writes_no_entries(settings):
 
 
 async def test_decay_s_score_writes_are_not_audited(store):
-    from services.core.ports import RelevanceUpdate
+    from services.core.domain.decay import RelevanceUpdate
 
     a, b = ids(2)
     await put(store, [memory(a), memory(b)])

@@ -1,4 +1,4 @@
-"""ConsolidationStore on a real FalkorDB: pages, batched writes with their
+"""The consolidation store on a real FalkorDB: pages, batched writes with their
 events, archive CAS, discovered links, MetaPatterns, run history, leases."""
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ from datetime import timedelta
 import pytest
 
 from services.core.adapters.falkor import FalkorGraph
+from services.core.adapters.falkor.consolidation import IN_PATTERN
 from services.core.domain.association import Discovery
 from services.core.domain.clustering import Cluster
 from services.core.domain.consolidation import RunRecord
+from services.core.domain.decay import RelevanceUpdate
 from services.core.domain.model import EventKind, MemoryEvent, Relation
 from services.core.domain.times import to_micros
-from services.core.ports import RelevanceUpdate
 from services.core.wiring import graph_store
 from tests.integration.test_falkor_store import T0, memory, put
 
@@ -206,6 +207,23 @@ async def test_link_discovered_never_duplicates_and_never_crosses_tenants(store)
     ]
 
 
+async def _meta_patterns(store, tenant: str, limit: int) -> list[dict]:
+    """The tenant's MetaPatterns as stored, newest first, with their member ids
+    (closest to the centre first): read from the graph, as no port lists them."""
+    result = await store.connection.query(
+        f"""
+        MATCH (p:MetaPattern {{tenant: $tenant}})
+        WITH p ORDER BY p.created_at DESC, p.id LIMIT $limit
+        OPTIONAL MATCH (m:Memory)-[e:{IN_PATTERN}]->(p)
+        WITH p, m, e ORDER BY e.rank
+        RETURN properties(p), collect(m.id)
+        """,
+        {"tenant": tenant, "limit": limit},
+    )
+    patterns = [{**dict(props), "member_ids": [m for m in members if m]} for props, members in result.result_set]
+    return sorted(patterns, key=lambda p: (-p["created_at"], p["id"]))
+
+
 async def test_write_clusters_replaces_the_tasks_patterns_and_never_labels_them_memory(store):
     members = ids(4)
     await put(store, [memory(m, embedding=[1.0, 0.0]) for m in members] + [memory("o1", tenant="other")])
@@ -214,7 +232,7 @@ async def test_write_clusters_replaces_the_tasks_patterns_and_never_labels_them_
     await store.consolidation.write_clusters(
         "other", "cluster", [Cluster(("o1",), "other's", 1.0, "Decision")], now_us=NOW_US
     )
-    [stored] = await store.consolidation.meta_patterns("default", 10)
+    [stored] = await _meta_patterns(store, "default", 10)
     assert stored["id"] == pattern and stored["member_ids"] == members[:3]
     assert (stored["summary"], stored["size"], stored["task"], stored["created_at"]) == (
         "3 Decision memories on x",
@@ -230,9 +248,9 @@ async def test_write_clusters_replaces_the_tasks_patterns_and_never_labels_them_
     # A second run replaces the first run's patterns (and only that tenant's).
     second = [Cluster((members[3], members[0], members[1]), "again", 0.8, "Decision")]
     [replacement] = await store.consolidation.write_clusters("default", "cluster", second, now_us=NOW_US + 5)
-    [stored] = await store.consolidation.meta_patterns("default", 10)
+    [stored] = await _meta_patterns(store, "default", 10)
     assert stored["id"] == replacement != pattern and stored["member_ids"] == [members[3], members[0], members[1]]
-    assert len(await store.consolidation.meta_patterns("other", 10)) == 1
+    assert len(await _meta_patterns(store, "other", 10)) == 1
     # The edge count of decay counts memories only, not pattern membership.
     rows = {r.id: r.edges for r in (await store.consolidation.decay_page("default", -1, 10))[1]}
     assert rows[members[0]] == 0
@@ -241,11 +259,11 @@ async def test_write_clusters_replaces_the_tasks_patterns_and_never_labels_them_
     gone = [Cluster((members[2], "never-there"), "gone", 0.9, "Decision")]
     kept = [Cluster((members[0], members[1], members[2]), "kept", 0.9, "Decision")]
     [survivor] = await store.consolidation.write_clusters("default", "cluster", kept + gone, now_us=NOW_US + 7)
-    [stored] = await store.consolidation.meta_patterns("default", 10)
+    [stored] = await _meta_patterns(store, "default", 10)
     assert (stored["id"], stored["size"], stored["member_ids"]) == (survivor, 2, [members[0], members[1]])
     # No clusters: the task's patterns go.
     assert await store.consolidation.write_clusters("default", "cluster", [], now_us=NOW_US + 9) == []
-    assert await store.consolidation.meta_patterns("default", 10) == []
+    assert await _meta_patterns(store, "default", 10) == []
 
 
 def _run(tenant: str, n: int, task: str = "decay", dry_run: bool = False) -> RunRecord:

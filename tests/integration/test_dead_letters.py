@@ -15,7 +15,7 @@ from memgrid.v1 import events_pb2
 from services.core.adapters.dead_letters import dead_letters, replay
 from services.core.adapters.nats_consumer import JetStreamConsumer
 from services.core.codec import event_to_pb
-from services.core.ports import Outcome
+from services.core.domain.delivery import Outcome
 from services.core.wiring import consumer_spec, event_bus
 from tests.integration.test_nats_bus import sample_event
 

@@ -10,14 +10,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from services.core.domain.idempotency import IdempotencyClaim
 from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
 from services.core.domain.recall_request import Scope
 from services.core.domain.tags import tag_prefixes
 from services.core.domain.times import to_micros
 from services.core.domain.timewindow import Window
-from services.core.ports import IdempotencyClaim
 from tests.factories import memory_at
-from tests.fakes import InMemoryGraph
+from tests.fakes import InMemoryGraph, outbox_size
 
 pytestmark = pytest.mark.integration
 
@@ -122,7 +122,7 @@ async def scenario(writer, outbox) -> list:
     seen.append(len(await outbox.pending_outbox(NOW_US + 11, 3)))
     created = [e.event_id for e in pending if e.event.kind is EventKind.CREATED]
     await outbox.delete_outbox([*created, "unknown"])
-    seen.append(await outbox.count_outbox())
+    seen.append(await outbox_size(outbox))
     seen.append(await outbox.purge_idempotency(NOW_US + 120_000_000))
     seen.append(await writer.get_idempotency("a", "k", NOW_US))
     return seen

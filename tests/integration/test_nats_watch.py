@@ -18,7 +18,7 @@ from services.core.adapters.nats_bus import NatsEventBus
 from services.core.adapters.nats_watch import JetStreamEventWatch, WatchTuning
 from services.core.domain.errors import Unavailable
 from services.core.domain.model import EventKind, MemoryEvent
-from services.core.ports import SequencedEvent, WatchGap, WatchOpened
+from services.core.domain.watch import SequencedEvent, WatchGap, WatchOpened
 
 pytestmark = pytest.mark.integration
 

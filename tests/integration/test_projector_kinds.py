@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from services.core.domain.delivery import Delivery, Outcome
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.projection import VectorQuery
-from services.core.ports import Delivery, Outcome
 from services.recall.projector import Projector
 from tests.factories import memory_at
 

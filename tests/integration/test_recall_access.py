@@ -13,6 +13,7 @@ from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.times import to_micros
 from services.recall.access import AccessRecorder
 from tests.factories import memory_at
+from tests.fakes import outbox_size
 from tests.integration import recall_parts
 
 pytestmark = pytest.mark.integration
@@ -33,7 +34,7 @@ async def test_recall_bumps_last_accessed_after_the_answer_and_nothing_else(grap
     await graph.writer.create_memories(
         memories, [MemoryEvent.for_memory(EventKind.CREATED, m, T0) for m in memories], now_us=1
     )
-    outbox = await graph.outbox.count_outbox()
+    outbox = await outbox_size(graph.outbox)
     recorder = AccessRecorder(
         graph.reader.touch_memories, flush_seconds=0.2, batch_size=100, clock_us=lambda: to_micros(LATER)
     )
@@ -53,7 +54,7 @@ async def test_recall_bumps_last_accessed_after_the_answer_and_nothing_else(grap
         after = await graph.reader.get_memories("default", [uid(0), uid(1), uid(2)])
         assert [after[uid(i)].last_accessed for i in range(3)] == [LATER, LATER, T0]
         assert {(m.updated_at, m.version) for m in after.values()} == {(T0, 1)}
-        assert await graph.outbox.count_outbox() == outbox  # no event: nothing re-projected or re-enriched
+        assert await outbox_size(graph.outbox) == outbox  # no event: nothing re-projected or re-enriched
 
         # Startup recall's answer counts as an access too; stop writes what waits.
         found = await listings.startup("default", ["startup"], limit=10)

@@ -14,10 +14,10 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from memgrid.v1 import audit_service_pb2, recall_service_pb2
+from services.core.domain.delivery import Outcome
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.grpc.app import full_service_name
 from services.core.grpc.server import start
-from services.core.ports import Outcome
 from services.core.wiring import consumer_spec, event_bus, event_consumer
 from services.recall.bootstrap import build_app
 from services.recall.projector import projected_subjects

@@ -30,6 +30,7 @@ from services.enrich.bootstrap import build_app as build_enrich
 from services.ingest.bootstrap import build_app as build_ingest
 from services.recall.bootstrap import build_app as build_recall
 from tests.conftest import make_settings, plane_of, signed
+from tests.fakes import outbox_size
 from tests.integration.test_nats_bus import read_all
 
 pytestmark = pytest.mark.integration
@@ -94,7 +95,7 @@ async def test_create_writes_the_graph_and_publishes_an_event(stack, settings):
         stored = await store.reader.get_memory("acme", memory.id)
         assert stored is not None and stored.content == "Decided to use FalkorDB"
         await asyncio.sleep(0.2)  # the relay clears acknowledged events off the request path
-        assert await store.outbox.count_outbox() == 0
+        assert await outbox_size(store.outbox) == 0
     finally:
         await store.lifecycle.close()
     events = await read_all(settings, f"{settings.nats_subject_prefix}.acme.created")

@@ -10,10 +10,10 @@ import pytest
 
 from services.core.domain.drafts import Draft
 from services.core.domain.errors import AlreadyExists
+from services.core.domain.idempotency import IdempotencyClaim
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.supersede import close_superseded, supersession_edge
 from services.core.domain.tombstones import TombstoneGuard, TombstoneHeld, content_hash, tombstone_for
-from services.core.ports import IdempotencyClaim
 from services.core.relay import OutboxRelay
 from services.core.settings import Settings
 from services.ingest.use_cases import IngestHandlers, WritePolicy

@@ -12,7 +12,7 @@ from services.core.disputes import Disputes
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.recall_request import Scope
 from services.core.domain.review_policy import ReviewPolicy
-from services.core.domain.tombstones import content_hash, tombstone_for
+from services.core.domain.tombstones import tombstone_for
 from tests.integration.test_falkor_store import T0, memory, put
 
 pytestmark = pytest.mark.integration
@@ -51,16 +51,15 @@ async def test_a_rejection_leaves_one_tombstone_per_tenant_and_content(store):
     assert await store.trust.set_trust(rejected, 1, events, now_us=2, tombstone=stone)
     again = tombstone_for("default", A, record.content.upper(), "rejected", T0)
     await store.trust.set_tombstone(again, events[1], now_us=3)  # the same content: the same node
-    found = await store.trust.find_tombstones("default", [content_hash(record.content)])
-    assert list(found.values())[0].id == stone.id and list(found.values())[0].reason == "rejected"
+    found = await store.trust.get_tombstone("default", stone.id)
+    assert found is not None and found.id == again.id == stone.id and found.reason == "rejected"
     assert [t.id for t in await store.trust.list_tombstones("default", 10, 0)] == [stone.id]
-    assert await store.trust.find_tombstones("other", [content_hash(record.content)]) == {}
     assert await store.trust.list_tombstones("other", 10, 0) == []
     assert await store.trust.get_tombstone("other", stone.id) is None
     removal = MemoryEvent.tombstone(EventKind.TOMBSTONE_REMOVED, "other", A, stone.id, "rejected", T0)
     assert not await store.trust.remove_tombstone("other", stone.id, removal, now_us=4)
     assert await store.trust.remove_tombstone("default", stone.id, removal, now_us=4)
-    assert await store.trust.find_tombstones("default", [content_hash(record.content)]) == {}
+    assert await store.trust.get_tombstone("default", stone.id) is None
 
 
 async def test_delete_with_tombstone_is_one_write_and_refuses_a_missing_memory(store):

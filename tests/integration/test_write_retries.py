@@ -11,8 +11,8 @@ import redis.exceptions as redis_errors
 
 from services.core.adapters.falkor.connection import FalkorConnection
 from services.core.domain.errors import Unavailable
+from services.core.domain.idempotency import IdempotencyClaim
 from services.core.domain.model import EventKind, MemoryEvent
-from services.core.ports import IdempotencyClaim
 from tests.integration.test_falkor_store import T0, memory, put
 
 pytestmark = pytest.mark.integration

@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import pytest
 
+from services.core.domain.idempotency import IdempotencyClaim
 from services.core.domain.model import EventKind, MemoryEvent, Relation
-from services.core.ports import IdempotencyClaim
 from tests.integration.test_falkor_store import T0, memory, put
 
 pytestmark = pytest.mark.integration

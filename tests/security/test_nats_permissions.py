@@ -20,8 +20,9 @@ import yaml
 
 from devstack.servers import free_port, wait_for_port
 from services.core.adapters.nats_watch import JetStreamEventWatch
+from services.core.domain.delivery import Outcome
 from services.core.domain.model import EventKind, MemoryEvent
-from services.core.ports import Outcome, WatchOpened
+from services.core.domain.watch import WatchOpened
 from services.core.settings import Settings
 from services.core.wiring import consumer_spec, dead_letter_queue, event_bus, event_consumer
 from tests.waiting import wait_for

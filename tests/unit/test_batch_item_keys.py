@@ -9,8 +9,8 @@ import pytest
 
 from services.core.domain.drafts import Draft
 from services.core.domain.errors import AlreadyExists, InvalidArgument
+from services.core.domain.idempotency import IdempotencyClaim
 from services.core.domain.times import to_micros
-from services.core.ports import IdempotencyClaim
 from services.core.relay import OutboxRelay
 from services.core.settings import Settings
 from services.ingest.use_cases import IngestHandlers, WritePolicy

@@ -13,7 +13,7 @@ import pytest
 
 from services.core.domain.errors import InvalidArgument, ResourceExhausted
 from services.core.domain.model import EventKind, MemoryEvent
-from services.core.ports import SequencedEvent, WatchHeartbeat, WatchOpened
+from services.core.domain.watch import SequencedEvent, WatchHeartbeat, WatchOpened
 from services.recall.event_watch import EventWatches
 
 

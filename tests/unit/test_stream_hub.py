@@ -14,7 +14,7 @@ import pytest
 from gateway.routes.stream import resume_point
 from gateway.stream import Notice, StreamHub, Subscriber, event_json, sse
 from services.core.domain.model import EventKind, MemoryEvent, Relation
-from services.core.ports import SequencedEvent, WatchGap, WatchHeartbeat, WatchOpened
+from services.core.domain.watch import SequencedEvent, WatchGap, WatchHeartbeat, WatchOpened
 
 T0 = datetime(2026, 3, 18, 15, 30, tzinfo=UTC)
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import onnxruntime
     from tokenizers import Encoding, Tokenizer
 
-    from services.core.ports import Embedder
+    from services.core.ports.models import Embedder
     from services.core.settings import Settings
 
 PROVIDERS = ("auto", "local", "openai", "placeholder")

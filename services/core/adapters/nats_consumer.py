@@ -53,9 +53,9 @@ from services.core.adapters.nats_retention import (
     write_metadata,
 )
 from services.core.codec import event_from_pb
+from services.core.domain.delivery import Delivery, Outcome
 from services.core.domain.retention import ConsumerGap, events_lost
 from services.core.domain.times import format_iso
-from services.core.ports import Delivery, Outcome
 
 log = structlog.get_logger()
 

@@ -35,7 +35,7 @@ from memgrid.v1 import events_pb2
 from services.core.adapters.nats_bus import CLOSE_TIMEOUT_SECONDS, NatsEventBus, event_subject
 from services.core.codec import event_from_pb
 from services.core.domain.errors import Unavailable
-from services.core.ports import SequencedEvent, WatchGap, WatchOpened
+from services.core.domain.watch import SequencedEvent, WatchGap, WatchOpened
 
 log = structlog.get_logger()
 

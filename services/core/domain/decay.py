@@ -104,3 +104,41 @@ def emits(written: float | None, emitted: float | None, score: float, epsilon: f
     if written is None:
         return False
     return moved(written if emitted is None else emitted, score, epsilon)
+
+
+@dataclass(frozen=True, slots=True)
+class DecayRow:
+    """What decay and forgetting read of one memory (a page of decay_page).
+
+    `edges` counts the memory's edges to other memories of the tenant, both
+    directions (Entity, Pattern and MetaPattern links are not relationships
+    between memories and are left out)."""
+
+    id: str
+    version: int
+    type: str
+    importance: float
+    confidence: float
+    timestamp: datetime
+    last_accessed: datetime
+    edges: int
+    relevance_score: float | None
+    archived: bool
+    has_embedding: bool
+    #: The score the last DECAYED event carried (the event threshold compares
+    #: with it, so a drift of many small writes still emits once it adds up).
+    emitted_score: float | None = None
+    #: Why the store could not read this record ('' when it could): the pass
+    #: skips and counts it, and `id` names it (the node id when it has none).
+    unreadable: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RelevanceUpdate:
+    """A score decay writes: where the version is still `version`; with
+    `emit`, a DECAYED event too (the score moved by more than the epsilon)."""
+
+    id: str
+    version: int
+    score: float
+    emit: bool

@@ -48,8 +48,9 @@ class FalkorGraph:
     `lifecycle` (GraphLifecycle), `writer` (MemoryWriter), `outbox` (Outbox),
     `reader` (MemoryReader), `text` (TextSearch), `index_source` (IndexSource),
     `views` (GraphViews), `export` (GraphExport), `enrichment` (EnrichmentStore),
-    `consolidation` (ConsolidationStore), `trust` (TrustStore), `backups` (GraphBackup), `restore` (GraphRestore),
-    `audit` (AuditLog);
+    `consolidation` (ConsolidationPasses, the run ledger and leases: ports/runs.py, leases.py),
+    `trust` (TrustWriter, ReviewReads), `backups` (GraphBackup), `restore` (GraphRestore),
+    `audit` (AuditReader, AuditSealing);
     `connection` is the FalkorConnection they share.
     """
 

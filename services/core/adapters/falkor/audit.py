@@ -1,4 +1,4 @@
-"""The audit log in the graph (AuditLog): entries written by each write's own
+"""The audit log in the graph (AuditReader, AuditSealing): entries written by each write's own
 query, the sealer's reads and writes, history, listings and verification.
 
 Every write query that records Outbox rows (one per event, each carrying the
@@ -70,7 +70,8 @@ class AuditTail:
 
 
 class FalkorAuditLog:
-    """AuditLog on FalkorDB: reads for history, listings and verify; the sealer's reads and writes."""
+    """AuditReader and AuditSealing on FalkorDB: reads for history, listings
+    and verify; the sealer's reads and writes."""
 
     def __init__(self, connection: FalkorConnection):
         self._conn = connection

@@ -1,4 +1,4 @@
-"""Consolidation's store (ConsolidationStore) on FalkorDB.
+"""Consolidation's store on FalkorDB: the passes (ConsolidationPasses), and by FalkorRunStore the runs and leases.
 
 Every read is one tenant's and bounded (a page, a sample); every write is
 one batched query with its outbox events. Relevance scores are derived
@@ -22,11 +22,11 @@ from services.core.adapters.falkor.rows import outbox_row, relation_row, scope_w
 from services.core.domain.association import Discovery, pair_key
 from services.core.domain.clustering import Cluster
 from services.core.domain.consolidation import MemorySample
+from services.core.domain.decay import DecayRow, RelevanceUpdate
 from services.core.domain.embedding_codec import decode_embedding
 from services.core.domain.model import EventKind, MemoryEvent, Relation
 from services.core.domain.recall_request import Scope
 from services.core.domain.times import from_micros
-from services.core.ports import DecayRow, RelevanceUpdate
 
 #: The edge from a member to its MetaPattern.
 IN_PATTERN = "IN_PATTERN"
@@ -117,7 +117,7 @@ def _unreadable(name: str, why: str) -> DecayRow:
 
 
 class FalkorConsolidationStore(FalkorRunStore):
-    """ConsolidationStore on FalkorDB (history and leases: FalkorRunStore)."""
+    """ConsolidationPasses on FalkorDB (history and leases: FalkorRunStore)."""
 
     _audit = AuditTail()
 
@@ -392,18 +392,3 @@ class FalkorConsolidationStore(FalkorRunStore):
             if empty:
                 await self._conn.query("MATCH (p:MetaPattern) WHERE p.id IN $ids DELETE p", {"ids": empty})
         return [r["node"]["id"] for r in rows if linked.get(r["node"]["id"], 0)]
-
-    async def meta_patterns(self, tenant: str, limit: int) -> list[dict[str, Any]]:
-        """The tenant's MetaPatterns, newest first, with their member ids (closest to the centre first)."""
-        result = await self._conn.query(
-            f"""
-            MATCH (p:MetaPattern {{tenant: $tenant}})
-            WITH p ORDER BY p.created_at DESC, p.id LIMIT $limit
-            OPTIONAL MATCH (m:Memory)-[e:{IN_PATTERN}]->(p)
-            WITH p, m, e ORDER BY e.rank
-            RETURN properties(p), collect(m.id)
-            """,
-            {"tenant": tenant, "limit": max(0, limit)},
-        )
-        patterns = [{**dict(props), "member_ids": [m for m in members if m]} for props, members in result.result_set]
-        return sorted(patterns, key=lambda p: (-p["created_at"], p["id"]))

@@ -14,8 +14,8 @@ from typing import Any
 
 from services.core.adapters.falkor.connection import FalkorConnection
 from services.core.domain.consolidation import RunRecord
+from services.core.domain.leases import LeaseInfo
 from services.core.domain.times import from_micros, to_micros
-from services.core.ports import LeaseInfo
 
 
 def _run_row(record: RunRecord) -> dict[str, Any]:
@@ -61,7 +61,7 @@ def _lease(props: dict[str, Any]) -> LeaseInfo:
 
 
 class FalkorRunStore:
-    """The run history and lease part of ConsolidationStore on FalkorDB."""
+    """The run ledger and the leases (ports/runs.py, leases.py) on FalkorDB."""
 
     def __init__(self, connection: FalkorConnection):
         self._conn = connection

@@ -7,7 +7,7 @@ import base64
 from memgrid.v1 import events_pb2
 from services.core.adapters.falkor.connection import FalkorConnection
 from services.core.codec import event_from_pb
-from services.core.ports import OutboxEntry
+from services.core.domain.outbox import OutboxEntry
 
 
 class FalkorOutbox:
@@ -33,10 +33,6 @@ class FalkorOutbox:
         await self._conn.query(
             "UNWIND $ids AS id MATCH (x:Outbox {id: id}) DELETE x", {"ids": event_ids}, idempotent=True
         )
-
-    async def count_outbox(self) -> int:
-        result = await self._conn.query("MATCH (x:Outbox) RETURN count(x)")
-        return int(result.result_set[0][0])
 
     async def purge_idempotency(self, now_us: int) -> int:
         """Forget expired idempotency keys; returns how many."""

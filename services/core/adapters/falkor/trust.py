@@ -1,4 +1,4 @@
-"""Trust states, the review queue and tombstones (TrustStore) on FalkorDB.
+"""Trust states, the review queue and tombstones (TrustWriter, ReviewReads) on FalkorDB.
 
 A tombstone is a `Tombstone` node per tenant and content hash (its id is
 derived from both, so leaving one twice MERGEs into the same node). Every
@@ -43,7 +43,7 @@ def tombstone_from_row(values) -> Tombstone:
 
 
 class FalkorTrustStore(FalkorLookup):
-    """TrustStore on FalkorDB (a lookup too: the handlers read the record first)."""
+    """TrustWriter and ReviewReads on FalkorDB (a lookup too: the handlers read the record first)."""
 
     _audit = AuditTail()  # each write's audit entries (audit.py)
 
@@ -131,19 +131,6 @@ class FalkorTrustStore(FalkorLookup):
             {"tomb": _tombstone_row(tombstone), "outbox": outbox_row(event, now_us)},
             idempotent=True,  # a MERGE, and the outbox row's id is the event's: the relay publishes it once
         )
-
-    async def find_tombstones(self, tenant: str, hashes: list[str]) -> dict[str, Tombstone]:
-        """The tenant's tombstones among these content hashes, by hash."""
-        result = await self._conn.query(
-            f"""
-            UNWIND $hashes AS h
-            MATCH (t:Tombstone {{content_hash: h}}) WHERE t.tenant = $tenant
-            RETURN {TOMBSTONE_FIELDS}
-            """,
-            {"tenant": tenant, "hashes": sorted(set(hashes))},
-        )
-        found = [tombstone_from_row(row) for row in result.result_set]
-        return {t.content_hash: t for t in found}
 
     async def list_tombstones(self, tenant: str, limit: int, offset: int) -> list[Tombstone]:
         """The tenant's tombstones, newest first."""

@@ -8,10 +8,10 @@ import asyncio
 from services.core.adapters.falkor.connection import FalkorConnection
 from services.core.adapters.falkor.rows import RETURN_FIELDS, edge_relation, read_row
 from services.core.domain.analysis import AnalysisFigures, TypeFigures
+from services.core.domain.graph_views import GraphStats, PatternNode
 from services.core.domain.model import Memory, Relation
 from services.core.domain.state import PRECEDENCE, State
 from services.core.domain.times import from_micros
-from services.core.ports import GraphStats, PatternNode
 
 #: Each state's condition on a memory m at $now (`replaced`: a current
 #: successor was found), asked in the domain's order (state.PRECEDENCE).

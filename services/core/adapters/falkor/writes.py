@@ -8,9 +8,9 @@ from services.core.adapters.falkor.audit import AuditTail
 from services.core.adapters.falkor.reads import FalkorLookup
 from services.core.adapters.falkor.rows import memory_to_row, outbox_row, relation_row
 from services.core.adapters.falkor.trust import TOMBSTONE_FIELDS, tombstone_from_row
+from services.core.domain.idempotency import IdempotencyClaim
 from services.core.domain.model import SUPERSESSION_RELATIONS, EventKind, Memory, MemoryEvent, Relation
 from services.core.domain.tombstones import TombstoneGuard, TombstoneHeld
-from services.core.ports import IdempotencyClaim
 
 _CLAIM = """
 MERGE (k:IdempotencyKey {tenant: $tenant, key: $key})
