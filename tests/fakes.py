@@ -76,6 +76,13 @@ async def outbox_size(outbox) -> int:
     return len(await outbox.pending_outbox(_END_OF_TIME_US, 1_000_000))
 
 
+async def nearest(index, query, *, with_payload: bool = False) -> list:
+    """One query's hits from a vector index, through search_many (the only
+    search the port has: its callers search in batches)."""
+    [hits] = await index.search_many([query], with_payload=with_payload)
+    return hits
+
+
 @dataclass(slots=True)
 class InMemoryGraph:
     """MemoryLookup, MemoryWriter, Outbox and MemoryReader over dictionaries:
@@ -382,11 +389,6 @@ class RecordingPublisher:
 
     connected: bool = True
     published: list[MemoryEvent] = field(default_factory=list)
-
-    async def publish(self, event: MemoryEvent) -> None:
-        if not self.connected:
-            raise ConnectionError("bus down")
-        self.published.append(event)
 
     async def publish_many(self, events: list[MemoryEvent]) -> list[bool]:
         if not self.connected:

@@ -34,7 +34,7 @@ from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.times import from_micros, to_micros
 from services.core.ports.consolidation import ConsolidationPasses
 from services.core.ports.models import LanguageModel
-from services.core.ports.writes import MemoryWriter
+from services.core.ports.writes import MemoryDeletes
 
 log = structlog.get_logger()
 
@@ -160,7 +160,7 @@ class ConsolidationTasks:
         self,
         *,
         store: ConsolidationPasses,
-        writer: MemoryWriter,
+        writer: MemoryDeletes,
         submit: Callable[[list[MemoryEvent]], Awaitable[object]],
         policies: TaskPolicies,
         page_size: int,

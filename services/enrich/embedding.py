@@ -21,7 +21,7 @@ from prometheus_client import Counter
 from services.core.domain.delivery import Delivery, Outcome
 from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.domain.times import to_micros
-from services.core.ports.enrichment import EnrichmentStore
+from services.core.ports.enrichment import EmbeddingStore
 from services.core.ports.models import Embedder
 from services.core.relay import OutboxRelay
 from services.enrich.counts import TenantCounts
@@ -68,7 +68,7 @@ class EmbeddingStage:
     def __init__(
         self,
         *,
-        store: EnrichmentStore,
+        store: EmbeddingStore,
         embedder: Embedder,
         relay: OutboxRelay,
         batch_size: int,

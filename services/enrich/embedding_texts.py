@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from services.core.domain.embedding_text import contextual_text, preceding_query
 from services.core.domain.model import Memory
 from services.core.domain.times import to_micros
-from services.core.ports.enrichment import EnrichmentStore
+from services.core.ports.enrichment import PrecedingContents
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +20,7 @@ class EmbeddingContext:
     seconds: float = 0.0
     chars: int = 0
 
-    async def texts(self, store: EnrichmentStore, memories: list[Memory]) -> list[str]:
+    async def texts(self, store: PrecedingContents, memories: list[Memory]) -> list[str]:
         """The text to embed for each memory (all of one tenant), in order."""
         if not memories:
             return []

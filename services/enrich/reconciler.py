@@ -17,7 +17,7 @@ import structlog
 from services.core.background import BackgroundLoop
 from services.core.domain.retention import ConsumerGap
 from services.core.domain.times import to_micros
-from services.core.ports.enrichment import EnrichmentStore
+from services.core.ports.enrichment import EnrichmentBacklog
 from services.enrich.embedding import EmbeddingStage
 from services.enrich.pipeline import EnrichmentPipeline
 
@@ -30,7 +30,7 @@ class Reconciler(BackgroundLoop):
     def __init__(
         self,
         *,
-        store: EnrichmentStore,
+        store: EnrichmentBacklog,
         pipeline: EnrichmentPipeline,
         interval_seconds: float,
         grace_seconds: float,

@@ -18,13 +18,13 @@ from services.core.domain.recall_ranking import Candidate, stand_in
 from services.core.domain.recall_request import Scope
 from services.core.domain.state import Successor, Verdict, judge, to_load
 from services.core.domain.trust import VISIBLE_BY_DEFAULT, visible
-from services.core.ports.reads import MemoryReader
+from services.core.ports.reads import SuccessorReads
 
 
 class CurrentStatePass:
     """Verdicts on a tenant's memories at a time, and the pass over candidates."""
 
-    def __init__(self, reader: MemoryReader, max_hops: int):
+    def __init__(self, reader: SuccessorReads, max_hops: int):
         self._reader = reader
         self._max_hops = max_hops
 

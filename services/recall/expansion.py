@@ -9,7 +9,7 @@ from services.core.domain.model import AUTHORABLE_RELATIONS, relation_rank
 from services.core.domain.recall_assembly import append_new, entity_names
 from services.core.domain.recall_ranking import Candidate, order, score
 from services.core.domain.recall_request import RecallPolicy, RecallRequest, in_scope
-from services.core.ports.reads import MemoryReader
+from services.core.ports.reads import ExpansionReads
 from services.recall.current_state import CurrentStatePass
 
 
@@ -21,7 +21,7 @@ def _rank(candidate: Candidate) -> int:
 class Expansion:
     """What expansion adds after a recall's ranked results."""
 
-    def __init__(self, *, reader: MemoryReader, state: CurrentStatePass, policy: RecallPolicy):
+    def __init__(self, *, reader: ExpansionReads, state: CurrentStatePass, policy: RecallPolicy):
         self._reader = reader
         self._state = state
         self._policy = policy

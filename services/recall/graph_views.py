@@ -35,7 +35,7 @@ from services.core.domain.recall_request import Scope, clamp_limit
 from services.core.domain.state import State, Verdict, resolve_state_mode
 from services.core.domain.times import to_micros
 from services.core.ports.graph_views import GraphViews as GraphViewStore
-from services.core.ports.reads import MemoryReader
+from services.core.ports.reads import ViewReads
 from services.recall.current_state import CurrentStatePass
 
 
@@ -118,7 +118,7 @@ class GraphViews:
     def __init__(
         self,
         *,
-        reader: MemoryReader,
+        reader: ViewReads,
         views: GraphViewStore,
         state: CurrentStatePass,
         limits: GraphLimits,

@@ -15,7 +15,7 @@ from services.core.domain.recall_ranking import Candidate
 from services.core.domain.recall_request import RecallPolicy, Scope, clamp_limit, clean_tags
 from services.core.domain.state import State, resolve_state_mode
 from services.core.domain.trust import parse_trust_states
-from services.core.ports.reads import MemoryReader
+from services.core.ports.reads import ListingReads
 from services.recall.access import AccessRecorder
 from services.recall.current_state import CurrentStatePass
 
@@ -69,7 +69,7 @@ class Listings:
     def __init__(
         self,
         *,
-        reader: MemoryReader,
+        reader: ListingReads,
         state: CurrentStatePass,
         policy: RecallPolicy,
         limits: ReadLimits,

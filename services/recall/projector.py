@@ -16,7 +16,7 @@ from services.core.domain.delivery import Delivery, Outcome
 from services.core.domain.model import SUPERSESSION_RELATIONS, EventKind
 from services.core.domain.projection import vector_payload
 from services.core.ports.graph import MemoryLookup
-from services.core.ports.vector import VectorIndex
+from services.core.ports.vector import VectorWrites
 
 log = structlog.get_logger()
 
@@ -51,7 +51,7 @@ def _projects(event) -> bool:
 
 
 class Projector:
-    def __init__(self, *, lookup: MemoryLookup, vectors: VectorIndex):
+    def __init__(self, *, lookup: MemoryLookup, vectors: VectorWrites):
         self._lookup = lookup
         self._vectors = vectors
 

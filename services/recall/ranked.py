@@ -25,7 +25,7 @@ from services.core.domain.score_floor import adaptive_floor
 from services.core.domain.state import Successor, resolve_state_mode
 from services.core.domain.times import parse_iso
 from services.core.domain.timewindow import Window, resolve_window
-from services.core.ports.reads import MemoryReader
+from services.core.ports.reads import RankedReads
 from services.recall.access import AccessRecorder
 from services.recall.current_state import CurrentStatePass
 from services.recall.expansion import Expansion
@@ -87,7 +87,7 @@ class RankedRecall:
     def __init__(
         self,
         *,
-        reader: MemoryReader,
+        reader: RankedReads,
         text: TextArms,
         vector: VectorArm,
         state: CurrentStatePass,

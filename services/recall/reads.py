@@ -11,7 +11,7 @@ from services.core.domain.ids import validate_memory_id
 from services.core.domain.model import Memory, Relation
 from services.core.domain.state import State, resolve_state_mode
 from services.core.domain.times import to_micros
-from services.core.ports.reads import MemoryReader
+from services.core.ports.reads import RecordRead
 from services.recall.current_state import CurrentStatePass
 
 
@@ -29,7 +29,7 @@ class MemoryReads:
     def __init__(
         self,
         *,
-        reader: MemoryReader,
+        reader: RecordRead,
         state: CurrentStatePass,
         relation_limit: int,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),

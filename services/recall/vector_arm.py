@@ -22,7 +22,7 @@ from services.core.domain.projection import VectorHit, VectorQuery
 from services.core.domain.query_names import without_names
 from services.core.domain.recall_request import RecallRequest, Scope, check_dimension
 from services.core.ports.models import Embedder
-from services.core.ports.vector import VectorIndex
+from services.core.ports.vector import VectorSearch
 
 log = structlog.get_logger()
 
@@ -102,7 +102,7 @@ def vector_query(vector: list[float], scope: Scope, limit: int) -> VectorQuery:
 class VectorArm:
     """The query vectors of a recall and their nearest points in the index."""
 
-    def __init__(self, *, vectors: VectorIndex, embedder: Embedder | None = None, query_cache_size: int = 1024):
+    def __init__(self, *, vectors: VectorSearch, embedder: Embedder | None = None, query_cache_size: int = 1024):
         self._vectors = vectors
         self._queries = QueryEmbeddings(embedder, query_cache_size)
 

@@ -41,6 +41,7 @@ from services.core.domain.updates import apply_update
 from services.recall.current_state import CurrentStatePass
 from services.recall.vector_arm import vector_query
 from tests.factories import memory_at
+from tests.fakes import nearest
 
 pytestmark = [
     pytest.mark.integration,
@@ -270,7 +271,7 @@ async def test_every_place_decides_alike(loaded, engines, case):
         listed = [m.id for m in await graph.reader.list_memories(scope, "importance", 50)]
         matched = [h.id for h in await graph.text.search_text(scope, "keyword", [WORD], 50, max_df=1000)]
         by_engine = {
-            name: await trusted(graph, scope, [h.id for h in await index.search(vector_query(VECTOR, scope, 50))])
+            name: await trusted(graph, scope, [h.id for h in await nearest(index, vector_query(VECTOR, scope, 50))])
             for name, index in engines.items()
         }
         assert sorted(matched) == sorted(listed)
@@ -289,7 +290,7 @@ async def test_every_place_decides_alike(loaded, engines, case):
     listed = [m.id for m in await graph.reader.list_memories(scope_of(case), "importance", 50)]
     assert await shown_after_pass(state, graph, case, listed) == case.shown
     for index in engines.values():
-        hits = [h.id for h in await index.search(vector_query(VECTOR, scope_of(case), 50))]
+        hits = [h.id for h in await nearest(index, vector_query(VECTOR, scope_of(case), 50))]
         assert await shown_after_pass(state, graph, case, hits) == case.shown
     # The analysis counts the subject (and its successor) in the state the domain gives each at AT.
     figures = await graph.views.analysis_figures(tenant_of(case), now_us=to_micros(AT), top=10, max_hops=MAX_HOPS)

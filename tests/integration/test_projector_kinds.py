@@ -15,6 +15,7 @@ from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.projection import VectorQuery
 from services.recall.projector import Projector
 from tests.factories import memory_at
+from tests.fakes import nearest
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +34,7 @@ async def test_the_lifecycle_kinds_move_the_point_and_the_consolidation_ones_lea
     projector = Projector(lookup=graph.reader, vectors=index)
 
     async def payload() -> dict | None:
-        hits = await index.search(VectorQuery(vector=AXIS, tenant="default", limit=5), with_payload=True)
+        hits = await nearest(index, VectorQuery(vector=AXIS, tenant="default", limit=5), with_payload=True)
         return next((h.payload for h in hits if h.id == memory.id), None)
 
     assert await projector.handle([delivery(EventKind.CREATED, memory.id)]) == [Outcome.DONE]

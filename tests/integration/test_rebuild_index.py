@@ -13,6 +13,7 @@ import pytest
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.projection import VectorQuery, vector_payload
 from tests.factories import memory_at
+from tests.fakes import nearest
 from tests.integration import recall_parts
 
 pytestmark = pytest.mark.integration
@@ -48,7 +49,7 @@ async def test_a_tenants_rebuild_touches_only_its_points(graph, settings, index,
     assert optimised == []
 
     async def found(tenant: str) -> set[str]:
-        hits = await index.search(VectorQuery(vector=AXES[tenant], tenant=tenant, limit=10))
+        hits = await nearest(index, VectorQuery(vector=AXES[tenant], tenant=tenant, limit=10))
         return {h.id for h in hits}
 
     assert await found("a") == {uid("a0"), uid("a1"), uid("a2")}  # the stale point is gone

@@ -25,6 +25,7 @@ from services.core.domain.projection import VectorQuery, vector_payload
 from services.core.domain.tags import tag_prefixes
 from services.core.settings import Settings
 from services.core.wiring import vector_index
+from tests.fakes import nearest
 
 pytestmark = [
     pytest.mark.integration,
@@ -129,7 +130,7 @@ class Engines:
         self.query_vector = fields["vector"]
         query = VectorQuery(**fields)
         edge, client = self.all
-        return self.agree(await edge.search(query), await client.search(query))
+        return self.agree(await nearest(edge, query), await nearest(client, query))
 
     async def expect(self, names, **fields) -> None:
         vector = fields.setdefault("vector", unit(np.random.default_rng(7)))
@@ -315,10 +316,13 @@ async def test_an_edge_shard_made_before_the_timestamp_field_index_gets_it(tmp_p
 async def test_payloads_are_returned_alike(engines):
     query = VectorQuery(vector=unit(np.random.default_rng(5)), tenant="a", limit=50, current_at=NOW)
     edge, client = engines.all
-    edge_hits, client_hits = await edge.search(query, with_payload=True), await client.search(query, with_payload=True)
+    edge_hits, client_hits = (
+        await nearest(edge, query, with_payload=True),
+        await nearest(client, query, with_payload=True),
+    )
     assert [h.payload for h in edge_hits] == [h.payload for h in client_hits]
     assert client_hits[0].payload == vector_payload(engines.memories[engines._names[client_hits[0].id]])
-    assert all(h.payload is None for h in await client.search(query) + await edge.search(query))
+    assert all(h.payload is None for h in await nearest(client, query) + await nearest(edge, query))
 
 
 async def test_search_many_answers_in_query_order(engines):
@@ -332,7 +336,7 @@ async def test_search_many_answers_in_query_order(engines):
     edge_results, client_results = await edge.search_many(queries), await client.search_many(queries)
     assert len(edge_results) == len(client_results) == 3
     for query, edge_hits, client_hits in zip(queries, edge_results, client_results, strict=True):
-        assert [h.id for h in edge_hits] == [h.id for h in client_hits] == [h.id for h in await edge.search(query)]
+        assert [h.id for h in edge_hits] == [h.id for h in client_hits] == [h.id for h in await nearest(edge, query)]
         assert all(abs(e.score - c.score) <= TOLERANCE for e, c in zip(edge_hits, client_hits, strict=True))
     assert [h.id for h in edge_results[1]] == [engines.memories["other_tenant"].id]
     assert await edge.search_many([]) == await client.search_many([]) == []

@@ -16,6 +16,7 @@ import pytest
 from services.core.adapters.edge_index import INDEXED_FIELDS, EdgeVectorIndex
 from services.core.domain.model import Memory
 from services.core.domain.projection import VectorQuery, vector_payload
+from tests.fakes import nearest
 
 pytestmark = pytest.mark.integration
 
@@ -44,24 +45,24 @@ async def test_current_state_filter_withholds_expired_future_and_archived(index)
     other_tenant = memory(tenant="b")
     await put(index, [current, expired, future, archived, other_tenant])
     query = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10, current_at=NOW)
-    assert [h.id for h in await index.search(query)] == [current.id]
+    assert [h.id for h in await nearest(index, query)] == [current.id]
     # Without current_at: the history, but archived points are never candidates.
     history = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10)
-    assert {h.id for h in await index.search(history)} == {current.id, expired.id, future.id}
+    assert {h.id for h in await nearest(index, history)} == {current.id, expired.id, future.id}
     # Once its window closes, the same memory is withheld: no stale payload.
     later = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10, current_at=NOW + timedelta(days=400))
     expiring = memory(t_invalid=NOW + timedelta(days=30))
     await put(index, [expiring])
-    assert expiring.id not in {h.id for h in await index.search(later)}
+    assert expiring.id not in {h.id for h in await nearest(index, later)}
 
 
 async def test_exclusions_scores_and_deletes(index):
     near, far = memory(), memory(embedding=[0.0, 1.0, 0.0, 0.0])
     await put(index, [near, far])
     query = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10, min_score=0.5)
-    assert [h.id for h in await index.search(query)] == [near.id]
+    assert [h.id for h in await nearest(index, query)] == [near.id]
     excluded = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10, exclude_ids=(near.id,))
-    assert near.id not in {h.id for h in await index.search(excluded)}
+    assert near.id not in {h.id for h in await nearest(index, excluded)}
     await index.delete([near.id], tenant="a")
     assert await index.count() == 1
 
@@ -101,7 +102,7 @@ async def test_clear_replaces_the_shard_with_an_empty_usable_one(tmp_path):
     kept = memory(tags=["Ops"], tag_prefixes=["ops"])
     await put(index, [kept])
     query = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10, current_at=NOW, tags=("ops",))
-    assert [h.id for h in await index.search(query)] == [kept.id]
+    assert [h.id for h in await nearest(index, query)] == [kept.id]
     await index.close()
 
     # A clear the process did not finish (the old shard moved aside) is cleaned up on open.
@@ -169,7 +170,7 @@ async def test_int8_quantisation_returns_the_float32_results_and_reaches_older_s
         index.open()
         await put(index, memories)
         await index.optimize()
-        found[setting] = [[(h.id, round(h.score, 5)) for h in await index.search(q)] for q in queries]
+        found[setting] = [[(h.id, round(h.score, 5)) for h in await nearest(index, q)] for q in queries]
         await index.close()
         assert (_quantization(path) is None) == (setting == "none")
     # The int8 copies choose the candidates; the float32 vectors score them.
@@ -181,7 +182,7 @@ async def test_int8_quantisation_returns_the_float32_results_and_reaches_older_s
     upgraded.open()
     await upgraded.optimize()
     assert _quantization(older) == {"scalar": {"type": "int8", "always_ram": True}}
-    assert [[(h.id, round(h.score, 5)) for h in await upgraded.search(q)] for q in queries] == found["none"]
+    assert [[(h.id, round(h.score, 5)) for h in await nearest(upgraded, q)] for q in queries] == found["none"]
     await upgraded.close()
 
     with pytest.raises(ValueError, match="quantization"):

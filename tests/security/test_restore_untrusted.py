@@ -37,6 +37,7 @@ from services.core.wiring import graph_store
 from tests.conftest import TEST_BACKUP_KEY
 from tests.e2e import conftest as e2e
 from tests.factories import memory_at
+from tests.fakes import nearest
 
 #: The whole stack's fixtures (tests/e2e/conftest.py), for the gateway's part.
 stack_services, gateway_url, client = e2e.stack_services, e2e.gateway_url, e2e.client
@@ -390,12 +391,12 @@ async def test_a_memory_id_another_tenant_holds_touches_neither_its_memory_nor_i
             await index.upsert([(shared, alpha.embedding, vector_payload(alpha))])  # alpha's restore, reindexed
             assert await index.count() == 2 and await index.count_by_tenant(10) == {"alpha": 1, "beta": 1}
             query = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="beta", limit=5)
-            [hit] = await index.search(query, with_payload=True)
+            [hit] = await nearest(index, query, with_payload=True)
             assert hit.id == shared and hit.payload["tenant"] == "beta" and hit.payload["memory_id"] == shared
             excluded = VectorQuery(vector=[0.0, 1.0, 0.0, 0.0], tenant="alpha", limit=5, exclude_ids=(shared,))
-            assert await index.search(excluded) == [] and [h.id for h in await index.search(query)] == [shared]
+            assert await nearest(index, excluded) == [] and [h.id for h in await nearest(index, query)] == [shared]
             await index.delete([shared], tenant="alpha")
-            assert [h.id for h in await index.search(query)] == [shared] and await index.count() == 1
+            assert [h.id for h in await nearest(index, query)] == [shared] and await index.count() == 1
         finally:
             await index.close()
 

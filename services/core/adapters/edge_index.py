@@ -341,10 +341,6 @@ class EdgeVectorIndex:
             await self._run(lambda shard: shard.update(UpdateOperation.delete_points(point_ids)))
             await self._flush_when_due()
 
-    async def search(self, query: VectorQuery, *, with_payload: bool = False) -> list[VectorHit]:
-        [hits] = await self.search_many([query], with_payload=with_payload)
-        return hits
-
     async def search_many(self, queries: list[VectorQuery], *, with_payload: bool = False) -> list[list[VectorHit]]:
         """Several searches in one trip to the worker thread."""
         requests = [

@@ -222,10 +222,6 @@ class QdrantClientIndex:
             selector = models.PointIdsList(points=[point_id(tenant, i) for i in ids])
             await self._open_client().delete(self._collection, points_selector=selector, wait=True)
 
-    async def search(self, query: VectorQuery, *, with_payload: bool = False) -> list[VectorHit]:
-        [hits] = await self.search_many([query], with_payload=with_payload)
-        return hits
-
     async def search_many(self, queries: list[VectorQuery], *, with_payload: bool = False) -> list[list[VectorHit]]:
         """Several searches in one request."""
         client = self._open_client()

@@ -1,4 +1,5 @@
-"""Enrichment's reads and its writes of the fields and edges it owns."""
+"""Enrichment's reads and its writes of the fields and edges it owns: the
+embedding stage, the enrichment pipeline and the reconciler each hold their own port."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ from services.core.domain.model import Memory, MemoryEvent
 from services.core.ports.graph import MemoryLookup
 
 
-class EnrichmentStore(MemoryLookup, Protocol):
-    """Enrichment's reads and its writes of the fields and edges it owns."""
+class PrecedingContents(Protocol):
+    """What an embedding text reads besides the memory: the one written before it."""
 
-    async def find_unenriched(self, recorded_before_us: int, limit: int) -> list[tuple[str, str]]: ...
+    async def preceding_contents(self, tenant: str, items: list[Preceding], window_us: int) -> dict[str, str]:
+        """Per memory id, the content of the memory written just before it
+        (domain/embedding_text.py: same tenant, within window_us, sharing one
+        of its tags when it has any); ids with none are left out."""
 
-    async def count_unenriched(self, tenant: str) -> int:
-        """The tenant's memories enrichment has not finished."""
+
+class EmbeddingStore(MemoryLookup, PrecedingContents, Protocol):
+    """The embedding stage's reads and its write of vectors."""
 
     async def record_embeddings(
         self,
@@ -29,19 +34,12 @@ class EnrichmentStore(MemoryLookup, Protocol):
         model), the vector and its model (or, with None, only the event),
         where version and content are still the ones read; the ids written."""
 
-    async def preceding_contents(self, tenant: str, items: list[Preceding], window_us: int) -> dict[str, str]:
-        """Per memory id, the content of the memory written just before it
-        (domain/embedding_text.py: same tenant, within window_us, sharing one
-        of its tags when it has any); ids with none are left out."""
+
+class EnrichmentStore(MemoryLookup, PrecedingContents, Protocol):
+    """The pipeline's reads and its writes of the fields and edges enrichment owns."""
 
     async def embedding_models(self, tenant: str, memory_ids: list[str]) -> dict[str, str]:
         """The model the embedding stage recorded for each memory's vector."""
-
-    async def count_unembedded(self, tenant: str) -> int:
-        """The tenant's memories without a vector."""
-
-    async def find_unembedded(self, changed_before_us: int, limit: int) -> list[tuple[str, str]]:
-        """(tenant, id) of memories without a vector, last changed before the time."""
 
     async def apply_enrichment(
         self, tenant: str, updates: list[tuple[Memory, int]], events: list[MemoryEvent], *, now_us: int
@@ -73,3 +71,18 @@ class EnrichmentStore(MemoryLookup, Protocol):
         """MENTIONS edges to Entity nodes, and EXEMPLIFIES edges to a Pattern
         once enough memories of one type share an entity; with `replace`, a
         memory's edges to what `mentions` no longer names are removed."""
+
+
+class EnrichmentBacklog(Protocol):
+    """The reconciler's view: memories enrichment or the embedding stage has not finished."""
+
+    async def find_unenriched(self, recorded_before_us: int, limit: int) -> list[tuple[str, str]]: ...
+
+    async def count_unenriched(self, tenant: str) -> int:
+        """The tenant's memories enrichment has not finished."""
+
+    async def find_unembedded(self, changed_before_us: int, limit: int) -> list[tuple[str, str]]:
+        """(tenant, id) of memories without a vector, last changed before the time."""
+
+    async def count_unembedded(self, tenant: str) -> int:
+        """The tenant's memories without a vector."""

@@ -12,9 +12,6 @@ from services.core.domain.watch import SequencedEvent, WatchGap, WatchOpened
 class EventPublisher(Protocol):
     """Publishes memory events durably (JetStream)."""
 
-    async def publish(self, event: MemoryEvent) -> None:
-        """Publish one event; raises when the bus did not acknowledge it."""
-
     @property
     def connected(self) -> bool:
         """Whether publishing can succeed right now."""

@@ -22,17 +22,21 @@ class IndexSource(MemoryLookup, Protocol):
         index should hold, but for vectors of another dimension (its convergence check)."""
 
 
-class VectorIndex(Protocol):
-    """Recall's projection of the graph into vectors."""
+class VectorSearch(Protocol):
+    """Recall's vector arm: nearest points to query vectors."""
+
+    dimension: int
+
+    async def search_many(self, queries: list[VectorQuery], *, with_payload: bool = False) -> list[list[VectorHit]]:
+        """Per query, its hits best first (several searches in one trip)."""
+
+
+class VectorWrites(Protocol):
+    """The projector's writes of the graph's memories as points."""
 
     dimension: int
     #: Vectors turned away because their dimension is not the index's.
     refused: int
-
-    def open(self) -> Awaitable[None] | None:
-        """Open or create the index (a service start-up step, sync or async).
-        An existing index keeps its dimension: adopted with autodetection,
-        else the index stays closed and status() says `dimension_mismatch`."""
 
     async def upsert(self, points: list[tuple[str, list[float], dict]]) -> None:
         """Insert or replace points (id, vector, payload from vector_payload)."""
@@ -41,11 +45,15 @@ class VectorIndex(Protocol):
         """Remove the tenant's points of these memories. A point's id is derived from its tenant
         and memory id (projection.point_id): no tenant's ids name another tenant's point."""
 
-    async def search(self, query: VectorQuery, *, with_payload: bool = False) -> list[VectorHit]: ...
 
-    async def search_many(self, queries: list[VectorQuery], *, with_payload: bool = False) -> list[list[VectorHit]]: ...
+class VectorIndex(VectorSearch, VectorWrites, Protocol):
+    """Recall's projection of the graph into vectors, whole: what the
+    bootstrap opens and closes, and the rebuild and the convergence check use."""
 
-    async def count(self) -> int: ...
+    def open(self) -> Awaitable[None] | None:
+        """Open or create the index (a service start-up step, sync or async).
+        An existing index keeps its dimension: adopted with autodetection,
+        else the index stays closed and status() says `dimension_mismatch`."""
 
     async def count_by_tenant(self, limit: int) -> dict[str, int]:
         """Points per tenant (at most `limit` tenants), exact: the convergence

@@ -10,7 +10,15 @@ from services.core.domain.tombstones import TombstoneGuard
 from services.core.ports.graph import MemoryLookup
 
 
-class MemoryWriter(MemoryLookup, Protocol):
+class MemoryDeletes(Protocol):
+    """Deletes with their events: what forgetting writes (and the count its progress starts from)."""
+
+    async def count_memories(self, tenant: str | None = None) -> int: ...
+
+    async def delete_memories(self, tenant: str, events: list[MemoryEvent], *, now_us: int) -> list[str]: ...
+
+
+class MemoryWriter(MemoryLookup, MemoryDeletes, Protocol):
     """Ingest's writes. Every write records its events in the same query
     (the outbox), so an acknowledged write is never without its events."""
 
@@ -40,8 +48,6 @@ class MemoryWriter(MemoryLookup, Protocol):
         self, memory: Memory, expected_version: int, event: MemoryEvent, *, now_us: int, before: Memory | None = None
     ) -> bool:
         """Compare-and-set on the version; `before` (the record as read) gives the audit entry its diff."""
-
-    async def delete_memories(self, tenant: str, events: list[MemoryEvent], *, now_us: int) -> list[str]: ...
 
     async def find_ids_by_tags(self, tenant: str, tags_lower: list[str], limit: int) -> list[str]: ...
 
