@@ -8,7 +8,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.routing import Route
 
-from gateway import envelope, openapi
+from gateway import docs_pages, envelope, openapi
 from gateway.auth import TokenAuth
 from gateway.body_limit import BodyLimit
 from gateway.clients import ServiceClients
@@ -40,7 +40,15 @@ def create_app(settings: Settings, api_token: str | None, clients: ServiceClient
             await app.state.stream.close()
             await app.state.clients.close()
 
-    app = FastAPI(title="memgrid", version="0.1.0", lifespan=lifespan, default_response_class=Json)
+    # docs_url, redoc_url None: docs_pages serves both pages over local assets, not FastAPI's CDN.
+    app = FastAPI(
+        title="memgrid",
+        version="0.1.0",
+        lifespan=lifespan,
+        default_response_class=Json,
+        docs_url=None,
+        redoc_url=None,
+    )
     app.state.settings = settings
     app.state.auth = TokenAuth.from_settings(settings, api_token)
     envelope.install(app)
@@ -55,4 +63,5 @@ def create_app(settings: Settings, api_token: str | None, clients: ServiceClient
     app.state.mcp = McpEndpoint(app, app.version)
     app.router.routes.append(Route("/mcp", app.state.mcp, methods=["GET", "POST", "DELETE"]))
     openapi.install(app)
+    docs_pages.install(app)
     return app
