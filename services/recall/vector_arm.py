@@ -144,11 +144,23 @@ class VectorArm:
         ]
 
     async def search(self, vectors: list[QueryVector], scope: Scope, fetch: int) -> list[list[VectorHit]]:
-        """Each vector's hits within the scope with a positive score, best first."""
+        """Each vector's best `fetch` hits within the scope with a positive
+        score, best first; equal scores in id order. The index is asked for
+        TIE_MARGIN times as many, so which of equally scored memories make
+        the cut is decided here, the same way every time, and not by the
+        index's internal order (which a rebuild or a re-upsert changes): the
+        neighbourhood component reads the candidates' order in time, so one
+        candidate more or less at the cut could move the top results."""
         if not vectors:
             return []
-        hits = await self._vectors.search_many([vector_query(v.values, scope, fetch) for v in vectors])
-        return [
-            [h if v.scale == 1.0 else replace(h, score=h.score * v.scale) for h in found if h.score > 0]
-            for v, found in zip(vectors, hits, strict=True)
-        ]
+        hits = await self._vectors.search_many([vector_query(v.values, scope, fetch * TIE_MARGIN) for v in vectors])
+        return [_best(v, found, fetch) for v, found in zip(vectors, hits, strict=True)]
+
+
+#: How many times the hits asked for the vector index is asked for (VectorArm.search).
+TIE_MARGIN = 2
+
+
+def _best(vector: QueryVector, found: list[VectorHit], fetch: int) -> list[VectorHit]:
+    scaled = [h if vector.scale == 1.0 else replace(h, score=h.score * vector.scale) for h in found if h.score > 0]
+    return sorted(scaled, key=lambda h: (-h.score, h.id))[:fetch]

@@ -2,7 +2,8 @@
 (services/recall/vector_arm.py, services/core/domain/query_names.py): with
 the real local model and the real in-process index, a memory about what the
 question asks outranks one that only names its person, and the hits' scores
-are the mean of the two cosines."""
+are the mean of the two cosines. And equal scores make the arm's cut in id
+order, whatever order the index returns them in."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ import pytest
 
 from services.core.adapters.edge_index import EdgeVectorIndex
 from services.core.adapters.embedders import LocalMiniLMEmbedder
-from services.core.domain.projection import vector_payload
+from services.core.domain.projection import VectorHit, vector_payload
 from services.core.domain.query_names import without_names
 from services.core.domain.recall_request import build_request
 from services.core.domain.timewindow import Window
-from services.recall.vector_arm import VectorArm
+from services.recall.vector_arm import TIE_MARGIN, QueryVector, VectorArm
 from tests.factories import memory_at
 from tests.unit.test_recall_domain import policy
 
@@ -63,3 +64,29 @@ async def test_the_answer_outranks_a_memory_that_only_names_the_person(model, tm
     query, nameless, greeting, answer = np.array(await model.embed([QUERY, without_names(QUERY), GREETING, ANSWER]))
     assert scores["answer"] == pytest.approx((answer @ query + answer @ nameless) / 2, abs=1e-3)
     assert scores["greeting"] == pytest.approx((greeting @ query + greeting @ nameless) / 2, abs=1e-3)
+
+
+class _TiedIndex:
+    """An index whose equally scored hits come back in an order of its own
+    (as a rebuilt or re-upserted one may): the arm, not the index, decides the cut."""
+
+    dimension = 2
+
+    def __init__(self):
+        self.asked: list[int] = []
+
+    async def search_many(self, queries):
+        self.asked += [q.limit for q in queries]
+        tied = [VectorHit(f"m{i}", 0.5) for i in (5, 2, 4, 0, 3, 1)]
+        return [[VectorHit("best", 0.9), *tied][: q.limit] for q in queries]
+
+
+async def test_equal_scores_make_the_cut_in_id_order_whatever_the_index_returns():
+    index = _TiedIndex()
+    arm = VectorArm(vectors=index)
+    request = build_request(
+        policy(), tenant="default", now=datetime.now(UTC), history=False, as_of=None, window=Window(), query="q"
+    )
+    [found] = await arm.search([QueryVector([1.0, 0.0])], request.scope, 4)
+    assert [h.id for h in found] == ["best", "m0", "m1", "m2"]
+    assert index.asked == [4 * TIE_MARGIN]  # asked for more than the cut, so the tied ones are all seen
