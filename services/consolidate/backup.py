@@ -247,7 +247,7 @@ class UploadSweeper(BackgroundLoop):
         await asyncio.to_thread(self._files.sweep_uploads, self._max_age)
 
 
-#: RESTORE_MAX_LINE_BYTES and RESTORE_MAX_UNPACKED_BYTES's defaults (services/core/settings.py).
+#: RESTORE_MAX_LINE_BYTES and RESTORE_MAX_UNPACKED_BYTES's defaults (services/core/settings/backup.py).
 MAX_LINE_BYTES = 16 << 20
 MAX_UNPACKED_BYTES = 16 << 30
 

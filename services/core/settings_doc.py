@@ -1,15 +1,17 @@
-"""Writes docs/configuration.md from `Settings`: every field's environment
-variable, type, default and the comment settings.py gives it.
+"""Writes docs/configuration.md from the settings groups: every field's
+environment variable, type, default and the comment its module gives it,
+one part per group (services/core/settings/composed.py GROUPS, in order).
 
 The comments are read from the source (tokenize) rather than from
-`Field(description=...)`: settings.py documents each setting with a comment,
-as the house style asks, and several people add settings to it at once;
-reading the comments keeps that one habit and needs no rewrite of the file.
+`Field(description=...)`: the groups document each setting with a comment,
+as the house style asks; reading the comments keeps that one habit.
 
-Rules the source follows (and this reader relies on): a blank line starts a
-section, whose first comment block (when it has one) is the section's title
-and introduction; a comment block right above a field, and a comment at the
-end of its line, describe that field.
+Rules the source follows (and this reader relies on): a group's docstring is
+its part's introduction, the group's `## ` title its first sentence; in the
+class body a blank line starts a section, whose first comment block (when it
+has one) is the section's title and introduction, up to a bare `#` line when
+the first field's own comment follows it; a comment block right above a
+field, and a comment at the end of its line, describe that field.
 
     python -m services.core.settings_doc           # writes docs/configuration.md
     python -m services.core.settings_doc --check   # exits 1 when it is stale
@@ -18,6 +20,7 @@ end of its line, describe that field.
 from __future__ import annotations
 
 import ast
+import inspect
 import io
 import json
 import sys
@@ -27,10 +30,8 @@ from pathlib import Path
 
 from annotated_types import Ge, Gt, Le, Lt
 
-from services.core import settings as settings_module
-from services.core.settings import Settings
+from services.core.settings import GROUPS, all_fields
 
-SOURCE = Path(settings_module.__file__)
 TARGET = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 #: Tool directives, not documentation.
 _DIRECTIVES = ("fmt:", "noqa", "type:")
@@ -38,12 +39,13 @@ _DIRECTIVES = ("fmt:", "noqa", "type:")
 HEADER = """\
 # Configuration
 
-<!-- Generated from services/core/settings.py by `make docs`
+<!-- Generated from services/core/settings/ by `make docs`
      (`python -m services.core.settings_doc`); edit the comments there, not this file. -->
 
 Every setting is an environment variable (or a line of a `.env` file in the
-working directory), read once at start-up by `services/core/settings.py`. The
-variable is the field's name in upper case, any case accepted. Lists and maps
+working directory), read once at start-up by the group of
+`services/core/settings/` that owns it; a process reads only the groups it uses.
+The variable is the field's name in upper case, any case accepted. Lists and maps
 are given as JSON, e.g. `STARTUP_LESSON_TAGS='["critical","lesson"]'`. A value
 out of its range (the bounds in the type column) stops the process at start-up
 with a message naming the variable.
@@ -83,12 +85,16 @@ def _comments(source: str) -> tuple[dict[int, str], set[int]]:
     return texts, alone
 
 
-def _block_above(line: int, alone: set[int], texts: dict[int, str]) -> tuple[str, int]:
-    """The comment block ending right above `line`, and the first line above it."""
+def _block_above(line: int, alone: set[int]) -> tuple[list[int], int]:
+    """The comment lines right above `line`, and the first line above them."""
     start = line
     while start - 1 in alone:
         start -= 1
-    return " ".join(texts[n] for n in range(start, line)), start - 1
+    return list(range(start, line)), start - 1
+
+
+def _joined(lines: list[int], texts: dict[int, str]) -> str:
+    return " ".join(texts[n] for n in lines if texts[n])
 
 
 def _type(annotation: ast.expr, info) -> str:
@@ -122,42 +128,81 @@ def _prose(text: str) -> str:
     return text.replace("<", "&lt;").replace("*", "\\*")
 
 
-def sections(source: str | None = None) -> list[Section]:
-    """The class body of Settings, as sections of documented rows."""
-    source = SOURCE.read_text() if source is None else source
+@dataclass
+class Part:
+    """One group of settings: its title, its introduction and its sections."""
+
+    title: str
+    intro: str
+    sections: list[Section]
+
+
+def _class_sections(source: str, cls: ast.ClassDef) -> list[Section]:
     lines = source.splitlines()
     texts, alone = _comments(source)
-    tree = ast.parse(source)
-    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == Settings.__name__).body
+    fields = all_fields()
     result: list[Section] = []
-    for node in body:
+    for node in cls.body:
         if not isinstance(node, ast.AnnAssign) or not isinstance(node.target, ast.Name):
             continue
         name = node.target.id
-        block, above = _block_above(node.lineno, alone, texts)
+        block, above = _block_above(node.lineno, alone)
         new_section = not result or not lines[above - 1].strip()
         if new_section:
-            result.append(Section(intro=block))
-            block = ""
+            bare = next((n for n in block if not texts[n]), None)
+            intro, block = (block, []) if bare is None else (block[: block.index(bare)], block[block.index(bare) + 1 :])
+            result.append(Section(intro=_joined(intro, texts)))
         inline = [texts[n] for n in range(node.lineno, node.end_lineno + 1) if n in texts and n not in alone]
-        description = " ".join(part for part in (block, *inline) if part)
-        info = Settings.model_fields[name]
+        description = " ".join(part for part in (_joined(block, texts), *inline) if part)
+        info = fields[name]
         result[-1].rows.append((name.upper(), _type(node.annotation, info), _default(info.default), description))
     return result
 
 
-def render(source: str | None = None) -> str:
+def _classes(source: str) -> list[ast.ClassDef]:
+    return [node for node in ast.parse(source).body if isinstance(node, ast.ClassDef)]
+
+
+def parts() -> list[Part]:
+    """Every settings group, in GROUPS' order, as a part of sections."""
+    result = []
+    for model in GROUPS.values():
+        source = Path(inspect.getsourcefile(model)).read_text()
+        cls = next(node for node in _classes(source) if node.name == model.__name__)
+        doc = " ".join((inspect.getdoc(model) or "").split())
+        result.append(Part(title=_first_sentence(doc), intro=doc, sections=_class_sections(source, cls)))
+    return result
+
+
+def _first_sentence(text: str) -> str:
+    cut = min((i for i in (text.find(c) for c in ":.(") if i > 0), default=len(text))
+    return text[:cut].strip()
+
+
+def sections(source: str | None = None) -> list[Section]:
+    """The sections of every class in `source` (None: of every settings group)."""
+    if source is None:
+        return [section for part in parts() for section in part.sections]
+    return [section for cls in _classes(source) for section in _class_sections(source, cls)]
+
+
+def render() -> str:
     """docs/configuration.md's text."""
     out = [HEADER]
-    for section in sections(source):
-        out.append(f"\n## {section.title}\n")
-        if section.intro and section.intro.rstrip(".") != section.title:
-            out.append(f"\n{_prose(section.intro)}\n")
-        out.append("\n| variable | type | default | what it does |\n|---|---|---|---|\n")
-        for env, kind, default, description in section.rows:
-            out.append(
-                f"| `{env}` | `{_cell(kind, code=True)}` | {_cell(default, code=True)} | {_cell(description)} |\n"
-            )
+    for part in parts():
+        out.append(f"\n## {part.title}\n")
+        if part.intro.rstrip(".") != part.title:
+            out.append(f"\n{_prose(part.intro)}\n")
+        for section in part.sections:
+            if section.intro:
+                out.append(f"\n### {section.title}\n")
+                if section.intro.rstrip(".") != section.title:
+                    out.append(f"\n{_prose(section.intro)}\n")
+            out.append("\n| variable | type | default | what it does |\n|---|---|---|---|\n")
+            for env, kind, default, description in section.rows:
+                out.append(
+                    f"| `{env}` | `{_cell(kind, code=True)}` | {_cell(default, code=True)} | {_cell(description)} |\n"
+                )
     return "".join(out)
 
 

@@ -1,0 +1,105 @@
+"""The stores: FalkorDB (the graph), NATS JetStream (the events) and the vector index."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr
+
+from services.core.settings.base import Group
+
+
+class GraphSettings(Group):
+    """The graph store: FalkorDB, how its queries are bounded and retried, the audit log."""
+
+    # FalkorDB: every memory, edge and audit entry, and the outbox.
+    falkordb_host: str = "127.0.0.1"  # FalkorDB's address ...
+    falkordb_port: int = 6379  # ... and port
+    falkordb_password: str | None = None  # unset: no AUTH
+    falkordb_graph: str = "memories"  # the graph's name in FalkorDB
+    # Every graph query carries this timeout (GRAPH.QUERY ... TIMEOUT); past it FalkorDB stops the query
+    # (a write is rolled back) and the call answers 504. The devstack and the test servers load FalkorDB with
+    # TIMEOUT_DEFAULT and TIMEOUT_MAX at this value, so no query runs unbounded; below the gateway's
+    # GRPC_TIMEOUT_SECONDS, so the store stops the work before the caller gives up on it. 0: no timeout.
+    falkordb_query_timeout_ms: int = Field(default=8_000, ge=0)
+    # How long after the query timeout the client gives up on a reply (a hung connection). Long, because a
+    # recall process cannot read a reply while qdrant-edge optimises its index holding the GIL (minutes at 100k).
+    falkordb_socket_margin_seconds: float = Field(default=300.0, gt=0)
+    # How long a request keeps retrying a FalkorDB it cannot reach (a read, or a write that never left) before
+    # it answers 503: a short outage (a restart) is absorbed, a longer one is refused within a bounded time.
+    falkordb_retry_seconds: float = Field(default=3.0, ge=0)
+    # How the FalkorDB server syncs its append-only file (Redis appendfsync); the devstack starts it with
+    # appendonly yes and this, and every service logs the server's values at start-up. everysec: a host
+    # crash (power, kernel) may lose up to ~1 s of acknowledged writes, a process crash none; always: none
+    # on either, at the price of an fsync per write (docs/operations.md, Durability).
+    falkordb_appendfsync: Literal["everysec", "always"] = "everysec"
+
+    # The audit log.
+    #
+    # The audit log (docs/trust.md 'Audit log'): every write appends an entry in its own query; off, writes skip it.
+    audit_log_enabled: bool = True
+
+
+class BusSettings(Group):
+    """The event bus: NATS JetStream's stream of memory events, and the outbox relay that publishes to it."""
+
+    # NATS JetStream.
+    #
+    # The NATS server with JetStream, or a cluster's nodes, comma-separated (nats://a:4222,nats://b:4222):
+    # the client connects to one and, when it goes, reconnects to another (the nodes also tell the client
+    # of their peers). Give every node, so a process that starts while one is down still finds the rest.
+    nats_url: str = "nats://127.0.0.1:4222"
+    # This process's NATS user and password (prod: one user per service, each allowed only the subjects it
+    # uses; deploy/k8s/overlays/prod/nats.yaml); unset: no authentication (the devstack's server).
+    nats_user: str | None = None
+    nats_password: SecretStr | None = None
+    nats_stream: str = "MEMORY_EVENTS"  # the JetStream stream holding every memory event
+    nats_subject_prefix: str = "memory.events"  # events go to <prefix>.<tenant>.<kind>
+    # The stream's retention (0: unlimited), set at start-up on a new stream and on one whose limits are
+    # memgrid's (an older release's unlimited one too); limits an operator set by hand (`nats stream edit`)
+    # are kept, with a warning. What must fit in it (docs/operations.md, Retention): the longest outage or
+    # backlog of the durable consumers (projector, embed, enrich) and the SSE clients' Last-Event-ID resume
+    # window; consolidation reads the graph, not the stream. A week rides out a weekend's outage; 2 GiB is
+    # about 6M events (~340 B each as stored), a million-memory import's backlog, within the 10 GiB volume of
+    # deploy/k8s. A consumer that falls behind anyway is detected and repaired from the graph. Dead letters
+    # live in their own stream, <NATS_STREAM>_DLQ, without limits.
+    nats_stream_max_age_seconds: float = Field(default=7 * 86400.0, ge=0)
+    nats_stream_max_bytes: int = Field(default=2 * 1024**3, ge=0)
+    # JetStream's fsync of its store, for the devstack's nats-server (a deployment sets sync_interval in
+    # its server config): "always" writes each message to disk before acknowledging it; an interval such
+    # as "2m" (NATS's default) may lose that much of acknowledged messages on a host crash, none on a
+    # process crash. The graph's outbox and the reconcilers re-drive what a lost event left behind.
+    nats_sync_interval: str = Field(default="always", pattern=r"^(always|\d+(ms|s|m|h))$")
+    # Copies JetStream keeps of the stream (and its durable consumers): 3 on a 3-node cluster survives the
+    # loss of one node; a single server takes only 1. Applied to an existing stream at start-up too.
+    nats_stream_replicas: int = Field(default=1, ge=1, le=5)
+
+    # The outbox relay: events recorded with each write, published, then cleared.
+    outbox_sweep_seconds: float = 5.0  # how often the relay re-drives events NATS did not take ...
+    outbox_grace_seconds: float = 10.0  # ... once they are this old
+    outbox_batch_size: int = 500  # events a sweep publishes at once
+    publish_concurrency: int = 64  # publish batches in flight at once
+
+
+class VectorSettings(Group):
+    """The vector index: qdrant-edge in the process, or a Qdrant server (QDRANT_URL)."""
+
+    # Where the index is, its vectors, and how it is kept.
+    qdrant_url: str | None = None  # a Qdrant server; unset: the embedded qdrant-edge index
+    qdrant_api_key: str | None = None  # with QDRANT_URL
+    qdrant_collection: str = "memories"  # the vector index's collection
+    vector_size: int = 384  # the embeddings' dimension (all-MiniLM-L6-v2: 384)
+    vector_size_autodetect: bool = True  # an existing index's dimension wins over VECTOR_SIZE
+    # The in-process index optimises (builds HNSW) after this many upserts, at start-up and after a rebuild.
+    # qdrant-edge-py 0.9 holds the GIL while optimising, so recall pauses meanwhile: large values favour latency.
+    vector_optimize_every: int = 20_000
+    # Vectors also kept as int8 in RAM (Qdrant's scalar quantisation): searches
+    # compare the int8 copies and rescore the best with the float32 vectors
+    # (same scores for what is returned), so searches and HNSW builds take less
+    # time (docs/performance.md). none: float32 only.
+    vector_quantization: Literal["int8", "none"] = "int8"
+    # The in-process index flushes its changes to its segments (and truncates its WAL) on a write this long
+    # after its last flush. qdrant-edge never flushes by itself (Qdrant's server does every 5 s): unflushed,
+    # its RAM and its WAL on disk grow with every write, and a restart replays all of it. A flush takes
+    # tens of milliseconds (an fsync), during which the index's other calls wait.
+    vector_flush_seconds: float = Field(default=5.0, gt=0)
