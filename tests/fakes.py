@@ -247,7 +247,7 @@ class InMemoryGraph:
         entries = sorted(self.outbox, key=lambda entry: entry[0])
         return [OutboxEntry(e.event_id, e) for at, e in entries if at < older_than_us][:limit]
 
-    async def delete_outbox(self, event_ids: list[str]) -> None:
+    async def delete_outbox(self, event_ids: list[str], tenants: list[str] | None = None) -> None:
         gone = set(event_ids)
         self.outbox = [(at, e) for at, e in self.outbox if e.event_id not in gone]
 

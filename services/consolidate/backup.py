@@ -388,16 +388,22 @@ class BackupWriter:
             await asyncio.to_thread(out.write, encoder.header_line())
             async with self._graph.snapshot() as snapshot:
                 log.info("backup snapshot ready", tenant=tenant, seconds=round(time.perf_counter() - began, 3))
-                top = await snapshot.max_node_id()
+                ranges = await snapshot.id_ranges(tenant)
+                windows = [
+                    (start, min(start + self._page_size, stop))
+                    for low, stop in ranges
+                    for start in range(low, stop, self._page_size)
+                ]
+                of_ids = sum(stop - low for low, stop in ranges)
                 nodes = edges = 0
-                for start in range(0, top + 1, self._page_size):
-                    page = await snapshot.nodes(tenant, start, start + self._page_size)
+                for start, stop in windows:
+                    page = await snapshot.nodes(tenant, start, stop)
                     if page:
                         await asyncio.to_thread(out.write, b"".join(encoder.node_line(n) for n in page))
                         nodes += len(page)
-                        log.info("backup progress", tenant=tenant, nodes=nodes, of_ids=top + 1)
-                for start in range(0, top + 1, self._page_size):
-                    page = await snapshot.edges(tenant, start, start + self._page_size)
+                        log.info("backup progress", tenant=tenant, nodes=nodes, of_ids=of_ids)
+                for start, stop in windows:
+                    page = await snapshot.edges(tenant, start, stop)
                     if page:
                         await asyncio.to_thread(out.write, b"".join(encoder.edge_line(e) for e in page))
                         edges += len(page)

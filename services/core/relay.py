@@ -44,7 +44,8 @@ class OutboxRelay:
         self._batch = batch_size
         self._limit = asyncio.Semaphore(concurrency)  # publish batches in flight at once
         self._clock = clock
-        self._acked: list[str] = []
+        #: (event id, tenant) of the events the bus acknowledged, not yet cleared from the outbox.
+        self._acked: list[tuple[str, str]] = []
         self._acked_ready = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._inflight: set[asyncio.Task] = set()
@@ -76,7 +77,7 @@ class OutboxRelay:
             EVENTS_PUBLISHED.labels(event.kind.value, "published" if ok else "deferred").inc()
         if not all(outcomes):  # the events are safe in the outbox
             log.warning("events deferred", count=outcomes.count(False))
-        acked = [e.event_id for e, ok in zip(events, outcomes, strict=True) if ok]
+        acked = [(e.event_id, e.tenant) for e, ok in zip(events, outcomes, strict=True) if ok]
         if acked:
             self._acked.extend(acked)
             self._acked_ready.set()
@@ -103,7 +104,7 @@ class OutboxRelay:
         while self._acked:
             batch, self._acked = self._acked[: self._batch], self._acked[self._batch :]
             try:
-                await self._outbox.delete_outbox(batch)
+                await self._outbox.delete_outbox([i for i, _ in batch], [t for _, t in batch])
             except Exception as exc:
                 log.warning("outbox clear failed", count=len(batch), error=str(exc))
                 return False

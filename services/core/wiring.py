@@ -14,12 +14,18 @@ from services.core.adapters.nats_watch import JetStreamEventWatch, WatchTuning
 from services.core.adapters.openai_llm import OpenAILanguageModel, language_model_from
 from services.core.adapters.qdrant_index import QdrantClientIndex
 from services.core.adapters.spacy_entities import ProcessEntityExtractor, SpacyEntityExtractor
+from services.core.domain.graph_layout import GraphLayout
 from services.core.ports.events import EventPublisher
 from services.core.ports.models import Embedder, EntityExtractor
 from services.core.ports.outbox import Outbox
 from services.core.ports.vector import VectorIndex
 from services.core.relay import OutboxRelay
 from services.core.settings import Settings
+
+
+def graph_layout(settings: Settings) -> GraphLayout:
+    """Which graph holds each tenant (FALKORDB_GRAPH_LAYOUT)."""
+    return GraphLayout(settings.falkordb_graph, settings.falkordb_graph_layout, settings.falkordb_graph_buckets)
 
 
 def graph_store(settings: Settings) -> FalkorGraph:
@@ -30,6 +36,7 @@ def graph_store(settings: Settings) -> FalkorGraph:
         port=settings.falkordb_port,
         password=settings.falkordb_password,
         graph=settings.falkordb_graph,
+        layout=graph_layout(settings),
         wait_seconds=settings.dependency_wait_seconds,
         retry_initial_seconds=settings.retry_initial_seconds,
         retry_max_seconds=settings.retry_max_seconds,

@@ -21,6 +21,9 @@ class GraphSnapshot(Protocol):
     async def max_node_id(self) -> int:
         """The highest node id (-1: no nodes)."""
 
+    async def id_ranges(self, tenant: str | None) -> list[tuple[int, int]]:
+        """The [start, stop) node id ranges to walk for the tenant's (None: every tenant's) nodes."""
+
     async def tenants(self) -> list[str]:
         """The tenants holding memories."""
 

@@ -16,7 +16,14 @@ class GraphSettings(Group):
     falkordb_host: str = "127.0.0.1"  # FalkorDB's address ...
     falkordb_port: int = 6379  # ... and port
     falkordb_password: str | None = None  # unset: no AUTH
-    falkordb_graph: str = "memories"  # the graph's name in FalkorDB
+    falkordb_graph: str = "memories"  # the graph's name in FalkorDB (the layout's graphs' stem)
+    # How tenants map to FalkorDB graphs (docs/scaling.md, FalkorDB). shared: every tenant in FALKORDB_GRAPH,
+    # one node's layout; bucket: each tenant's id hashed into FALKORDB_GRAPH_BUCKETS graphs named
+    # <FALKORDB_GRAPH>:b<n>, which a Redis Cluster spreads over its shards (a graph is one key). A tenant's
+    # records, outbox events and idempotency keys are always in one graph, so a write and its events commit
+    # together. Changing either moves no data: `python -m services.core.graph_migration` does.
+    falkordb_graph_layout: Literal["shared", "bucket"] = "shared"
+    falkordb_graph_buckets: int = Field(default=64, ge=1)
     # Every graph query carries this timeout (GRAPH.QUERY ... TIMEOUT); past it FalkorDB stops the query
     # (a write is rolled back) and the call answers 504. The devstack and the test servers load FalkorDB with
     # TIMEOUT_DEFAULT and TIMEOUT_MAX at this value, so no query runs unbounded; below the gateway's

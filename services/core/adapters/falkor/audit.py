@@ -188,7 +188,7 @@ class FalkorAuditLog:
     async def _at(self, tenant: str, seq: int) -> int | None:
         """The time of entry `seq` (None: no such entry)."""
         result = await self._conn.query(
-            "MATCH (a:AuditEntry {akey: $key}) RETURN a.at", {"key": audit_key(tenant, seq)}
+            "MATCH (a:AuditEntry {akey: $key}) RETURN a.at", {"key": audit_key(tenant, seq)}, tenant=tenant
         )
         return int(result.result_set[0][0]) if result.result_set and result.result_set[0][0] is not None else None
 
@@ -213,15 +213,15 @@ class FalkorAuditLog:
         return int(result.result_set[0][0] or 0) if result.result_set else 0
 
     async def unsealed_heads(self, limit: int) -> list[tuple[str, int, str]]:
-        """(tenant, last sealed seq, its chain hash) of tenants with entries to seal."""
-        result = await self._conn.query(
+        """(tenant, last sealed seq, its chain hash) of tenants with entries to seal (of every graph)."""
+        rows = await self._conn.visit(
             """
             MATCH (c:AuditCounter) WHERE coalesce(c.sealed_seq, 0) < c.seq
             RETURN c.tenant, coalesce(c.sealed_seq, 0), c.sealed_chain LIMIT $limit
             """,
             {"limit": limit},
         )
-        return [(tenant, int(seq), chain or "") for tenant, seq, chain in result.result_set]
+        return [(tenant, int(seq), chain or "") for tenant, seq, chain in rows[:limit]]
 
     async def seal(self, tenant: str, seals: list[Seal], *, expected_sealed_seq: int) -> bool:
         """Write the hashes and move the tenant's sealed head, only if the head

@@ -51,23 +51,40 @@ def _not_transient(alias: str) -> str:
 
 
 class FalkorSnapshot:
-    """Reads of a snapshot: nodes and edges by node id window."""
+    """Reads of a snapshot: nodes and edges by node id window.
+
+    Over several graphs (FALKORDB_GRAPH_LAYOUT=bucket) a node's id is its
+    address across them (FalkorConnection.node_address); a window lies
+    within one graph (id_ranges). With one graph the ids are FalkorDB's."""
 
     def __init__(self, connection: FalkorConnection):
         self._conn = connection
 
-    async def max_node_id(self) -> int:
-        """The highest node id (-1 when there are none)."""
-        result = await self._conn.query("MATCH (n) RETURN max(id(n))")
+    async def max_node_id(self, graph: str | None = None) -> int:
+        """The highest node id of the graph (None: the first; -1 when there are none)."""
+        result = await self._conn.query("MATCH (n) RETURN max(id(n))", graph=graph or self._conn.graphs()[0])
         value = result.result_set[0][0] if result.result_set else None
         return -1 if value is None else int(value)
 
+    async def id_ranges(self, tenant: str | None) -> list[tuple[int, int]]:
+        """The [start, stop) id ranges holding the tenant's (None: every tenant's) nodes, one per graph."""
+        graphs = self._conn.graphs() if tenant is None else (self._conn.router.route(None, tenant=tenant),)
+        ranges = []
+        for graph in graphs:
+            top = await self.max_node_id(graph)
+            if top >= 0:
+                ranges.append((self._conn.node_address(graph, 0), self._conn.node_address(graph, top + 1)))
+        return ranges
+
     async def tenants(self) -> list[str]:
-        result = await self._conn.query("MATCH (m:Memory) WHERE m.tenant IS NOT NULL RETURN DISTINCT m.tenant")
-        return sorted(row[0] for row in result.result_set)
+        rows = await self._conn.visit("MATCH (m:Memory) WHERE m.tenant IS NOT NULL RETURN DISTINCT m.tenant")
+        return sorted({row[0] for row in rows})
 
     async def nodes(self, tenant: str | None, start: int, stop: int) -> list[ArchiveNode]:
         """The exported nodes with ids in [start, stop), of `tenant` (None: of every tenant), in id order."""
+        graph, start = self._conn.node_graph(start)
+        stop = start + (stop - self._conn.node_address(graph, start))
+        base = self._conn.node_address(graph, 0)
         result = await self._conn.query(
             f"""
             MATCH (n) WHERE id(n) >= $start AND id(n) < $stop AND {_tenant_filter("n", tenant)}
@@ -75,11 +92,12 @@ class FalkorSnapshot:
             RETURN id(n), labels(n), properties(n) ORDER BY id(n)
             """,
             {"start": start, "stop": stop, "tenant": tenant},
+            graph=graph,
         )
         # The label tests are checked on the rows too: FalkorDB's label test after an id seek can be wrong
         # for a node id reused after a delete, and a transient node must never be archived.
         return [
-            ArchiveNode(int(ref), tuple(labels), dict(props))
+            ArchiveNode(base + int(ref), tuple(labels), dict(props))
             for ref, labels, props in result.result_set
             if not TRANSIENT_LABELS.intersection(labels or ())
         ]
@@ -89,6 +107,9 @@ class FalkorSnapshot:
 
         Labels are tested in the query, not returned: two label lists per
         edge were most of the reply (3.5 s against 2.0 s for 300k edges)."""
+        graph, start = self._conn.node_graph(start)
+        stop = start + (stop - self._conn.node_address(graph, start))
+        base = self._conn.node_address(graph, 0)
         result = await self._conn.query(
             f"""
             MATCH (a)-[e]->(b) WHERE id(a) >= $start AND id(a) < $stop AND {_tenant_filter("a", tenant)}
@@ -96,8 +117,9 @@ class FalkorSnapshot:
             RETURN id(a), type(e), id(b), properties(e)
             """,
             {"start": start, "stop": stop, "tenant": tenant},
+            graph=graph,
         )
-        return [ArchiveEdge(kind, int(a), int(b), dict(props)) for a, kind, b, props in result.result_set]
+        return [ArchiveEdge(kind, base + int(a), base + int(b), dict(props)) for a, kind, b, props in result.result_set]
 
 
 class FalkorGraphBackup:
@@ -132,6 +154,7 @@ class FalkorGraphBackup:
                     port=args["port"],
                     unix_socket_path=replica.socket_path,
                     graph=self._conn.graph_name,
+                    layout=self._conn.router.layout,
                     query_timeout_ms=self._conn._timeout_ms,  # noqa: SLF001
                 )
                 try:
@@ -153,6 +176,10 @@ class FalkorGraphRestore:
     def __init__(self, connection: FalkorConnection):
         self._conn = connection
 
+    def _by_graph(self, rows: list) -> dict[str, list[int]]:
+        """The indexes of `rows` (node properties) by the graph of each one's tenant, in order."""
+        return self._conn.by_graph(list(range(len(rows))), lambda i: rows[i]["tenant"])
+
     async def count_memories(self, tenant: str) -> int:
         result = await self._conn.query("MATCH (m:Memory) WHERE m.tenant = $tenant RETURN count(m)", {"tenant": tenant})
         return int(result.result_set[0][0])
@@ -169,41 +196,51 @@ class FalkorGraphRestore:
         """For each (tenant, value), the stored node of `label` whose `prop` is
         the value (prop None: the tenant's one node of the label), or None."""
         where = f"n.{_name(prop)} = value AND n.tenant = tenant" if prop else "n.tenant = tenant"
-        result = await self._conn.query(
-            f"""
-            UNWIND range(0, size($keys) - 1) AS i
-            WITH i, $keys[i].value AS value, $keys[i].tenant AS tenant
-            OPTIONAL MATCH (n:{_name(label)}) WHERE {where}
-            WITH i, collect(n)[0] AS n
-            RETURN i, id(n), properties(n) ORDER BY i
-            """,
-            {"keys": [{"tenant": t, "value": v} for t, v in keys]},
-        )
+        rows = [{"tenant": t, "value": v} for t, v in keys]
         found: list[tuple[int, dict[str, Any]] | None] = [None] * len(keys)
-        for i, ref, props in result.result_set:
-            if ref is not None:
-                found[int(i)] = (int(ref), dict(props or {}))
+        for graph, indexes in self._by_graph(rows).items():
+            result = await self._conn.query(
+                f"""
+                UNWIND range(0, size($keys) - 1) AS i
+                WITH i, $keys[i].value AS value, $keys[i].tenant AS tenant
+                OPTIONAL MATCH (n:{_name(label)}) WHERE {where}
+                WITH i, collect(n)[0] AS n
+                RETURN i, id(n), properties(n) ORDER BY i
+                """,
+                {"keys": [rows[i] for i in indexes]},
+                graph=graph,
+            )
+            for i, ref, props in result.result_set:
+                if ref is not None:
+                    found[indexes[int(i)]] = (self._conn.node_address(graph, int(ref)), dict(props or {}))
         return found
 
     async def create_nodes(self, labels: tuple[str, ...], rows: list[dict[str, Any]]) -> list[int]:
         """Create one node per row with exactly its properties; their ids in order."""
         label = ":".join(_name(x) for x in labels)
-        result = await self._conn.query(
-            f"""
-            UNWIND range(0, size($rows) - 1) AS i
-            CREATE (n:{label}) SET n = $rows[i]
-            RETURN i, id(n) ORDER BY i
-            """,
-            {"rows": rows},
-        )
-        return [int(ref) for _, ref in result.result_set]
+        made = [0] * len(rows)
+        for graph, indexes in self._by_graph(rows).items():
+            result = await self._conn.query(
+                f"""
+                UNWIND range(0, size($rows) - 1) AS i
+                CREATE (n:{label}) SET n = $rows[i]
+                RETURN i, id(n) ORDER BY i
+                """,
+                {"rows": [rows[i] for i in indexes]},
+                graph=graph,
+            )
+            for i, ref in result.result_set:
+                made[indexes[int(i)]] = self._conn.node_address(graph, int(ref))
+        return made
 
     async def replace_nodes(self, rows: list[tuple[int, dict[str, Any]]]) -> None:
         """Give stored nodes (by id) exactly these properties."""
-        await self._conn.query(
-            "UNWIND $rows AS r WITH r, r.id AS ref MATCH (n) WHERE id(n) = ref SET n = r.p",
-            {"rows": [{"id": ref, "p": props} for ref, props in rows]},
-        )
+        for graph, group in self._conn.group_by(rows, lambda row: self._conn.node_graph(row[0])[0]).items():
+            await self._conn.query(
+                "UNWIND $rows AS r WITH r, r.id AS ref MATCH (n) WHERE id(n) = ref SET n = r.p",
+                {"rows": [{"id": self._conn.node_graph(ref)[1], "p": props} for ref, props in group]},
+                graph=graph,
+            )
 
     async def create_edges(self, kind: str, rows: list[tuple[int, int, dict[str, Any]]], *, merge: bool) -> int:
         """Edges of one type between stored nodes (by id); `merge`: only where
@@ -214,15 +251,25 @@ class FalkorGraphRestore:
             if merge
             else f"CREATE (a)-[e:{_name(kind)}]->(b) SET e = r.p"
         )
-        result = await self._conn.query(
-            f"""
-            UNWIND $rows AS r
-            WITH r, r.a AS source, r.b AS target
-            MATCH (a) WHERE id(a) = source
-            MATCH (b) WHERE id(b) = target
-            {make}
-            RETURN count(e)
-            """,
-            {"rows": [{"a": a, "b": b, "p": props} for a, b, props in rows]},
-        )
-        return int(result.result_set[0][0]) if result.result_set else 0
+        written = 0
+        # An edge joins two nodes of one tenant, so of one graph.
+        for graph, group in self._conn.group_by(rows, lambda row: self._conn.node_graph(row[0])[0]).items():
+            result = await self._conn.query(
+                f"""
+                UNWIND $rows AS r
+                WITH r, r.a AS source, r.b AS target
+                MATCH (a) WHERE id(a) = source
+                MATCH (b) WHERE id(b) = target
+                {make}
+                RETURN count(e)
+                """,
+                {
+                    "rows": [
+                        {"a": self._conn.node_graph(a)[1], "b": self._conn.node_graph(b)[1], "p": props}
+                        for a, b, props in group
+                    ]
+                },
+                graph=graph,
+            )
+            written += int(result.result_set[0][0]) if result.result_set else 0
+        return written

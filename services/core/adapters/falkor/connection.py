@@ -16,8 +16,10 @@ import structlog
 from falkordb.asyncio import FalkorDB
 
 from services.core.adapters.falkor.reply import params_header, read_reply
+from services.core.adapters.falkor.routing import GraphRouter
 from services.core.adapters.retry import with_backoff
 from services.core.domain.errors import DeadlineExceeded, Unavailable
+from services.core.domain.graph_layout import GraphLayout
 
 log = structlog.get_logger()
 
@@ -63,6 +65,11 @@ def timed_out(exc: BaseException) -> bool:
     return isinstance(exc, redis_errors.ResponseError) and str(exc).startswith("Query timed out")
 
 
+#: Node ids of one graph stay below this (FalkorDB's ids count a graph's nodes, reused after deletes):
+#: a node's address across graphs is its graph's place times it plus its id (node_address).
+NODE_SPAN = 1 << 40
+
+
 def _config_value(reply) -> int:
     """The value of a GRAPH.CONFIG GET reply ([name, value])."""
     value = reply[1] if isinstance(reply, (list, tuple)) and len(reply) == 2 else reply
@@ -70,7 +77,9 @@ def _config_value(reply) -> int:
 
 
 class FalkorConnection:
-    """A lazily opened FalkorDB client for one graph, with the retry and timeout rules."""
+    """A lazily opened FalkorDB client for the graphs of one layout (one
+    graph by default), with the retry and timeout rules. Each query goes to
+    the graph of its tenant (routing.py)."""
 
     def __init__(
         self,
@@ -87,8 +96,10 @@ class FalkorConnection:
         socket_margin_seconds: float = 300.0,
         appendfsync: str | None = None,
         unix_socket_path: str | None = None,
+        layout: GraphLayout | None = None,
     ):
-        """`unix_socket_path`: connect there rather than to host:port (a backup's scratch replica)."""
+        """`unix_socket_path`: connect there rather than to host:port (a backup's scratch replica);
+        `layout`: how tenants map to graphs (FALKORDB_GRAPH_LAYOUT; None: every tenant in `graph`)."""
         self._connect_args: dict[str, Any] = {"host": host, "port": port, "password": password}
         if unix_socket_path:
             self._connect_args["unix_socket_path"] = unix_socket_path
@@ -102,8 +113,10 @@ class FalkorConnection:
         #: The server's (TIMEOUT_DEFAULT, TIMEOUT_MAX) as ensure_schema read them; None: not read.
         self.server_timeouts: tuple[int, int] | None = None
         self._graph_name = graph
+        self.router = GraphRouter(layout or GraphLayout(graph))
         self._db: FalkorDB | None = None
-        self._graph = None
+        #: The library's graph objects by name (its reply parser reads a graph's labels through one).
+        self._graphs: dict[str, Any] = {}
         self.where = f"{unix_socket_path or f'{host}:{port}'}/{graph}"
         self.wait_seconds = wait_seconds
         self._initial = retry_initial_seconds
@@ -121,9 +134,13 @@ class FalkorConnection:
         *,
         deadline: float | None = None,
         idempotent: bool | None = None,
+        tenant: str | None = None,
+        graph: str | None = None,
     ):
         """Run one query (retried while FalkorDB is coming up, for at most
-        `deadline` seconds, by default the request retry budget).
+        `deadline` seconds, by default the request retry budget) on `graph`,
+        else on the graph of `tenant`, else on that of the tenant its
+        parameters name (routing.py).
 
         A connection lost mid-call leaves unknown whether the query ran: it is
         sent again only when `idempotent` (running it twice leaves what running
@@ -132,10 +149,11 @@ class FalkorConnection:
         surely never reached the server; otherwise the caller gets
         FALKORDB_WRITE_UNCONFIRMED, never a second, blind attempt."""
         repeatable = is_read(cypher) if idempotent is None else idempotent
+        target = self.router.route(params, tenant=tenant, graph=graph)
         try:
             return await with_backoff(
                 "falkordb",
-                lambda: self._attempt(cypher, params),
+                lambda: self._attempt(cypher, params, target),
                 retryable=_retryable if repeatable else _not_sent,
                 deadline_seconds=self._request_retry if deadline is None else deadline,
                 initial_seconds=self._initial,
@@ -165,14 +183,25 @@ class FalkorConnection:
                 ) from exc
             raise
 
-    async def _attempt(self, cypher: str, params: dict[str, Any] | None):
-        if self._graph is None:
+    async def _open(self) -> FalkorDB:
+        if self._db is None:
             # The client probes the server synchronously when built: keep that off the loop.
             self._db = await asyncio.to_thread(FalkorDB, **self._connect_args)
-            self._graph = self._db.select_graph(self._graph_name)
+        return self._db
+
+    def _graph(self, name: str):
+        graph = self._graphs.get(name)
+        if graph is None:
+            assert self._db is not None  # noqa: S101  narrows the type: opened by _open
+            graph = self._graphs[name] = self._db.select_graph(name)
+        return graph
+
+    async def _attempt(self, cypher: str, params: dict[str, Any] | None, target: str):
+        await self._open()
+        graph = self._graph(target)
         # The library's query(), with a faster reader for all-scalar replies (reply.py).
         try:
-            response = await self._send(cypher, params)
+            response = await self._send(graph, cypher, params)
         except redis_errors.ResponseError as exc:
             # The server's TIMEOUT_MAX is below ours (lowered since start-up, or met
             # before check_timeouts ran): FalkorDB refused the query without running
@@ -182,23 +211,23 @@ class FalkorConnection:
                 raise
             if self._timeout_ms == before:
                 raise
-            response = await self._send(cypher, params)
-        return await read_reply(self._graph, response)
+            response = await self._send(graph, cypher, params)
+        return await read_reply(graph, response)
 
-    async def _send(self, cypher: str, params: dict[str, Any] | None):
+    async def _send(self, graph, cypher: str, params: dict[str, Any] | None):
         timeout = ("TIMEOUT", str(self._timeout_ms)) if self._timeout_ms else ()
-        return await self._graph.execute_command(
-            "GRAPH.QUERY", self._graph_name, params_header(params) + cypher, "--compact", *timeout
+        return await graph.execute_command(
+            "GRAPH.QUERY", graph.name, params_header(params) + cypher, "--compact", *timeout
         )
 
     async def command(self, *args: str):
-        """Send one raw command about this graph (GRAPH.CONSTRAINT and the
+        """Send one raw command (GRAPH.CONSTRAINT about a graph, and the
         like), after the first query opened the connection; sent again only
         where it never reached the server."""
-        assert self._graph is not None  # noqa: S101  narrows the type: the first query opened it
+        assert self._db is not None  # noqa: S101  narrows the type: the first query opened it
         return await with_backoff(
             "falkordb",
-            lambda: self._graph.execute_command(*args),
+            lambda: self._db.execute_command(*args),
             retryable=_not_sent,
             deadline_seconds=self._request_retry,
             initial_seconds=self._initial,
@@ -207,7 +236,41 @@ class FalkorConnection:
 
     @property
     def graph_name(self) -> str:
+        """FALKORDB_GRAPH: the one graph of the shared layout, the others' names' stem."""
         return self._graph_name
+
+    def graphs(self) -> tuple[str, ...]:
+        """Every graph of the layout: what cross-tenant work visits."""
+        return self.router.layout.graphs()
+
+    async def visit(self, cypher: str, params: dict[str, Any] | None = None, **options: Any) -> list[list[Any]]:
+        """Run a query naming no tenant on every graph of the layout in turn; their rows, graph after graph."""
+        rows: list[list[Any]] = []
+        for graph in self.graphs():
+            rows.extend((await self.query(cypher, params, graph=graph, **options)).result_set)
+        return rows
+
+    def node_address(self, graph: str, node_id: int) -> int:
+        """A node's id across the layout's graphs: the graph's place times NODE_SPAN plus its id in it
+        (the node's own id where there is one graph)."""
+        return self.graphs().index(graph) * NODE_SPAN + node_id
+
+    def node_graph(self, address: int) -> tuple[str, int]:
+        """The graph and the node id of a node_address."""
+        index, node_id = divmod(address, NODE_SPAN)
+        return self.graphs()[index], node_id
+
+    def by_graph(self, items: list, tenant_of) -> dict[str, list]:
+        """`items` grouped by the graph of each one's tenant, for a batch that spans tenants."""
+        return self.router.by_graph(items, tenant_of)
+
+    @staticmethod
+    def group_by(items: list, graph_of) -> dict[str, list]:
+        """`items` grouped by the graph `graph_of(item)` names, in their order."""
+        groups: dict[str, list] = {}
+        for item in items:
+            groups.setdefault(graph_of(item), []).append(item)
+        return groups
 
     async def check_timeouts(self) -> tuple[int, int] | None:
         """Read the server's TIMEOUT_DEFAULT and TIMEOUT_MAX (milliseconds, 0:
@@ -219,10 +282,10 @@ class FalkorConnection:
         TIMEOUT_MAX below FALKORDB_QUERY_TIMEOUT_MS would make FalkorDB
         refuse every query, so the timeout sent comes down to it. None when
         the server does not let us read them."""
-        assert self._graph is not None  # noqa: S101  narrows the type: called after the first query
+        assert self._db is not None  # noqa: S101  narrows the type: called after the first query
         try:
-            default = _config_value(await self._graph.execute_command("GRAPH.CONFIG", "GET", "TIMEOUT_DEFAULT"))
-            maximum = _config_value(await self._graph.execute_command("GRAPH.CONFIG", "GET", "TIMEOUT_MAX"))
+            default = _config_value(await self._db.execute_command("GRAPH.CONFIG", "GET", "TIMEOUT_DEFAULT"))
+            maximum = _config_value(await self._db.execute_command("GRAPH.CONFIG", "GET", "TIMEOUT_MAX"))
         except (redis_errors.ResponseError, ValueError, TypeError) as exc:
             log.warning("could not read FalkorDB's query timeouts", where=self.where, error=str(exc))
             return None
@@ -252,11 +315,11 @@ class FalkorConnection:
         what FALKORDB_APPENDFSYNC accepts (docs/operations.md, Durability).
         Not a refusal: a managed server may not let us read or change them.
         None when the server does not answer CONFIG GET."""
-        assert self._graph is not None  # noqa: S101  narrows the type: called after the first query
+        assert self._db is not None  # noqa: S101  narrows the type: called after the first query
         try:
             values = {}
             for name in ("appendonly", "appendfsync"):
-                reply = await self._graph.execute_command("CONFIG", "GET", name)
+                reply = await self._db.execute_command("CONFIG", "GET", name)
                 value = reply.get(name) if isinstance(reply, dict) else (reply[1] if len(reply) == 2 else None)
                 values[name] = value.decode() if isinstance(value, bytes) else str(value)
         except (redis_errors.ResponseError, TypeError, IndexError) as exc:
@@ -284,4 +347,5 @@ class FalkorConnection:
     async def close(self) -> None:
         if self._db is not None:
             await self._db.aclose()
-            self._db = self._graph = None
+            self._db = None
+            self._graphs.clear()

@@ -123,8 +123,8 @@ class FalkorConsolidationStore(FalkorRunStore):
 
     async def tenants(self) -> list[str]:
         """The tenants holding at least one memory, sorted."""
-        result = await self._conn.query("MATCH (n:Memory) RETURN DISTINCT n.tenant AS t ORDER BY t")
-        return [row[0] for row in result.result_set if row[0] is not None]
+        rows = await self._conn.visit("MATCH (n:Memory) RETURN DISTINCT n.tenant AS t ORDER BY t")
+        return sorted({row[0] for row in rows if row[0] is not None})
 
     async def decay_page(self, tenant: str, cursor: int, limit: int) -> tuple[int, list[DecayRow]]:
         """Up to `limit` of the tenant's memories (archived too) after the
@@ -387,8 +387,11 @@ class FalkorConsolidationStore(FalkorRunStore):
                 RETURN p.id, members
                 """,
                 {"ids": [r["node"]["id"] for r in rows]},
+                tenant=tenant,
             )
             empty = [pattern_id for pattern_id, members in sized.result_set if not members]
             if empty:
-                await self._conn.query("MATCH (p:MetaPattern) WHERE p.id IN $ids DELETE p", {"ids": empty})
+                await self._conn.query(
+                    "MATCH (p:MetaPattern) WHERE p.id IN $ids DELETE p", {"ids": empty}, tenant=tenant
+                )
         return [r["node"]["id"] for r in rows if linked.get(r["node"]["id"], 0)]

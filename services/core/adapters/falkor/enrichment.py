@@ -22,14 +22,23 @@ class FalkorEnrichmentStore(FalkorLookup):
     async def find_unenriched(self, recorded_before_us: int, limit: int) -> list[tuple[str, str]]:
         """(tenant, id) of memories enrichment has not finished (never, or not
         since their content changed), last changed before the time, oldest first."""
-        result = await self._conn.query(
-            """
-            MATCH (m:Memory) WHERE m.enriched_at IS NULL AND coalesce(m.updated_at, m.recorded_at) < $before
-            RETURN m.tenant, m.id ORDER BY coalesce(m.updated_at, m.recorded_at) LIMIT $limit
-            """,
-            {"before": recorded_before_us, "limit": limit},
+        return await self._oldest(
+            "m.enriched_at IS NULL AND coalesce(m.updated_at, m.recorded_at) < $before", recorded_before_us, limit
         )
-        return [(tenant, memory_id) for tenant, memory_id in result.result_set]
+
+    async def _oldest(self, where: str, before_us: int, limit: int) -> list[tuple[str, str]]:
+        """(tenant, id) of the memories matching `where`, least recently changed first, of every graph."""
+        rows = await self._conn.visit(
+            f"""
+            MATCH (m:Memory) WHERE {where}
+            WITH m, coalesce(m.updated_at, m.recorded_at) AS changed
+            RETURN m.tenant, m.id, changed ORDER BY changed LIMIT $limit
+            """,
+            {"before": before_us, "limit": limit},
+        )
+        if len(self._conn.graphs()) > 1:
+            rows = sorted(rows, key=lambda row: row[2])[:limit]
+        return [(tenant, memory_id) for tenant, memory_id, _ in rows]
 
     async def count_unenriched(self, tenant: str) -> int:
         result = await self._conn.query(
@@ -99,14 +108,9 @@ class FalkorEnrichmentStore(FalkorLookup):
 
     async def find_unembedded(self, changed_before_us: int, limit: int) -> list[tuple[str, str]]:
         """(tenant, id) of memories without a vector, last changed before the time, oldest first."""
-        result = await self._conn.query(
-            """
-            MATCH (m:Memory) WHERE m.embedding IS NULL AND coalesce(m.updated_at, m.recorded_at) < $before
-            RETURN m.tenant, m.id ORDER BY coalesce(m.updated_at, m.recorded_at) LIMIT $limit
-            """,
-            {"before": changed_before_us, "limit": limit},
+        return await self._oldest(
+            "m.embedding IS NULL AND coalesce(m.updated_at, m.recorded_at) < $before", changed_before_us, limit
         )
-        return [(tenant, memory_id) for tenant, memory_id in result.result_set]
 
     async def apply_enrichment(
         self, tenant: str, updates: list[tuple[Memory, int]], events: list[MemoryEvent], *, now_us: int

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from services.core.adapters.falkor.connection import FalkorConnection
+from services.core.adapters.falkor.connection import NODE_SPAN, FalkorConnection
 from services.core.adapters.falkor.rows import (
     ORDERS,
     RETURN_FIELDS,
@@ -73,8 +73,8 @@ class FalkorLookup:
         return {m.id: m for m in memories}
 
     async def count_memories(self, tenant: str | None = None) -> int:
-        if tenant is None:
-            result = await self._conn.query("MATCH (m:Memory) RETURN count(m)")
+        if tenant is None:  # every tenant's, in every graph
+            return sum(int(row[0]) for row in await self._conn.visit("MATCH (m:Memory) RETURN count(m)"))
         else:
             result = await self._conn.query(
                 "MATCH (m:Memory) WHERE m.tenant = $tenant RETURN count(m)", {"tenant": tenant}
@@ -298,12 +298,27 @@ class FalkorIndexSource(FalkorLookup):
         """A page of the tenant's (None: every tenant's) memories, embeddings
         included, after the internal node id `cursor` (-1 to start); returns
         the next cursor. The id range is a seek, so each page costs its own
-        size (and the other tenants' nodes in its range), not the graph's."""
+        size (and the other tenants' nodes in its range), not the graph's.
+        Every tenant's scan over several graphs walks them in turn, the
+        cursor being the last node's address across them (node_address)."""
+        graphs = self._conn.graphs()
+        if tenant is not None or len(graphs) == 1:
+            return await self._scan(cursor, limit, tenant, None)
+        index, after = (0, -1) if cursor < 0 else divmod(cursor, NODE_SPAN)
+        while index < len(graphs):
+            last, page = await self._scan(after, limit, None, graphs[index])
+            if last != after:
+                return self._conn.node_address(graphs[index], last), page
+            index, after = index + 1, -1
+        return cursor, []
+
+    async def _scan(self, cursor: int, limit: int, tenant: str | None, graph: str | None) -> tuple[int, list[Memory]]:
         of = "" if tenant is None else " {tenant: $tenant}"  # two plans: every tenant's scan stays a plain id seek
         result = await self._conn.query(
             f"MATCH (m:Memory{of}) WHERE ID(m) > $after WITH m ORDER BY ID(m) LIMIT $limit"
             " RETURN ID(m), properties(m), labels(m)",
             {"after": cursor, "limit": limit, "tenant": tenant},
+            graph=graph,
         )
         if not result.result_set:
             return cursor, []
@@ -321,5 +336,5 @@ class FalkorIndexSource(FalkorLookup):
         """Per tenant, the memories with an embedding: one label scan that
         tests the property's presence (about 45 ms at 100k; measuring the
         embedding's length instead took ten times as long)."""
-        result = await self._conn.query("MATCH (m:Memory) WHERE m.embedding IS NOT NULL RETURN m.tenant, count(m)")
-        return {row[0]: int(row[1]) for row in result.result_set if row[0] is not None}
+        rows = await self._conn.visit("MATCH (m:Memory) WHERE m.embedding IS NOT NULL RETURN m.tenant, count(m)")
+        return {row[0]: int(row[1]) for row in rows if row[0] is not None}

@@ -62,18 +62,23 @@ class FalkorLifecycle(FalkorLookup):
 
     async def ensure_schema(self) -> None:
         """Wait for FalkorDB (it answers LOADING after a restart), check its
-        query timeouts, then create indexes."""
-        await self._conn.query("RETURN 1", deadline=self._conn.wait_seconds)
+        query timeouts, then create indexes, in every graph of the layout."""
+        graphs = self._conn.graphs()
+        await self._conn.query("RETURN 1", deadline=self._conn.wait_seconds, graph=graphs[0])
         await self._conn.check_timeouts()
         await self._conn.check_durability()
+        for graph in graphs:
+            await self._ensure_graph(graph)
+
+    async def _ensure_graph(self, graph: str) -> None:
         for label, prop in _INDEXES:
             try:
-                await self._conn.query(f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
+                await self._conn.query(f"CREATE INDEX FOR (n:{label}) ON (n.{prop})", graph=graph)
             except redis_errors.ResponseError as exc:
                 if "already indexed" not in str(exc):
                     raise
         result = await self._conn.query(
-            "CALL db.indexes() YIELD label, properties, types RETURN label, properties, types"
+            "CALL db.indexes() YIELD label, properties, types RETURN label, properties, types", graph=graph
         )
         indexed = {
             (label, prop)
@@ -85,32 +90,36 @@ class FalkorLifecycle(FalkorLookup):
         if missing:
             fields = ", ".join(f"'{field}'" for field in missing)
             await self._conn.query(
-                f"CALL db.idx.fulltext.createNodeIndex({{label: 'Memory', language: 'english'}}, {fields})"
+                f"CALL db.idx.fulltext.createNodeIndex({{label: 'Memory', language: 'english'}}, {fields})",
+                graph=graph,
             )
-        await self.ensure_constraints()
+        await self.ensure_constraints(graph)
         # Records written before superseded_at was kept: reads look for supersession edges only where it is set.
         await self._conn.query(
             "MATCH (n:Memory)-[s:INVALIDATED_BY|EVOLVED_INTO]->(:Memory) WHERE n.superseded_at IS NULL "
-            "SET n.superseded_at = s.created_at"
+            "SET n.superseded_at = s.created_at",
+            graph=graph,
         )
-        await self.migrate_factuality()
+        await self.migrate_factuality(graph=graph)
 
-    async def constraints(self) -> dict[tuple[str, tuple[str, ...]], str]:
+    async def constraints(self, graph: str | None = None) -> dict[tuple[str, tuple[str, ...]], str]:
         """The graph's unique node constraints: (label, properties) -> status
-        (PENDING while FalkorDB builds one, OPERATIONAL, FAILED); properties sorted."""
+        (PENDING while FalkorDB builds one, OPERATIONAL, FAILED); properties sorted.
+        `graph`: which of the layout's graphs (None: FALKORDB_GRAPH)."""
         result = await self._conn.query(
             "CALL db.constraints() YIELD type, label, properties, entitytype, status"
-            " WHERE type = 'UNIQUE' AND entitytype = 'NODE' RETURN label, properties, status"
+            " WHERE type = 'UNIQUE' AND entitytype = 'NODE' RETURN label, properties, status",
+            graph=graph or self._conn.graphs()[0],
         )
         return {(label, tuple(sorted(props))): status for label, props, status in result.result_set}
 
-    async def ensure_constraints(self) -> None:
+    async def ensure_constraints(self, graph: str | None = None) -> None:
         """Create the unique constraints of _UNIQUE where absent and wait (at
         most DEPENDENCY_WAIT_SECONDS) until FalkorDB has built them. One that
         fails (the graph already holds duplicates) is logged and dropped, so
         the next start tries again once the duplicates are resolved: the
         service keeps running, without the guarantee, rather than refusing to start."""
-        graph = self._conn.graph_name
+        graph = graph or self._conn.graphs()[0]
         for label, props in _UNIQUE:
             try:
                 await self._conn.command(
@@ -123,7 +132,7 @@ class FalkorLifecycle(FalkorLookup):
         wanted = {(label, tuple(sorted(props))): props for label, props in _UNIQUE}
         deadline = time.monotonic() + self._conn.wait_seconds
         while True:
-            states = {key: status for key, status in (await self.constraints()).items() if key in wanted}
+            states = {key: status for key, status in (await self.constraints(graph)).items() if key in wanted}
             if all(states.get(key) != "PENDING" for key in wanted) or time.monotonic() > deadline:
                 break
             await asyncio.sleep(_CONSTRAINT_POLL_SECONDS)
@@ -143,7 +152,7 @@ class FalkorLifecycle(FalkorLookup):
             elif status == "PENDING":
                 log.warning("unique constraint still being built", label=label, properties=list(props))
 
-    async def migrate_factuality(self, page_size: int = FACTUALITY_MIGRATION_PAGE) -> int:
+    async def migrate_factuality(self, page_size: int = FACTUALITY_MIGRATION_PAGE, *, graph: str | None = None) -> int:
         """Move the factuality an earlier release's enrichment wrote into
         metadata out to its own property. Idempotent. One scan finds the
         span of node ids holding candidates; it is then read a window of
@@ -152,9 +161,10 @@ class FalkorLifecycle(FalkorLookup):
         whose metadata.factuality is the client's own is left as it is; one
         written meanwhile (its version moved) is left to the writer, which
         wrote the new shape (row_to_memory lifts it on read). Returns how
-        many it moved."""
+        many it moved. `graph`: which of the layout's graphs (None: FALKORDB_GRAPH)."""
+        graph = graph or self._conn.graphs()[0]
         candidates = "n.factuality IS NULL AND n.enriched_at IS NOT NULL AND n.metadata CONTAINS '\"factuality\"'"
-        span = await self._conn.query(f"MATCH (n:Memory) WHERE {candidates} RETURN min(id(n)), max(id(n))")
+        span = await self._conn.query(f"MATCH (n:Memory) WHERE {candidates} RETURN min(id(n)), max(id(n))", graph=graph)
         low, high = span.result_set[0] if span.result_set else (None, None)
         if low is None:
             return 0
@@ -166,6 +176,7 @@ class FalkorLifecycle(FalkorLookup):
                 RETURN n.id, n.tenant, n.version, n.metadata
                 """,
                 {"start": start, "stop": start + page_size},
+                graph=graph,
             )
             items = []
             for memory_id, tenant, version, text in result.result_set:
@@ -190,6 +201,7 @@ class FalkorLifecycle(FalkorLookup):
                     RETURN count(n)
                     """,
                     {"items": items},
+                    graph=graph,
                 )
                 moved += written.result_set[0][0]
         return moved

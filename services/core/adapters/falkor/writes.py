@@ -103,7 +103,16 @@ class FalkorMemoryWriter(FalkorLookup):
         write happens only if this request owns the idempotency key; returns
         whether it wrote. With a guard, the same query checks the tenant's
         tombstones first and writes nothing (no claim either) where one holds
-        a memory's content unpassed: TombstoneHeld."""
+        a memory's content unpassed: TombstoneHeld. Memories of tenants in
+        several graphs (FALKORDB_GRAPH_LAYOUT=bucket; a batch without claim
+        or guard) are written graph by graph, each with its events."""
+        if claim is None and guard is None and len({m.tenant for m in memories}) > 1:
+            pairs = list(zip(memories, events, strict=True))
+            groups = self._conn.by_graph(pairs, lambda pair: pair[0].tenant)
+            if len(groups) > 1:
+                for group in groups.values():
+                    await self.create_memories([m for m, _ in group], [e for _, e in group], now_us=now_us)
+                return True
         rows = [
             {"node": memory_to_row(m), "outbox": outbox_row(e, now_us, after=m)}
             for m, e in zip(memories, events, strict=True)
