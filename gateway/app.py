@@ -12,6 +12,7 @@ from gateway import docs_pages, envelope, openapi
 from gateway.auth import TokenAuth
 from gateway.body_limit import BodyLimit
 from gateway.clients import ServiceClients
+from gateway.console import mount as console
 from gateway.mcp.server import McpEndpoint
 from gateway.metrics import RequestMetrics
 from gateway.responses import Json
@@ -64,4 +65,5 @@ def create_app(settings: Settings, api_token: str | None, clients: ServiceClient
     app.router.routes.append(Route("/mcp", app.state.mcp, methods=["GET", "POST", "DELETE"]))
     openapi.install(app)
     docs_pages.install(app)
+    console.install(app)
     return app

@@ -20,6 +20,7 @@ from gateway.routes import (
     memories,
     recall,
     review,
+    session,
     stream,
     tombstones,
 )
@@ -40,6 +41,7 @@ ROUTES: list[APIRoute] = [
         review,
         tombstones,
         audit,
+        session,
     )
     for route in module.router.routes
 ]

@@ -10,6 +10,7 @@ import pytest
 
 from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
 from services.core.domain.times import to_micros
+from services.core.domain.trust import ALL_STATES
 
 pytestmark = pytest.mark.integration
 
@@ -116,6 +117,7 @@ async def test_analysis_figures_cover_every_memory_of_the_tenant(graph):
     assert (figures.first, figures.last) == (T0, T0 + timedelta(days=40, hours=3))
     # d is archived (and expired); b is superseded; the rest current.
     assert figures.states == {"current": 4, "archived": 1, "expired": 0, "not_yet_valid": 0, "superseded": 1}
+    assert sum(figures.trust_states.values()) == 6 and set(figures.trust_states) <= set(ALL_STATES)
     assert {t.type: t.count for t in figures.by_type} == {"Decision": 2, "Preference": 2, "Context": 1, "Insight": 1}
     preference = next(t for t in figures.by_type if t.type == "Preference")
     assert preference.average_confidence == pytest.approx(0.6)

@@ -72,6 +72,7 @@ def test_document_keeps_automem_keys_and_rounds():
         average_importance=0.56666666,
         average_confidence=0.9,
         states={"current": 2, "superseded": 1},
+        trust_states={"verified": 1, "active": 2},
         by_type=[TypeFigures("Context", 1, 0.9, 0.3), TypeFigures("Decision", 2, 0.85, 0.71234)],
         confidence_buckets={"high": 3},
         tags=[("db", 2)],
@@ -86,6 +87,7 @@ def test_document_keeps_automem_keys_and_rounds():
         "count": 2, "average_confidence": 0.85, "average_importance": 0.712,
     }  # fmt: skip
     assert document["averages"] == {"importance": 0.567, "confidence": 0.9}
+    assert list(document["trust_states"].items()) == [("active", 2), ("verified", 1)]
     assert document["temporal_insights"] == {"hour_10": {"count": 3, "avg_importance": 0.567}}
     assert document["confidence_distribution"] == {"low": 0, "medium": 0, "high": 3}
     assert document["importance_distribution"] == {"low": 0, "medium": 0, "high": 0}

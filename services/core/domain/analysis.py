@@ -4,7 +4,7 @@ The graph counts (one pass per figure, over every memory of the tenant, not a
 sample); this module shapes the counts into the document the route returns,
 with AutoMem's keys (memory_types, temporal_insights, entity_frequency,
 confidence_distribution, patterns, preferences) beside memgrid's own
-(averages, states, tag_frequency, time_distribution). Times are UTC.
+(averages, states, trust_states, tag_frequency, time_distribution). Times are UTC.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ class AnalysisFigures:
     last: datetime | None = None
     #: Memories per state (one each: superseded, archived, not_yet_valid, expired, current).
     states: dict[str, int] = field(default_factory=dict)
+    #: Memories per trust state (a record stored before trust states counts as active).
+    trust_states: dict[str, int] = field(default_factory=dict)
     by_type: list[TypeFigures] = field(default_factory=list)
     #: low (< 0.4), medium (< 0.7), high.
     confidence_buckets: dict[str, int] = field(default_factory=dict)
@@ -127,6 +129,7 @@ def analysis_document(figures: AnalysisFigures, *, at: datetime | None = None) -
             "confidence": _round(figures.average_confidence),
         },
         "states": dict(figures.states),
+        "trust_states": dict(sorted(figures.trust_states.items())),
         "memory_types": {
             t.type: {
                 "count": t.count,

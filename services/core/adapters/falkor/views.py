@@ -145,12 +145,20 @@ class FalkorGraphViews:
         params = {"tenant": tenant, "now": now_us, "top": top}
         # Cypher takes no parameter as a path bound: the int is formatted in.
         summary_query = _ANALYSIS_SUMMARY.replace("{hops}", str(max(1, int(max_hops))))
-        summary, types, days, hours, tags, entities, patterns, preferences = await asyncio.gather(
+        summary, types, trust, days, hours, tags, entities, patterns, preferences = await asyncio.gather(
             self._conn.query(summary_query, params),
             self._conn.query(
                 """
                 MATCH (m:Memory) WHERE m.tenant = $tenant
                 RETURN coalesce(m.type, ''), count(m), avg(m.confidence), avg(m.importance)
+                """,
+                params,
+            ),
+            self._conn.query(
+                """
+                MATCH (m:Memory) WHERE m.tenant = $tenant
+                WITH CASE WHEN coalesce(m.trust_state, '') = '' THEN 'active' ELSE m.trust_state END AS state
+                RETURN state, count(*)
                 """,
                 params,
             ),
@@ -218,6 +226,7 @@ class FalkorGraphViews:
                 "not_yet_valid": int(not_yet_valid or 0),
                 "superseded": int(superseded or 0),
             },
+            trust_states={state: int(n) for state, n in trust.result_set},
             by_type=[TypeFigures(kind, int(n), float(c or 0.0), float(i or 0.0)) for kind, n, c, i in types.result_set],
             confidence_buckets={"low": int(c_low or 0), "medium": int(c_medium or 0), "high": int(c_high or 0)},
             importance_buckets={"low": int(i_low or 0), "medium": int(i_medium or 0), "high": int(i_high or 0)},
