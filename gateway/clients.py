@@ -20,6 +20,7 @@ from memgrid.v1 import (
     ingest_service_pb2_grpc,
     recall_service_pb2_grpc,
 )
+from services.core.grpc.balancing import RetryPolicy, channel_options
 from services.core.grpc.claims import ClaimSigner
 from services.core.grpc.plane import ServicePlane
 from services.core.grpc.server import MAX_MESSAGE_BYTES, message_options
@@ -76,12 +77,24 @@ class ServiceClients:
 
     @classmethod
     def connect(
-        cls, targets: dict[str, str], plane: ServicePlane, max_message_bytes: int = MAX_MESSAGE_BYTES
+        cls,
+        targets: dict[str, str],
+        plane: ServicePlane,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        retry: RetryPolicy | None = None,
     ) -> ServiceClients:
         """Channels to `targets` (TLS when the plane has it), signing with the
-        plane's key, bounding messages as the services do (GRPC_MAX_MESSAGE_BYTES)."""
-        options = message_options(max_message_bytes)
-        channels = {name: plane.channel(targets[name], options=options) for name in SERVICE_NAMES}
+        plane's key, bounding messages as the services do (GRPC_MAX_MESSAGE_BYTES).
+        A target may name several replicas: calls go round robin to those whose
+        health is SERVING, and `retry` repeats the safe ones refused UNAVAILABLE
+        on another (services/core/grpc/balancing.py)."""
+        retry = retry or RetryPolicy()
+        channels = {
+            name: plane.channel(
+                targets[name], options=[*message_options(max_message_bytes), *channel_options(name, retry)]
+            )
+            for name in SERVICE_NAMES
+        }
         signers = {name: plane.signer("system:gateway", name) for name in SERVICE_NAMES}
 
         def stub(name: str, make):
@@ -104,6 +117,7 @@ class ServiceClients:
             {name: settings.grpc_target(name) for name in SERVICE_NAMES},
             ServicePlane.from_settings(settings),
             settings.grpc_max_message_bytes,
+            RetryPolicy(max_attempts=settings.grpc_retry_attempts),
         )
 
     async def close(self) -> None:

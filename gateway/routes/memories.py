@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 
 from fastapi import APIRouter, Depends, Request
 
@@ -39,6 +40,8 @@ from memgrid.v1 import recall_service_pb2 as recall
 router = APIRouter(route_class=JsonRoute)
 
 IDEMPOTENCY_HEADER = "idempotency-key"
+#: Keys the gateway makes for writes sent without one: apart from any a client would send.
+GATEWAY_KEY_PREFIX = "gateway:"
 SUPERSEDE_FIELDS = ("supersedes_memory_id", "supersede_relation", "supersede_reason")
 
 
@@ -78,8 +81,19 @@ FORCE = query(
 )
 
 
-def _replay_headers(replayed: bool) -> dict[str, str]:
-    return {"Idempotent-Replayed": "true"} if replayed else {}
+def _idempotency_key(request: Request) -> tuple[str, bool]:
+    """The write's idempotency key and whether the client sent it. Without
+    one the gateway makes one, so a write that reached an ingest replica
+    which then died is replayed, not stored again, when gRPC retries it on
+    another (services/core/grpc/balancing.py)."""
+    sent = request.headers.get(IDEMPOTENCY_HEADER, "")
+    return (sent, True) if sent else (f"{GATEWAY_KEY_PREFIX}{uuid.uuid4().hex}", False)
+
+
+def _replay_headers(replayed: bool, client_key: bool) -> dict[str, str]:
+    """Idempotent-Replayed when the client's own key answered; a replay of the gateway's key is the
+    answer to the client's only request (its first attempt's reply was lost with the replica)."""
+    return {"Idempotent-Replayed": "true"} if replayed and client_key else {}
 
 
 CREATED = obj(
@@ -172,6 +186,7 @@ async def create_memory(request: Request, who: Caller = Depends(require("write")
     force = _force(request, body)
     if force:  # past a reviewer's rejection: the review role's call
         who = escalate(request, who, "review", "force")
+    key, client_key = _idempotency_key(request)
     if body.get("supersedes_memory_id") is not None:
         reply = await clients(request).ingest.SupersedeMemory(
             ingest.SupersedeMemoryRequest(
@@ -179,21 +194,19 @@ async def create_memory(request: Request, who: Caller = Depends(require("write")
                 replacement=draft,
                 relation=body.get("supersede_relation") or "",
                 reason=body.get("supersede_reason") or "",
-                idempotency_key=request.headers.get(IDEMPOTENCY_HEADER, ""),
+                idempotency_key=key,
                 force=force,
             ),
             **call_options(request, who),
         )
         result = _created_body(reply, reply.replacement, started)
         result.update(supersedes_memory_id=reply.superseded.id, supersede_relation=reply.relation)
-        return Json(result, 201, headers=_replay_headers(reply.replayed))
+        return Json(result, 201, headers=_replay_headers(reply.replayed, client_key))
     reply = await clients(request).ingest.CreateMemory(
-        ingest.CreateMemoryRequest(
-            memory=draft, idempotency_key=request.headers.get(IDEMPOTENCY_HEADER, ""), force=force
-        ),
+        ingest.CreateMemoryRequest(memory=draft, idempotency_key=key, force=force),
         **call_options(request, who),
     )
-    return Json(_created_body(reply, reply.memory, started), 201, headers=_replay_headers(reply.replayed))
+    return Json(_created_body(reply, reply.memory, started), 201, headers=_replay_headers(reply.replayed, client_key))
 
 
 @router.post(
@@ -222,10 +235,11 @@ async def batch_create(request: Request, who: Caller = Depends(require("write"))
     force = _force(request, body)
     if force:  # past a reviewer's rejection: the review role's call
         who = escalate(request, who, "review", "force")
+    key, client_key = _idempotency_key(request)
     reply = await clients(request).ingest.BatchCreateMemories(
         ingest.BatchCreateMemoriesRequest(
             memories=drafts,
-            idempotency_key=request.headers.get(IDEMPOTENCY_HEADER, ""),
+            idempotency_key=key,
             force=force,
             item_idempotency_keys=item_keys if any(item_keys) else [],
         ),
@@ -240,7 +254,7 @@ async def batch_create(request: Request, who: Caller = Depends(require("write"))
         "enrichment": reply.enrichment,
         "query_time_ms": elapsed_ms(started),
     }
-    return Json(result, 201, headers=_replay_headers(reply.replayed))
+    return Json(result, 201, headers=_replay_headers(reply.replayed, client_key))
 
 
 @router.get(

@@ -9,6 +9,7 @@ from prometheus_client import Counter
 
 from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
 from services.core.domain.projection import VectorHit
+from services.core.grpc.balancing import RetryPolicy, channel_options
 from services.core.grpc.plane import ServicePlane
 
 log = structlog.get_logger()
@@ -31,7 +32,8 @@ class RecallNeighbours:
         if not queries:
             return []
         if self._stub is None:
-            self._channel = self._plane.channel(self._target)
+            # Spread over recall's replicas and retried on another when one dies, as the gateway does.
+            self._channel = self._plane.channel(self._target, options=channel_options("recall", RetryPolicy()))
             self._stub = recall_service_pb2_grpc.RecallServiceStub(self._channel)
         request = recall_service_pb2.FindSimilarRequest(
             queries=[recall_service_pb2.FindSimilarRequest.Query(embedding=v, exclude_id=i) for i, v in queries],

@@ -19,6 +19,7 @@ import grpc
 
 from services.core.actor import reset_actor, set_actor, system_actor
 from services.core.domain.errors import PermissionDenied, Unauthenticated
+from services.core.grpc.balancing import channel_target
 from services.core.grpc.claims import (
     CLAIM_METADATA_KEY,
     Claim,
@@ -144,7 +145,10 @@ class ServicePlane:
 
     def channel(self, target: str, options: list | None = None) -> grpc.aio.Channel:
         """A channel to another service, with TLS when configured (this
-        process's certificate as its client certificate)."""
+        process's certificate as its client certificate). `target` is a
+        service's address: one host:port, a comma-separated list of IP
+        address:ports, or a target with its scheme (balancing.channel_target)."""
+        target = channel_target(target)
         options = list(options or [])
         if not self.tls:
             return grpc.aio.insecure_channel(target, options=options)

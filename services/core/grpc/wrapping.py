@@ -3,6 +3,7 @@ the server's interceptors (errors and metrics, the claim check) share."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
@@ -27,10 +28,19 @@ def around_calls(handler, around: Callable[[object, object], AbstractAsyncContex
     if handler.unary_stream is not None:
         stream = handler.unary_stream
 
-        async def streamed(request, context):
-            async with around(request, context):
-                async for item in stream(request, context):
-                    yield item
+        if inspect.iscoroutinefunction(stream):
+            # A handler that writes its stream with context.write (grpc's aio HealthServicer.Watch, which
+            # the channels' client-side health checking calls): awaited, not iterated.
+            async def streamed(request, context):
+                async with around(request, context):
+                    await stream(request, context)
+
+        else:
+
+            async def streamed(request, context):
+                async with around(request, context):
+                    async for item in stream(request, context):
+                        yield item
 
         return grpc.unary_stream_rpc_method_handler(
             streamed,

@@ -21,10 +21,15 @@ class PlaneSettings(Group):
     # Service addresses: each service listens on GRPC_LISTEN_HOST and its own port; the gateway, enrich and
     # the tools dial the *_ADDR addresses (host:port; unset: GRPC_HOST, else 127.0.0.1, and the service's port).
     grpc_listen_host: str = "127.0.0.1"  # where each service (and its metrics) listens; 0.0.0.0 in a pod
-    ingest_addr: str | None = None  # where the others dial ingest, host:port
+    ingest_addr: str | None = None  # where the others dial ingest, host:port (or several, below)
     recall_addr: str | None = None  # where the others dial recall
     enrich_addr: str | None = None  # where the others dial enrich
     consolidate_addr: str | None = None  # where the others dial consolidate
+    # An *_ADDR may name several replicas: IP address:ports comma-separated (10.0.0.5:50052,10.0.0.6:50052),
+    # or one DNS name resolving to all of them (dns:///recall-headless:50052). Calls go round robin to those
+    # whose health is SERVING; a read, or a create (carrying an idempotency key), refused UNAVAILABLE by a
+    # replica that died is tried again on another, up to this many attempts in all (gRPC allows 5).
+    grpc_retry_attempts: int = Field(default=3, ge=1, le=5)
     # Deprecated (one release): one host for both listening and dialling; GRPC_LISTEN_HOST and *_ADDR win.
     grpc_host: str | None = None
     ingest_grpc_port: int = DEFAULT_GRPC_PORTS["ingest"]  # each service's gRPC port ...
