@@ -25,6 +25,8 @@ function form(ctx, onSearch) {
     h('div', { class: 'row' },
       input('q', 'Query', { type: 'search', placeholder: 'what do you want to recall?', autocomplete: 'off' }),
       h('button', { type: 'submit', class: 'primary' }, 'Search')),
+    h('details', { class: 'filters', open: window.matchMedia('(min-width: 761px)').matches },
+      h('summary', {}, 'Filters: tags, time, state mode, limit, trust states'),
     h('div', { class: 'grid' },
       input('tags', 'Tags', { placeholder: 'project:x, decision' }, 'Comma-separated; a prefix matches its children.'),
       input('time_query', 'Time', { placeholder: 'last 7 days' }, 'In words, e.g. "yesterday", "last month".'),
@@ -37,7 +39,7 @@ function form(ctx, onSearch) {
           h('option', { value: 'history' }, 'history')),
         h('p', { id: 'state_mode-help', class: 'help' }, 'history adds superseded and expired memories.')),
       input('limit', 'Limit', { type: 'number', min: 1, max: 100, value: 10 })),
-    states);
+    states));
   if (last) restore(el, last);
   el.addEventListener('submit', (event) => {
     event.preventDefault();
