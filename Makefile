@@ -38,8 +38,9 @@ $(GEN): $(PROTOS) $(STAMP)
 		--python_out=gen --pyi_out=gen --grpc_python_out=gen $(PROTOS)
 	touch $@
 
+# Replicas through ARGS, e.g. ARGS="--replicas recall=2 --replicas ingest=2" (docs/scaling.md).
 run: install proto
-	exec $(PY) -m devstack
+	exec $(PY) -m devstack $(ARGS)
 
 test: install proto tools browser
 	$(PY) -m pytest
@@ -48,6 +49,10 @@ test: install proto tools browser
 # installed once where it is missing, a no-op after.
 browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium)
+
+# Replicas behind one gateway, one of each killed under load (tests/cluster; docs/scaling.md, Replicas).
+test-cluster: install proto
+	$(PY) -m pytest tests/cluster -p no:cacheprovider
 
 test-deploy: install tools
 	$(PY) -m pytest tests/deploy

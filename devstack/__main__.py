@@ -3,10 +3,17 @@
 Starts FalkorDB and NATS (data under $MEMGRID_DATA_DIR), the four services
 each in its own process, and the gateway; stops them all, in reverse order,
 on SIGINT or SIGTERM, or when any of them dies.
+
+`--replicas recall=2` (repeatable; ingest, recall, enrich) runs a service as
+that many processes, replica i on its ports + 100 * i (recall's with a data
+dir of its own under $MEMGRID_DATA_DIR, so an index and a durable of its
+own), and every process dials them all by one list address
+(devstack/replicas.py): `make run ARGS="--replicas recall=2 --replicas ingest=2"`.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import subprocess
@@ -14,6 +21,7 @@ import sys
 import time
 import urllib.request
 
+from devstack.replicas import address, parse_counts, replicas_of
 from devstack.servers import ServerProcess, start_falkordb, start_nats
 from services.core.grpc.plane import CLAIM_KEY_FILE_NAME, load_or_create_claim_key
 from services.core.settings import SERVICE_NAMES, Settings
@@ -58,7 +66,17 @@ def wait_healthy(port: int, children: dict[str, subprocess.Popen], stopping) -> 
     return False
 
 
-def main() -> int:
+#: Replica i of a service listens on the service's ports + REPLICA_PORT_STEP * i.
+REPLICA_PORT_STEP = 100
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m devstack", description="memgrid's whole stack on this machine")
+    parser.add_argument("--replicas", action="append", default=[], metavar="SERVICE=N", help="run N of SERVICE")
+    try:
+        counts = parse_counts(parser.parse_args(argv).replicas)
+    except ValueError as exc:
+        parser.error(str(exc))
     settings = Settings()
     data_dir = settings.memgrid_data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -94,9 +112,32 @@ def main() -> int:
             # Before any process starts, so all of them read the one key (the service plane's claims).
             load_or_create_claim_key(data_dir)
             say(f"service claim key in {data_dir / CLAIM_KEY_FILE_NAME}")
-        for name in SERVICE_NAMES:
-            children[name] = spawn(f"services.{name}.main", env)
-            say(f"{name} service on :{settings.grpc_port(name)} (metrics :{settings.metrics_port(name)})")
+        replicas = {
+            name: replicas_of(
+                name,
+                counts.get(name, 1),
+                [
+                    (
+                        settings.grpc_port(name) + REPLICA_PORT_STEP * i,
+                        settings.metrics_port(name) + REPLICA_PORT_STEP * i,
+                    )
+                    for i in range(counts.get(name, 1))
+                ],
+                data_dir,
+            )
+            for name in SERVICE_NAMES
+        }
+        if any(len(group) > 1 for group in replicas.values()):
+            # A replica with a data dir of its own would mint a claim key of its own: every process gets the one.
+            key = settings.service_claim_key
+            env["SERVICE_CLAIM_KEY"] = key.get_secret_value() if key else load_or_create_claim_key(data_dir).decode()
+            for name, group in replicas.items():
+                if len(group) > 1:
+                    env[f"{name.upper()}_ADDR"] = address(group)
+        for name, group in replicas.items():
+            for replica in group:
+                children[replica.name] = spawn(f"services.{name}.main", {**env, **replica.env()})
+                say(f"{replica.name} service on :{replica.grpc_port} (metrics :{replica.metrics_port})")
         children["gateway"] = spawn("gateway.main", env)
         say(f"gateway on :{settings.port} (metrics :{settings.gateway_metrics_port})")
         if wait_healthy(settings.port, children, lambda: stop_requested):

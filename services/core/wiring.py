@@ -20,6 +20,7 @@ from services.core.ports.models import Embedder, EntityExtractor
 from services.core.ports.outbox import Outbox
 from services.core.ports.vector import VectorIndex
 from services.core.relay import OutboxRelay
+from services.core.replica import index_path, projector_durable
 from services.core.settings import Settings
 
 
@@ -72,7 +73,7 @@ def event_bus(settings: Settings) -> NatsEventBus:
         stream_max_age_seconds=settings.nats_stream_max_age_seconds,
         stream_max_bytes=settings.nats_stream_max_bytes,
         # The durables /health reports the retention lag of (docs/operations.md, Retention).
-        durables=(settings.projector_durable, settings.embed_durable, settings.enrich_durable),
+        durables=(projector_durable(settings), settings.embed_durable, settings.enrich_durable),
     )
 
 
@@ -113,7 +114,7 @@ def vector_index(settings: Settings) -> VectorIndex:
             quantization=settings.vector_quantization,
         )
     return EdgeVectorIndex(
-        path=settings.memgrid_data_dir / "vectors" / settings.qdrant_collection,
+        path=index_path(settings),
         collection=settings.qdrant_collection,
         vector_size=settings.vector_size,
         autodetect=settings.vector_size_autodetect,
@@ -150,6 +151,7 @@ def consumer_spec(
     batch_size: int,
     *,
     fresh_start_if: str | None = None,
+    inactive_seconds: float | None = None,
 ) -> ConsumerSpec:
     """A durable consumer of memory events, with the retry policy from settings."""
     return ConsumerSpec(
@@ -164,6 +166,7 @@ def consumer_spec(
         heartbeat_seconds=settings.consumer_heartbeat_seconds,
         fetch_timeout_seconds=settings.consumer_fetch_timeout_seconds,
         fresh_start_if=fresh_start_if,
+        inactive_seconds=inactive_seconds,
     )
 
 

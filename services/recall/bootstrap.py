@@ -11,6 +11,7 @@ from services.core.domain.times import to_micros
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.ports.models import Embedder
 from services.core.ports.vector import VectorIndex
+from services.core.replica import projector_durable, projector_inactive_seconds
 from services.core.settings import Settings
 from services.core.wiring import consumer_spec, event_bus, event_consumer, event_watch, graph_store, vector_index
 from services.core.wiring import embedder as embedder_of
@@ -163,16 +164,17 @@ def build_app(
         events,
         consumer_spec(
             settings,
-            settings.projector_durable,
+            projector_durable(settings),  # this replica's own with the embedded index, else the shared one
             projected_subjects(settings.nats_subject_prefix),
             settings.projector_batch_size,
+            inactive_seconds=projector_inactive_seconds(settings),
         ),
         projector.handle,
         # Events lost to retention (a change, a deletion): every tenant projected anew from the graph.
         on_gap=convergence.repair_all,
     )
-    # The projection consumer is shared by every replica (one durable), so its backlog is the shared index's:
-    # a starting replica serves reads once that is small (RECALL_READY_*).
+    # The projection consumer's backlog is the index's: this replica's own (the embedded index), or the shared
+    # one's (a Qdrant server); a starting replica serves reads once that is small (RECALL_READY_*).
     caught_up = CaughtUp(
         consumer.pending,
         max_pending=settings.recall_ready_max_pending,

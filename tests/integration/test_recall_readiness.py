@@ -18,6 +18,7 @@ from services.core.domain.delivery import Outcome
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.grpc.app import full_service_name
 from services.core.grpc.server import start
+from services.core.replica import projector_durable, projector_inactive_seconds
 from services.core.wiring import consumer_spec, event_bus, event_consumer
 from services.recall.bootstrap import build_app
 from services.recall.projector import projected_subjects
@@ -63,7 +64,8 @@ async def test_a_recall_started_with_a_backlog_serves_once_the_shared_projection
     ]
     assert all(await bus.publish_many(events))
 
-    # Another replica of recall, on the same durable, takes the first 10 and holds them (in progress).
+    # Another consumer of recall's durable (replicas sharing a Qdrant server share it) takes the first 10
+    # and holds them (in progress).
     held, release = asyncio.Event(), asyncio.Event()
     seen_by_other: list[str] = []
 
@@ -73,7 +75,13 @@ async def test_a_recall_started_with_a_backlog_serves_once_the_shared_projection
         await release.wait()
         return [Outcome.DONE] * len(deliveries)
 
-    spec = consumer_spec(settings, settings.projector_durable, projected_subjects(settings.nats_subject_prefix), 10)
+    spec = consumer_spec(
+        settings,
+        projector_durable(settings),
+        projected_subjects(settings.nats_subject_prefix),
+        10,
+        inactive_seconds=projector_inactive_seconds(settings),
+    )
     other = event_consumer(settings, bus, spec, hold)
     await other.start()
     await asyncio.wait_for(held.wait(), timeout=10)
@@ -89,13 +97,13 @@ async def test_a_recall_started_with_a_backlog_serves_once_the_shared_projection
         # above RECALL_READY_MAX_PENDING (0), so recall stays out of the readiness set.
         await asyncio.sleep(1.5)
         assert await status(running.port, RECALL) == "NOT_SERVING"
-        info = await bus.jetstream.consumer_info(settings.nats_stream, settings.projector_durable)
+        info = await bus.jetstream.consumer_info(settings.nats_stream, projector_durable(settings))
         assert (info.num_pending, info.num_ack_pending) == (0, 10)
         assert len(seen_by_other) == 10  # one durable, shared: each event went to one replica
 
         release.set()  # the other replica acknowledges what it held: the backlog is drained
         await eventually(running.port, RECALL, "SERVING")
-        info = await bus.jetstream.consumer_info(settings.nats_stream, settings.projector_durable)
+        info = await bus.jetstream.consumer_info(settings.nats_stream, projector_durable(settings))
         assert info.num_pending + info.num_ack_pending == 0
         assert len(seen_by_other) == 10  # the other replica saw none of recall's 30
     finally:
@@ -127,7 +135,13 @@ async def test_a_recall_whose_backlog_does_not_drain_serves_after_the_ready_time
         await release.wait()
         return [Outcome.DONE] * len(deliveries)
 
-    spec = consumer_spec(settings, settings.projector_durable, projected_subjects(settings.nats_subject_prefix), 10)
+    spec = consumer_spec(
+        settings,
+        projector_durable(settings),
+        projected_subjects(settings.nats_subject_prefix),
+        10,
+        inactive_seconds=projector_inactive_seconds(settings),
+    )
     other = event_consumer(settings, bus, spec, hold)
     await other.start()
     await asyncio.wait_for(held.wait(), timeout=10)
@@ -138,7 +152,7 @@ async def test_a_recall_whose_backlog_does_not_drain_serves_after_the_ready_time
         assert await status(running.port, RECALL) == "NOT_SERVING"
         # Availability over freshness: once RECALL_READY_TIMEOUT_SECONDS passed it serves, backlog or not.
         await eventually(running.port, RECALL, "SERVING", seconds=15)
-        info = await bus.jetstream.consumer_info(settings.nats_stream, settings.projector_durable)
+        info = await bus.jetstream.consumer_info(settings.nats_stream, projector_durable(settings))
         assert info.num_ack_pending == 1
     finally:
         release.set()

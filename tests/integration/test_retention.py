@@ -24,6 +24,7 @@ from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
 from services.core.adapters.embedders import PlaceholderEmbedder
 from services.core.adapters.nats_bus import LIMITS_KEY
 from services.core.adapters.nats_retention import consumers_lag, read_gap
+from services.core.replica import projector_durable
 from services.core.wiring import event_bus
 from tests.conftest import make_settings, signed
 from tests.integration.enrich_stack import EnrichStack
@@ -174,7 +175,7 @@ async def searchable(stack: EnrichStack, vector: list[float], memory_id: str) ->
 
 async def test_projection_lost_to_retention_is_repaired_from_the_graph(falkordb_server, nats_server, tmp_path):
     settings = retention_settings(falkordb_server, nats_server, tmp_path)
-    durable = settings.projector_durable
+    durable = projector_durable(settings)
     gaps = metric("memgrid_consumer_gaps_total", durable)
     stack = EnrichStack(settings)
     bus = event_bus(settings)

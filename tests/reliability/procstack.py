@@ -24,6 +24,7 @@ from pathlib import Path
 
 import httpx
 
+from devstack.replicas import Replica, address, replicas_of
 from devstack.servers import NatsCluster, ServerProcess, free_port, start_falkordb, start_nats, wait_for_port
 from services.core.settings import SERVICE_NAMES
 
@@ -37,9 +38,18 @@ class ProcessStack:
 
     With `nats_nodes` > 1, NATS is a JetStream cluster on loopback whose nodes
     are the processes nats-0, nats-1, ... (self.nats_cluster), each killable
-    on its own, and NATS_URL lists them all."""
+    on its own, and NATS_URL lists them all. With `replicas` ({"recall": 2}),
+    a service runs as that many processes (recall, recall-1, ...: devstack.replicas),
+    each killable on its own, and its *_ADDR lists them all."""
 
-    def __init__(self, data_dir: Path | None = None, *, nats_nodes: int = 1, **env_overrides: str):
+    def __init__(
+        self,
+        data_dir: Path | None = None,
+        *,
+        nats_nodes: int = 1,
+        replicas: dict[str, int] | None = None,
+        **env_overrides: str,
+    ):
         self._owns_dir = data_dir is None
         self.data = data_dir or Path(tempfile.mkdtemp(prefix="memgrid-reliability-"))
         self.falkordb_port = free_port()
@@ -47,8 +57,15 @@ class ProcessStack:
         sync_interval = env_overrides.get("NATS_SYNC_INTERVAL", "always")
         self.nats_cluster = NatsCluster(self.data / "nats", nats_nodes, sync_interval) if nats_nodes > 1 else None
         nats_names = [f"nats-{i}" for i in range(nats_nodes)] if self.nats_cluster else ["nats"]
+        counts = {name: 1 for name in SERVICE_NAMES} | (replicas or {})
+        #: Each service's replicas (one process each), with their ports and data dirs.
+        self.replicas: dict[str, list[Replica]] = {
+            name: replicas_of(name, n, [(free_port(), free_port()) for _ in range(n)], self.data)
+            for name, n in counts.items()
+        }
+        self._replica = {r.name: r for group in self.replicas.values() for r in group}
         #: Every process of this stack, in start order.
-        self.processes = ("falkordb", *nats_names, *SERVICE_NAMES, "gateway")
+        self.processes = ("falkordb", *nats_names, *self._replica, "gateway")
         nats_url = self.nats_cluster.url if self.nats_cluster else f"nats://127.0.0.1:{self.nats_port}"
         self.env = {
             **os.environ,
@@ -70,9 +87,11 @@ class ProcessStack:
             "SHUTDOWN_GRACE_SECONDS": "1",
             **env_overrides,
         }
-        for name in SERVICE_NAMES:
-            for kind in ("GRPC", "METRICS"):
-                self.env[f"{name.upper()}_{kind}_PORT"] = str(free_port())  # never one handed out before
+        for name, group in self.replicas.items():
+            # The first replica's ports (as a stack of one process each had them), and where all are dialled.
+            self.env[f"{name.upper()}_GRPC_PORT"] = str(group[0].grpc_port)
+            self.env[f"{name.upper()}_METRICS_PORT"] = str(group[0].metrics_port)
+            self.env[f"{name.upper()}_ADDR"] = address(group)
         self.url = f"http://127.0.0.1:{self.env['PORT']}"
         self.servers: dict[str, ServerProcess] = {}
         self.children: dict[str, subprocess.Popen] = {}
@@ -94,11 +113,13 @@ class ProcessStack:
                 self.nats_port, self.data / "nats", sync_interval=self.env.get("NATS_SYNC_INTERVAL", "always")
             )
         else:
-            module = "gateway.main" if name == "gateway" else f"services.{name}.main"
+            replica = self._replica.get(name)
+            module = "gateway.main" if replica is None else f"services.{replica.service}.main"
+            env = self.env if replica is None else {**self.env, **replica.env()}
             log = open(self.data / f"{name}.log", "ab")  # noqa: SIM115 (the child keeps it)
             self.children[name] = subprocess.Popen(
                 [sys.executable, "-m", module],
-                env=self.env,
+                env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -107,7 +128,7 @@ class ProcessStack:
                 cwd=self.data,
             )
             log.close()
-            port = int(self.env["PORT"]) if name == "gateway" else int(self.env[f"{name.upper()}_GRPC_PORT"])
+            port = int(self.env["PORT"]) if replica is None else replica.grpc_port
             self._wait_listening(name, port, 120)
 
     def _wait_listening(self, name: str, port: int, within: float) -> None:
@@ -201,6 +222,10 @@ class ProcessStack:
             if time.monotonic() - started > within:
                 raise TimeoutError(f"the stack was not healthy within {within}s (logs in {self.data})")
             time.sleep(0.2)
+
+    def projector_durable(self, name: str = "recall") -> str:
+        """The durable consumer feeding recall replica `name`'s embedded index (services/core/replica.py)."""
+        return f"{self.env.get('PROJECTOR_DURABLE', 'recall-projector')}-{name}"
 
     @property
     def headers(self) -> dict[str, str]:

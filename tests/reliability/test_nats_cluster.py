@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.reliability, pytest.mark.timeout(300)]
 
 NODES = 3
 STREAM = "MEMORY_EVENTS"  # NATS_STREAM's default
-DURABLES = ("recall-projector", "embed", "enrich")  # the consumers that must go on
+DURABLES = ("embed", "enrich")  # the consumers that must go on, with recall's own (Observer.durables)
 RATE = 5.0
 #: Load before the kill, with the node down, and after it rejoined.
 WARM_SECONDS, DOWN_SECONDS, AFTER_SECONDS = 3.0, 8.0, 3.0
@@ -81,6 +81,7 @@ class Observer:
 
     def __init__(self, stack: ProcessStack):
         self.cluster = stack.nats_cluster
+        self.durables = (stack.projector_durable(), *DURABLES)
         self.nc = None
 
     async def __aenter__(self) -> Observer:
@@ -100,8 +101,8 @@ class Observer:
 
     async def consumer_leaders(self) -> dict[str, str]:
         """Each durable's leader (server name)."""
-        infos = [await self.js.consumer_info(STREAM, d) for d in DURABLES]
-        return {d: i.cluster.leader for d, i in zip(DURABLES, infos, strict=True)}
+        infos = [await self.js.consumer_info(STREAM, d) for d in self.durables]
+        return {d: i.cluster.leader for d, i in zip(self.durables, infos, strict=True)}
 
     async def lead_from(self, server_name: str) -> None:
         """Ask the stream's leader to step down in favour of `server_name` (JetStream's preferred placement)."""
@@ -119,7 +120,7 @@ class Observer:
     async def consumers_caught_up(self) -> bool:
         """Whether every durable has nothing pending and nothing unacknowledged."""
         try:
-            infos = [await self.js.consumer_info(STREAM, d) for d in DURABLES]
+            infos = [await self.js.consumer_info(STREAM, d) for d in self.durables]
         except Exception:
             return False
         return all(i.num_pending == 0 and i.num_ack_pending == 0 for i in infos)
@@ -221,7 +222,7 @@ async def test_killing_the_stream_leader_loses_no_write(stack):
             acked = {o.memory_id: o.content for o in outcomes if o.memory_id}
             refused = [o for o in outcomes if not o.memory_id]
             rows = await wait_for(lambda: converged(stack, acked), within=CONVERGE_WITHIN, every=0.5)
-            await until(observer.consumers_caught_up, CONVERGE_WITHIN, f"the durables {DURABLES} caught up")
+            await until(observer.consumers_caught_up, CONVERGE_WITHIN, f"the durables {observer.durables} caught up")
             figures.writes, figures.acknowledged, figures.refused = len(outcomes), len(acked), len(refused)
             figures.duplicated, figures.lost = duplicated_and_lost(rows, acked)
             figures.found = await found(client, acked)

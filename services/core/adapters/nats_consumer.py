@@ -87,6 +87,8 @@ class ConsumerSpec:
     dead_letter_attempts: int = 10
     #: How often a batch in hand is reported in progress (at most half the effective ack wait).
     heartbeat_seconds: float = 10.0
+    #: JetStream removes the durable after this long with nobody reading it (None: never): a replica's own.
+    inactive_seconds: float | None = None
 
     @property
     def max_deliver(self) -> int:
@@ -153,6 +155,7 @@ class JetStreamConsumer:
             max_deliver=spec.max_deliver,
             backoff=spec.backoff_seconds[: max(0, spec.max_attempts - 1)] or None,
             max_ack_pending=spec.batch_size * 20,
+            inactive_threshold=spec.inactive_seconds,
         )
         try:
             info = await js.consumer_info(self._stream, spec.durable)
@@ -165,14 +168,20 @@ class JetStreamConsumer:
             existing = info.config.filter_subjects or (
                 [info.config.filter_subject] if info.config.filter_subject else []
             )
-            if sorted(existing) != sorted(spec.filter_subjects) or info.config.max_deliver != spec.max_deliver:
+            if (
+                sorted(existing) != sorted(spec.filter_subjects)
+                or info.config.max_deliver != spec.max_deliver
+                or (info.config.inactive_threshold or None) != spec.inactive_seconds
+            ):
                 # A durable made by an older release listens to other subjects, or lets
-                # JetStream drop a message at memgrid's last attempt: update it in place.
+                # JetStream drop a message at memgrid's last attempt, or another inactive
+                # threshold was set: update it in place.
                 log.info(
                     "consumer updated",
                     consumer=spec.durable,
                     subjects=spec.filter_subjects,
                     max_deliver=spec.max_deliver,
+                    inactive_seconds=spec.inactive_seconds,
                 )
                 config.metadata = kept_metadata(info.config.metadata)
                 await js.add_consumer(self._stream, config)

@@ -25,7 +25,18 @@ class ConsumerSettings(Group):
     # advisory is what dead-letters it.
     consumer_dead_letter_attempts: int = Field(default=10, ge=1)
     projector_batch_size: int = 256  # events recall's projector takes at once
-    projector_durable: str = "recall-projector"  # recall's projection consumer, shared by its replicas
+    # recall's projection consumer: shared by its replicas with a Qdrant server (QDRANT_URL); with the embedded
+    # index each replica keeps a full index of its own, fed by its own durable, <this>-<RECALL_REPLICA_ID>.
+    projector_durable: str = "recall-projector"
+    # This recall replica's name in its durable's; unset: the host name and a digest of the index's path (two
+    # replicas on one host, each with its own MEMGRID_DATA_DIR, differ). Set it where host names change with
+    # each start (a Deployment's pods): a StatefulSet's stable names keep a replica's durable and its index.
+    recall_replica_id: str | None = None
+    # JetStream removes a replica's own durable nobody read for this long (a replica gone for good: it would
+    # otherwise stay, a raft group on every node of a cluster); one that comes back later gets a new durable,
+    # replays the stream, and what retention dropped is refilled from the graph. The stream's age by default:
+    # a durable idle for longer has lost events anyway. 0: never removed. Not for a Qdrant server's shared one.
+    recall_projector_inactive_seconds: float = Field(default=7 * 86400.0, ge=0)
     enrich_durable: str = "enrich"  # the enrichment stage's consumer
     # Enrich's first stage, embedding: its own durable consumer of created and
     # content-changing updated events; it records an `embedded` event, which
