@@ -206,16 +206,28 @@ async def test_the_overview_shows_counts_and_live_events_resuming_after_a_pause(
         await page.get_by_role("button", name="Resume").click()
         await expect(state).to_have_text(re.compile(r"^live \(resumed after event #\d+\)$"))
         await expect(events.filter(has=page.locator(f'a[href="#/memory/{missed}"]'))).to_contain_text("created")
-        # The backups are an admin's: a reader is not offered them.
+        # The backups are an admin's: a reader is not offered them; running consolidation is a writer's.
         await expect(page.get_by_role("heading", name="Backups")).to_have_count(0)
+        dry_run = page.get_by_role("button", name="Dry run now")
+        await expect(dry_run).to_be_disabled()
+        await expect(dry_run).to_have_accessible_description(
+            "Running consolidation needs the write role; this token's role is read."
+        )
 
 
-async def test_an_admin_creates_downloads_and_restores_a_backup(gateway_url, watched):
+async def test_an_admin_runs_consolidation_and_creates_downloads_and_restores_a_backup(gateway_url, watched):
     page = watched.page
     async with api(gateway_url, "write") as writer:
         await store(writer, "Worth keeping a copy of", type="Insight")
     await sign_in(page, gateway_url, TOKENS["admin"])
     await page.get_by_role("link", name="Overview").click()
+    consolidation = page.locator("section", has=page.get_by_role("heading", name="Consolidation"))
+    await expect(consolidation).to_contain_text("No run yet.")
+    await page.get_by_role("button", name="Dry run now").click()
+    await expect(page.locator("#notice")).to_contain_text("Nothing was changed.")
+    runs = consolidation.locator("table").last.locator("tbody tr")
+    await expect(runs.filter(has_text="decay (dry run)")).to_contain_text("success")
+
     await page.get_by_role("button", name="Create a backup now").click()
     await expect(page.locator("#notice")).to_contain_text("written")
     row = page.locator("section", has=page.get_by_role("heading", name="Backups")).locator("tbody tr").first

@@ -37,9 +37,20 @@ function enrichment(status) {
   ]);
 }
 
-function consolidation(status) {
+function consolidation(ctx, status, refresh) {
   const runs = status.history || [];
+  const reason = ctx.why('write', 'Running consolidation');
+  const run = h('button', { type: 'button', id: 'consolidate-dry', disabled: Boolean(reason), 'aria-describedby': reason ? 'consolidate-why' : null }, 'Dry run now');
+  run.addEventListener('click', async () => {
+    run.disabled = true;
+    try {
+      const answer = await api.post('/consolidate', { mode: 'full', dry_run: true });
+      ctx.notify(`Dry run ${answer.status}: ${answer.runs.map((r) => `${r.task} ${Object.entries(r.counts || {}).map(([k, v]) => `${k} ${v}`).join(', ') || 'nothing to do'}`).join('; ')}. Nothing was changed.`, 'ok');
+      await refresh();
+    } catch (error) { ctx.fail(error); run.disabled = false; }
+  });
   return h('div', {},
+    h('p', { class: 'row' }, run, reason ? h('span', { id: 'consolidate-why', class: 'why' }, reason) : h('span', { class: 'help' }, 'Reports what each task would change, changing nothing.')),
     h('h3', {}, 'Schedule'),
     h('table', {}, h('thead', {}, h('tr', {}, ['task', 'every', 'last run', 'next run'].map((c) => h('th', { scope: 'col' }, c)))),
       h('tbody', {}, (status.next_runs || []).map((r) => h('tr', {},
@@ -159,13 +170,25 @@ export async function render(main, ctx) {
     api.get('/analyze'), api.get('/enrichment/status').catch(() => null), api.get('/consolidate/status').catch(() => null),
   ]);
   if (!ctx.alive()) return;
+  const consolidationBox = section('Consolidation');
+  const showConsolidation = (status) => {
+    consolidationBox.querySelector('h2').after(status
+      ? consolidation(ctx, status, async () => {
+        const fresh = await api.get('/consolidate/status');
+        if (!ctx.alive()) return;
+        consolidationBox.querySelector('h2').nextElementSibling.remove();
+        showConsolidation(fresh);
+      })
+      : h('p', { class: 'muted' }, 'Consolidation status unavailable.'));
+  };
+  showConsolidation(consolidate);
   add(main,
     h('div', { class: 'columns' },
       h('div', {},
         section(`Memories (${analysis.analytics.total_memories})`, memoryCounts(analysis.analytics)),
         section('Enrichment backlog', enrich ? enrichment(enrich) : h('p', { class: 'muted' }, 'Enrichment status unavailable.'))),
       live),
-    section('Consolidation', consolidate ? consolidation(consolidate) : h('p', { class: 'muted' }, 'Consolidation status unavailable.')),
+    consolidationBox,
     ctx.can('admin') ? section('Backups', backups(ctx, ctx.me)) : null,
   );
 }
