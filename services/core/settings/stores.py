@@ -24,6 +24,13 @@ class GraphSettings(Group):
     # together. Changing either moves no data: `python -m services.core.graph_migration` does.
     falkordb_graph_layout: Literal["shared", "bucket"] = "shared"
     falkordb_graph_buckets: int = Field(default=64, ge=1)
+    # How many replicas must hold a write before it is acknowledged: each write is followed by Redis's WAIT on
+    # its own connection (a Redis Cluster's master, or one server with replicas). Replication is asynchronous,
+    # so without it a master killed after acknowledging a write may lose it to the replica promoted in its
+    # place; with 1, a write no replica confirmed within FALKORDB_WRITE_REPLICAS_TIMEOUT_MS answers 503
+    # FALKORDB_WRITE_UNREPLICATED (it may be on the master: retry with the same Idempotency-Key). 0: none.
+    falkordb_write_replicas: int = Field(default=0, ge=0)
+    falkordb_write_replicas_timeout_ms: int = Field(default=1000, ge=1)
     # Every graph query carries this timeout (GRAPH.QUERY ... TIMEOUT); past it FalkorDB stops the query
     # (a write is rolled back) and the call answers 504. The devstack and the test servers load FalkorDB with
     # TIMEOUT_DEFAULT and TIMEOUT_MAX at this value, so no query runs unbounded; below the gateway's

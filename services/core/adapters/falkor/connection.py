@@ -14,7 +14,9 @@ from typing import Any
 import redis.exceptions as redis_errors
 import structlog
 from falkordb.asyncio import FalkorDB
+from redis.asyncio.cluster import RedisCluster
 
+from services.core.adapters.falkor.cluster import CLUSTER_REFUSALS, ClusterRoutes
 from services.core.adapters.falkor.reply import params_header, read_reply
 from services.core.adapters.falkor.routing import GraphRouter
 from services.core.adapters.retry import with_backoff
@@ -31,7 +33,10 @@ _WRITE_CLAUSE = re.compile(r"\b(CREATE|MERGE|SET|DELETE|REMOVE)\b", re.IGNORECAS
 
 def _not_sent(exc: BaseException) -> bool:
     """Errors raised before the query reached FalkorDB, or with FalkorDB
-    refusing it unrun (still loading its data): any query may be sent again."""
+    refusing it unrun (still loading its data; on a cluster, its slot moved
+    or has no master yet): any query may be sent again."""
+    if isinstance(exc, CLUSTER_REFUSALS):
+        return True
     if isinstance(exc, redis_errors.TimeoutError):
         return str(exc).startswith("Timeout connecting")
     if isinstance(exc, redis_errors.BusyLoadingError):
@@ -97,9 +102,13 @@ class FalkorConnection:
         appendfsync: str | None = None,
         unix_socket_path: str | None = None,
         layout: GraphLayout | None = None,
+        write_replicas: int = 0,
+        write_replicas_timeout_ms: int = 1000,
     ):
         """`unix_socket_path`: connect there rather than to host:port (a backup's scratch replica);
-        `layout`: how tenants map to graphs (FALKORDB_GRAPH_LAYOUT; None: every tenant in `graph`)."""
+        `layout`: how tenants map to graphs (FALKORDB_GRAPH_LAYOUT; None: every tenant in `graph`);
+        `write_replicas`: how many replicas must hold a write before it is acknowledged
+        (FALKORDB_WRITE_REPLICAS, WAIT; 0: none waited for)."""
         self._connect_args: dict[str, Any] = {"host": host, "port": port, "password": password}
         if unix_socket_path:
             self._connect_args["unix_socket_path"] = unix_socket_path
@@ -117,6 +126,10 @@ class FalkorConnection:
         self._db: FalkorDB | None = None
         #: The library's graph objects by name (its reply parser reads a graph's labels through one).
         self._graphs: dict[str, Any] = {}
+        #: On a Redis Cluster (detected when opened), the master of each graph; None on one server.
+        self.routes: ClusterRoutes | None = None
+        self._write_replicas = max(0, int(write_replicas))
+        self._replicas_timeout_ms = max(1, int(write_replicas_timeout_ms))
         self.where = f"{unix_socket_path or f'{host}:{port}'}/{graph}"
         self.wait_seconds = wait_seconds
         self._initial = retry_initial_seconds
@@ -187,6 +200,8 @@ class FalkorConnection:
         if self._db is None:
             # The client probes the server synchronously when built: keep that off the loop.
             self._db = await asyncio.to_thread(FalkorDB, **self._connect_args)
+            if isinstance(self._db.connection, RedisCluster):
+                self.routes = ClusterRoutes(self._db.connection, self._connect_args)
         return self._db
 
     def _graph(self, name: str):
@@ -202,6 +217,10 @@ class FalkorConnection:
         # The library's query(), with a faster reader for all-scalar replies (reply.py).
         try:
             response = await self._send(graph, cypher, params)
+        except (redis_errors.ConnectionError, redis_errors.TimeoutError, *CLUSTER_REFUSALS):
+            if self.routes is not None:  # a master failed or a slot moved: where is the graph now?
+                await self.routes.refresh()
+            raise
         except redis_errors.ResponseError as exc:
             # The server's TIMEOUT_MAX is below ours (lowered since start-up, or met
             # before check_timeouts ran): FalkorDB refused the query without running
@@ -216,18 +235,52 @@ class FalkorConnection:
 
     async def _send(self, graph, cypher: str, params: dict[str, Any] | None):
         timeout = ("TIMEOUT", str(self._timeout_ms)) if self._timeout_ms else ()
-        return await graph.execute_command(
-            "GRAPH.QUERY", graph.name, params_header(params) + cypher, "--compact", *timeout
-        )
+        command = ("GRAPH.QUERY", graph.name, params_header(params) + cypher, "--compact", *timeout)
+        waits = self._write_replicas > 0 and not is_read(cypher)
+        if self.routes is None and not waits:
+            return await graph.execute_command(*command)
+        client = await self.routes.client_for(graph.name) if self.routes else self._db.connection
+        if not waits:
+            return await client.execute_command(*command)
+        # WAIT counts the replicas holding this connection's writes: it goes on the write's own connection.
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.execute_command(*command)
+            pipe.execute_command("WAIT", self._write_replicas, self._replicas_timeout_ms)
+            reply, acked = await pipe.execute(raise_on_error=False)
+        if isinstance(reply, Exception):
+            raise reply
+        if isinstance(acked, Exception) or int(acked) < self._write_replicas:
+            log.warning("falkordb write not replicated", where=self.where, graph=graph.name, replicas=str(acked))
+            raise Unavailable(
+                "FALKORDB_WRITE_UNREPLICATED",
+                f"the write reached the graph store but {acked} of {self._write_replicas} replicas confirmed it"
+                f" within {self._replicas_timeout_ms} ms (FALKORDB_WRITE_REPLICAS); read before retrying, or retry"
+                " with an Idempotency-Key",
+                replicas=self._write_replicas,
+            )
+        return reply
 
-    async def command(self, *args: str):
-        """Send one raw command (GRAPH.CONSTRAINT about a graph, and the
+    async def _admin(self, *args: str):
+        """A command about the server, not a graph (CONFIG, GRAPH.CONFIG): on a cluster, the answer of the
+        master serving the layout's first graph (the nodes are started alike)."""
+        if self.routes is not None:
+            return await (await self.routes.client_for(self.graphs()[0])).execute_command(*args)
+        return await self._db.execute_command(*args)
+
+    async def command(self, *args: str, graph: str | None = None):
+        """Send one raw command about `graph` (GRAPH.CONSTRAINT and the
         like), after the first query opened the connection; sent again only
         where it never reached the server."""
         assert self._db is not None  # noqa: S101  narrows the type: the first query opened it
+
+        async def send():
+            if self.routes is not None and graph is not None:
+                return await (await self.routes.client_for(graph)).execute_command(*args)
+            return await self._db.execute_command(*args)
+
         return await with_backoff(
             "falkordb",
-            lambda: self._db.execute_command(*args),
+            send,
             retryable=_not_sent,
             deadline_seconds=self._request_retry,
             initial_seconds=self._initial,
@@ -284,8 +337,8 @@ class FalkorConnection:
         the server does not let us read them."""
         assert self._db is not None  # noqa: S101  narrows the type: called after the first query
         try:
-            default = _config_value(await self._db.execute_command("GRAPH.CONFIG", "GET", "TIMEOUT_DEFAULT"))
-            maximum = _config_value(await self._db.execute_command("GRAPH.CONFIG", "GET", "TIMEOUT_MAX"))
+            default = _config_value(await self._admin("GRAPH.CONFIG", "GET", "TIMEOUT_DEFAULT"))
+            maximum = _config_value(await self._admin("GRAPH.CONFIG", "GET", "TIMEOUT_MAX"))
         except (redis_errors.ResponseError, ValueError, TypeError) as exc:
             log.warning("could not read FalkorDB's query timeouts", where=self.where, error=str(exc))
             return None
@@ -319,7 +372,7 @@ class FalkorConnection:
         try:
             values = {}
             for name in ("appendonly", "appendfsync"):
-                reply = await self._db.execute_command("CONFIG", "GET", name)
+                reply = await self._admin("CONFIG", "GET", name)
                 value = reply.get(name) if isinstance(reply, dict) else (reply[1] if len(reply) == 2 else None)
                 values[name] = value.decode() if isinstance(value, bytes) else str(value)
         except (redis_errors.ResponseError, TypeError, IndexError) as exc:
@@ -345,6 +398,9 @@ class FalkorConnection:
         return self.durability
 
     async def close(self) -> None:
+        if self.routes is not None:
+            await self.routes.close()
+            self.routes = None
         if self._db is not None:
             await self._db.aclose()
             self._db = None

@@ -123,7 +123,16 @@ class FalkorLifecycle(FalkorLookup):
         for label, props in _UNIQUE:
             try:
                 await self._conn.command(
-                    "GRAPH.CONSTRAINT", "CREATE", graph, "UNIQUE", "NODE", label, "PROPERTIES", str(len(props)), *props
+                    "GRAPH.CONSTRAINT",
+                    "CREATE",
+                    graph,
+                    "UNIQUE",
+                    "NODE",
+                    label,
+                    "PROPERTIES",
+                    str(len(props)),
+                    *props,
+                    graph=graph,
                 )
             except redis_errors.ResponseError as exc:
                 if "already exists" not in str(exc):
@@ -147,7 +156,16 @@ class FalkorLifecycle(FalkorLookup):
                     f" WHERE c > 1 RETURN {', '.join(props)}, c",
                 )
                 await self._conn.command(
-                    "GRAPH.CONSTRAINT", "DROP", graph, "UNIQUE", "NODE", label, "PROPERTIES", str(len(props)), *props
+                    "GRAPH.CONSTRAINT",
+                    "DROP",
+                    graph,
+                    "UNIQUE",
+                    "NODE",
+                    label,
+                    "PROPERTIES",
+                    str(len(props)),
+                    *props,
+                    graph=graph,
                 )
             elif status == "PENDING":
                 log.warning("unique constraint still being built", label=label, properties=list(props))

@@ -1,0 +1,69 @@
+"""FalkorDB on a Redis Cluster: which node serves a graph, and a client per node.
+
+A graph is one key, so it lives whole on the master owning its key's slot
+(docs/scaling.md, FalkorDB). The library detects a cluster and gives a
+redis-py RedisCluster; its slot map says which master serves a graph. Each
+query goes to that master on a plain client of its own (one per node), so
+that a write and the WAIT after it (FALKORDB_WRITE_REPLICAS) share one
+connection, as WAIT requires. After a failover the old master's slots move:
+a refused or failed command refreshes the map before it is sent again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis.asyncio as aredis
+import redis.exceptions as redis_errors
+import structlog
+from redis.asyncio.cluster import RedisCluster
+
+log = structlog.get_logger()
+
+#: Errors by which the cluster refuses a command unrun: its slot moved, the
+#: cluster is failing over (no master for the slot yet), or it asks again later.
+CLUSTER_REFUSALS = (
+    redis_errors.MovedError,
+    redis_errors.AskError,
+    redis_errors.ClusterDownError,
+    redis_errors.TryAgainError,
+    redis_errors.SlotNotCoveredError,
+)
+
+
+class ClusterRoutes:
+    """The master serving each graph, from the cluster's slot map, and a client per master."""
+
+    def __init__(self, cluster: RedisCluster, connect_args: dict[str, Any]):
+        self._cluster = cluster
+        self._args = {k: v for k, v in connect_args.items() if k in ("password", "socket_timeout")}
+        self._clients: dict[str, aredis.Redis] = {}
+
+    async def client_for(self, graph: str) -> aredis.Redis:
+        """The client of the master serving `graph` now (the slot map read at first use)."""
+        if not self._cluster.nodes_manager.slots_cache:
+            await self._cluster.initialize()
+        node = self._cluster.get_node_from_key(graph)
+        client = self._clients.get(node.name)
+        if client is None:
+            client = self._clients[node.name] = aredis.Redis(
+                host=node.host, port=node.port, decode_responses=True, **self._args
+            )
+        return client
+
+    def node_of(self, graph: str) -> str:
+        """host:port of the master serving `graph` by the current map (for logs and tests)."""
+        return self._cluster.get_node_from_key(graph).name
+
+    async def refresh(self) -> None:
+        """Read the slot map again (after a node failed or a slot moved); a failure leaves the old one."""
+        try:
+            self._cluster.nodes_manager.slots_cache.clear()
+            await self._cluster.nodes_manager.initialize()
+        except (redis_errors.RedisError, OSError) as exc:
+            log.warning("falkordb cluster map not refreshed", error=str(exc))
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()
