@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from benchmarks import backup, consolidation, enrichment, import_export, recall_latency, write_path
+from benchmarks import backup, consolidation, enrichment, import_export, recall_latency, scale, write_path
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", choices=("write", "enrichment", "recall", "consolidate", "import", "backup"))
+    parser.add_argument("--only", choices=("write", "enrichment", "recall", "consolidate", "import", "backup", "scale"))
     parser.add_argument("-n", type=int, default=500, help="sequential requests per latency figure")
     parser.add_argument("--batches", type=int, default=10, help="500-item batches for throughput")
     parser.add_argument("--enrich-count", type=int, default=2000, help="memories for enrichment throughput")
@@ -27,6 +28,12 @@ def main() -> int:
     parser.add_argument("--import-count", type=int, default=50_000, help="memories `memgrid import` loads")
     parser.add_argument("--import-parallel", type=int, default=4, help="its batches in flight")
     parser.add_argument("--import-batch", type=int, default=500, help="its batch size")
+    parser.add_argument("--scale-sizes", default="100000,1000000", help="memory counts the scale run grows through")
+    parser.add_argument("--scale-queries", type=int, default=200, help="distinct queries per scale recall figure")
+    parser.add_argument("--scale-creates", type=int, default=100, help="POST /memory calls per scale create figure")
+    parser.add_argument("--scale-no-backup", action="store_true", help="leave backup and restore out of the scale run")
+    parser.add_argument("--scale-backup-sizes", default="", help="sizes to back up and restore at (default: every)")
+    parser.add_argument("--scale-json", default="build/scale.json", help="where the scale figures go")
     args = parser.parse_args()
     if args.only in (None, "write"):
         write_path.run(args.n, args.batches)
@@ -39,6 +46,16 @@ def main() -> int:
         consolidation.run(args.consolidate_size, args.recall_queries, args.recall_words)
     if args.only in (None, "backup"):
         backup.run(args.backup_size, args.recall_words)
+    if args.only == "scale":  # an hour at 1M: only when asked for
+        scale.run(
+            tuple(int(s) for s in args.scale_sizes.split(",")),
+            args.scale_queries,
+            args.scale_creates,
+            backup=not args.scale_no_backup,
+            backup_sizes=tuple(int(s) for s in args.scale_backup_sizes.split(",")) if args.scale_backup_sizes else None,
+            json_path=Path(args.scale_json),
+            words_from=args.recall_words,
+        )
     if args.only in (None, "import"):
         import_export.run(args.import_count, args.import_parallel, args.import_batch, only_import=args.only == "import")
     return 0

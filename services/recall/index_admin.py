@@ -87,22 +87,25 @@ class IndexAdmin:
         await self._vectors.clear(tenant)
         indexed = skipped = 0
         cursor = -1
-        while True:
-            cursor, page = await self._source.scan_memories(cursor, batch_size, tenant)
-            if not page:
-                break
-            points = [
-                (m.id, m.embedding, vector_payload(m))
-                for m in page
-                if m.embedding is not None and len(m.embedding) == self._vectors.dimension
-            ]
-            await self._vectors.upsert(points)
-            indexed += len(points)
-            skipped += len(page) - len(points)
-            yield RebuildProgress(indexed, skipped, total, False, time.perf_counter() - started)
+        # One HNSW build at the end over the points (bulk_load), not one per
+        # VECTOR_OPTIMIZE_EVERY points over ever larger merged segments.
+        async with self._vectors.bulk_load():
+            while True:
+                cursor, page = await self._source.scan_memories(cursor, batch_size, tenant)
+                if not page:
+                    break
+                points = [
+                    (m.id, m.embedding, vector_payload(m))
+                    for m in page
+                    if m.embedding is not None and len(m.embedding) == self._vectors.dimension
+                ]
+                await self._vectors.upsert(points)
+                indexed += len(points)
+                skipped += len(page) - len(points)
+                yield RebuildProgress(indexed, skipped, total, False, time.perf_counter() - started)
         if tenant is None:
             await self._vectors.optimize()  # every point is new: index them all before answering
-        # A tenant's points are left to the periodic optimisation, as any
+        # A small tenant's points are left to the periodic optimisation, as any
         # write's are: an optimisation holds up every tenant's searches.
         log.info("vector index rebuilt", tenant=tenant or "every tenant", indexed=indexed, skipped=skipped)
         yield RebuildProgress(indexed, skipped, total, True, time.perf_counter() - started)

@@ -27,6 +27,8 @@ import shutil
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import structlog
@@ -149,6 +151,8 @@ class EdgeVectorIndex:
         self._quantization = quantization
         self._since_optimize = 0
         self._optimizing: asyncio.Task | None = None
+        #: Bulk loads under way (bulk_load): upserts start no optimisation meanwhile.
+        self._bulk = 0
         self._flush_seconds = flush_seconds
         self._flushed_at = time.monotonic()
         #: Flushes done (a figure for the tests).
@@ -290,7 +294,7 @@ class EdgeVectorIndex:
         ]
         await self._run(lambda shard: shard.update(UpdateOperation.upsert_points(batch)))
         self._since_optimize += len(points)
-        if self._since_optimize >= self._optimize_every and self._optimizing is None:
+        if self._since_optimize >= self._optimize_every and self._optimizing is None and not self._bulk:
             self._since_optimize = 0
             self._optimizing = asyncio.create_task(self._optimize())
         await self._flush_when_due()
@@ -308,6 +312,25 @@ class EdgeVectorIndex:
             self.flushes += 1
         except Exception as exc:
             log.warning("vector index flush failed", error=str(exc))
+
+    @asynccontextmanager
+    async def bulk_load(self) -> AsyncIterator[None]:
+        """A rebuild's upserts: no optimisation starts while they go in, and
+        when they were optimize_every or more, one optimisation at the end
+        builds the HNSW graph once over them all (Qdrant's bulk-upload
+        advice); fewer are left to the periodic one, as any write's are.
+        Optimising every optimize_every points instead merges ever larger
+        segments and rebuilds their graphs each time: a 1M rebuild fell to
+        370 points/s that way, from 925 at 100k."""
+        self._bulk += 1
+        try:
+            if self._optimizing is not None:
+                await asyncio.gather(self._optimizing, return_exceptions=True)
+            yield
+        finally:
+            self._bulk -= 1
+        if self._since_optimize >= self._optimize_every:
+            await self.optimize()
 
     async def optimize(self) -> None:
         """Optimise now and wait for it (recall calls this before it serves,

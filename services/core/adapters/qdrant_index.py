@@ -9,6 +9,8 @@ tests do.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -266,6 +268,26 @@ class QdrantClientIndex:
         return await vector_index_status(
             self, is_open=self._client is not None, detail=f"qdrant collection {self._collection} at {self._where}"
         )
+
+    @asynccontextmanager
+    async def bulk_load(self) -> AsyncIterator[None]:
+        """Qdrant's bulk-upload advice: indexing off (indexing_threshold 0)
+        while a rebuild's points go in, then back to what the collection had,
+        so the server builds each segment's HNSW graph once, in the background.
+        qdrant-client's local mode has no optimiser and ignores it."""
+        client = self._open_client()
+        info = await client.get_collection(self._collection)
+        before = info.config.optimizer_config.indexing_threshold
+        await client.update_collection(
+            self._collection, optimizers_config=models.OptimizersConfigDiff(indexing_threshold=0)
+        )
+        try:
+            yield
+        finally:
+            await client.update_collection(
+                self._collection,
+                optimizers_config=models.OptimizersConfigDiff(indexing_threshold=before if before else 20_000),
+            )
 
     async def optimize(self) -> None:
         """A Qdrant server optimises in the background on its own."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from services.core.domain.model import ComponentStatus, Memory
@@ -63,6 +64,10 @@ class VectorIndex(VectorSearch, VectorWrites, Protocol):
         """Remove the tenant's points, or with None every point (a rebuild
         from the graph starts here); the index keeps its dimension and payload
         indexes and stays usable."""
+
+    def bulk_load(self) -> AbstractAsyncContextManager[None]:
+        """Around a rebuild's upserts: the engine defers indexing (HNSW)
+        until they are all in, and builds the index once at the end."""
 
     async def optimize(self) -> None:
         """Index what was written since the last optimisation (HNSW), now.
