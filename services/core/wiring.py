@@ -123,6 +123,7 @@ def vector_index(settings: Settings) -> VectorIndex:
         optimize_every=settings.vector_optimize_every,
         quantization=settings.vector_quantization,
         flush_seconds=settings.vector_flush_seconds,
+        reopen_every=settings.vector_reopen_every,
     )
 
 

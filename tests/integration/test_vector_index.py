@@ -149,6 +149,57 @@ async def test_writes_reach_the_segments_within_flush_seconds(tmp_path):
     await index.close()
 
 
+async def test_the_shard_is_reopened_every_reopen_every_changes_and_keeps_its_points(tmp_path):
+    """An open shard keeps native memory for every change it has seen (recall's
+    RSS grew through the soak); reopen_every changes (upserts and deletes)
+    close it and load it again, which gives it back, and loses nothing."""
+    path = tmp_path / "vectors" / "memories"
+    index = EdgeVectorIndex(path=path, collection="memories", vector_size=4, reopen_every=5)
+    index.open()
+    written = [memory() for _ in range(4)]
+    await put(index, written)
+    assert index.reopens == 0
+    await index.delete([written[0].id], tenant="a")  # the fifth change
+    assert index.reopens == 1
+    query = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10, current_at=NOW)
+    assert {h.id for h in await nearest(index, query)} == {m.id for m in written[1:]}
+    async with index.bulk_load():  # a rebuild's upserts never reopen the shard under it
+        await put(index, [memory() for _ in range(6)])
+    assert index.reopens == 1
+    await put(index, [memory()])  # the count went on meanwhile: the next change reopens
+    assert index.reopens == 2 and await index.count() == 10
+    await index.close()
+
+
+async def test_a_bulk_load_optimises_once_at_its_end(tmp_path, monkeypatch):
+    """A rebuild's upserts start no optimisation while they go in (each would
+    merge ever larger segments and build their HNSW graphs anew); one at the
+    end indexes them all, when they were optimize_every or more."""
+    index = EdgeVectorIndex(path=tmp_path / "vectors" / "memories", collection="memories", vector_size=4,
+                            optimize_every=3)  # fmt: skip
+    index.open()
+    optimised = []
+    real = index._optimize
+
+    async def counted() -> None:
+        optimised.append(True)
+        await real()
+
+    monkeypatch.setattr(index, "_optimize", counted)
+    async with index.bulk_load():
+        for _ in range(4):
+            await put(index, [memory(), memory()])
+        assert optimised == []
+    assert optimised == [True]
+    async with index.bulk_load():
+        await put(index, [memory()])  # fewer than optimize_every: left to the periodic optimisation
+    assert optimised == [True]
+    await put(index, [memory(), memory()])  # outside a bulk load, the periodic one starts again
+    await asyncio.sleep(0)
+    assert len(optimised) == 2 and await index.count() == 11
+    await index.close()
+
+
 def _quantization(path) -> dict | None:
     """The quantisation the shard's stored configuration names."""
     return json.loads((path / "edge_config.json").read_text()).get("quantization_config")

@@ -130,6 +130,7 @@ class EdgeVectorIndex:
         optimize_every: int = 5000,
         quantization: str = "int8",
         flush_seconds: float = 5.0,
+        reopen_every: int = 0,
     ):
         self._path = path
         self._collection = collection
@@ -157,6 +158,10 @@ class EdgeVectorIndex:
         self._flushed_at = time.monotonic()
         #: Flushes done (a figure for the tests).
         self.flushes = 0
+        self._reopen_every = reopen_every
+        self._since_reopen = 0
+        #: Reopens done (reopen_every), a figure for the tests.
+        self.reopens = 0
         self._lock_path = path.parent / f"{collection}.lock"
         self._lock_fd: int | None = None
 
@@ -298,6 +303,7 @@ class EdgeVectorIndex:
             self._since_optimize = 0
             self._optimizing = asyncio.create_task(self._optimize())
         await self._flush_when_due()
+        await self._reopen_when_due(len(points))
 
     async def _flush_when_due(self) -> None:
         """Flush the shard after a write when flush_seconds have passed since
@@ -312,6 +318,31 @@ class EdgeVectorIndex:
             self.flushes += 1
         except Exception as exc:
             log.warning("vector index flush failed", error=str(exc))
+
+    async def _reopen_when_due(self, changes: int) -> None:
+        """Close the shard and load it again once reopen_every changes have
+        gone in since the last time (not during a bulk load, which ends in
+        an optimisation): an open shard keeps native memory for every change
+        it has seen, about 0.5-1 KiB each, which neither a flush nor an
+        optimisation gives back and closing does (docs/performance.md)."""
+        self._since_reopen += changes
+        if not self._reopen_every or self._since_reopen < self._reopen_every or self._bulk or self._optimizing:
+            return  # an optimisation under way: the next change reopens
+        self._since_reopen = 0
+        started = time.perf_counter()
+
+        def reopen() -> None:
+            with self._lock, self._optimize_guard:
+                old, self._shard = self._shard, None
+                if old is not None:
+                    old.flush()
+                    old.close()
+                self._open_locked()  # an unreadable shard is replaced by an empty one, as at start-up
+
+        await asyncio.to_thread(reopen)
+        self.reopens += 1
+        self._flushed_at = time.monotonic()
+        log.info("vector index reopened", seconds=round(time.perf_counter() - started, 2))
 
     @asynccontextmanager
     async def bulk_load(self) -> AsyncIterator[None]:
@@ -363,6 +394,7 @@ class EdgeVectorIndex:
             point_ids = [uuid.UUID(point_id(tenant, i)) for i in ids]
             await self._run(lambda shard: shard.update(UpdateOperation.delete_points(point_ids)))
             await self._flush_when_due()
+            await self._reopen_when_due(len(ids))
 
     async def search_many(self, queries: list[VectorQuery], *, with_payload: bool = False) -> list[list[VectorHit]]:
         """Several searches in one trip to the worker thread."""

@@ -117,3 +117,9 @@ class VectorSettings(Group):
     # its RAM and its WAL on disk grow with every write, and a restart replays all of it. A flush takes
     # tens of milliseconds (an fsync), during which the index's other calls wait.
     vector_flush_seconds: float = Field(default=5.0, gt=0)
+    # The in-process index is closed and loaded again after this many changes (upserts and deletes; 0: never).
+    # An open qdrant-edge shard keeps native memory for every change it has seen (about 0.5-1 KiB each,
+    # not given back by its optimisations, given back when it closes): the cap on recall's RSS growth
+    # beyond the index's data, about this many KiB. A reopen waits for a running optimisation and holds
+    # the index's calls while the shard loads (docs/performance.md has the figures).
+    vector_reopen_every: int = Field(default=20_000, ge=0)
