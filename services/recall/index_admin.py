@@ -89,20 +89,26 @@ class IndexAdmin:
         cursor = -1
         # One HNSW build at the end over the points (bulk_load), not one per
         # VECTOR_OPTIMIZE_EVERY points over ever larger merged segments.
-        async with self._vectors.bulk_load():
-            while True:
-                cursor, page = await self._source.scan_memories(cursor, batch_size, tenant)
-                if not page:
-                    break
-                points = [
-                    (m.id, m.embedding, vector_payload(m))
-                    for m in page
-                    if m.embedding is not None and len(m.embedding) == self._vectors.dimension
-                ]
-                await self._vectors.upsert(points)
-                indexed += len(points)
-                skipped += len(page) - len(points)
-                yield RebuildProgress(indexed, skipped, total, False, time.perf_counter() - started)
+        # The next page is read from the graph while this one goes into the index.
+        ahead = asyncio.create_task(self._source.scan_memories(cursor, batch_size, tenant))
+        try:
+            async with self._vectors.bulk_load():
+                while True:
+                    cursor, page = await ahead
+                    if not page:
+                        break
+                    ahead = asyncio.create_task(self._source.scan_memories(cursor, batch_size, tenant))
+                    points = [
+                        (m.id, m.embedding, vector_payload(m))
+                        for m in page
+                        if m.embedding is not None and len(m.embedding) == self._vectors.dimension
+                    ]
+                    await self._vectors.upsert(points)
+                    indexed += len(points)
+                    skipped += len(page) - len(points)
+                    yield RebuildProgress(indexed, skipped, total, False, time.perf_counter() - started)
+        finally:
+            ahead.cancel()  # a rebuild stopped part way (its caller gone) reads no further
         if tenant is None:
             await self._vectors.optimize()  # every point is new: index them all before answering
         # A small tenant's points are left to the periodic optimisation, as any
