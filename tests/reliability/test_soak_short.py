@@ -1,0 +1,37 @@
+"""`make soak`'s code path for under a minute (benchmarks/soak.py): the whole
+mix (writes, recalls, patches, deletes, SSE clients coming and going, a
+consolidation pass, a backup) at a small rate on a stack of its own, with
+no errors, and a report of every operation's p99 and every process's RSS
+(nats-server and FalkorDB included). The hour's run is `make soak ARGS=...`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import soak
+
+pytestmark = [pytest.mark.reliability, pytest.mark.timeout(240)]
+
+
+def test_a_short_soak_runs_the_whole_mix_without_errors(tmp_path):
+    out = tmp_path / "soak.json"
+    args = soak.parse(
+        ["--duration", "40", "--rate", "3", "--warmup", "10", "--sample", "2", "--sse-every", "6"]
+        + ["--consolidate-every", "30", "--backup-at", "0.3", "--json", str(out)]
+    )
+    result, _ = soak.run(args)  # the RSS verdict needs a longer run; errors and shape are judged here
+
+    assert json.loads(out.read_text())["operations"].keys() == set(soak.KINDS) | set(soak.SCHEDULED)
+    for kind, o in result["operations"].items():
+        assert o["errors"] == 0, (kind, o["first_errors"])
+        assert o["count"] > 0, kind  # every kind ran, the scheduled ones too
+        assert 0 < o["p50_ms"] <= o["p99_ms"], kind
+    assert result["operations"]["backup"]["count"] == 1
+    assert result["sse_events"] > 0  # the SSE clients saw the writes' events
+    assert {"recall", "ingest", "gateway", "nats-server", soak.FALKORDB} <= set(result["processes"])
+    for name, p in result["processes"].items():
+        assert p["baseline_kib"] > 0 and p["max_kib"] >= p["end_kib"] > 0, name
+        assert isinstance(p["late_growth"], float), name
+    assert result["late_growth_bound"] == 0.02
