@@ -72,7 +72,9 @@ def cpu_seconds(root: int) -> dict[str, float]:
 
 
 class BenchStack:
-    def __init__(self, **env_overrides: str):
+    def __init__(self, *devstack_args: str, **env_overrides: str):
+        """`devstack_args` go to python -m devstack (e.g. "--replicas", "recall=2")."""
+        self.devstack_args = devstack_args
         self.data = Path(tempfile.mkdtemp(prefix="memgrid-bench-"))
         self.env = {
             **os.environ,
@@ -121,8 +123,11 @@ class BenchStack:
 
     def __enter__(self) -> BenchStack:
         print(f"starting the stack in {self.data} ...", file=sys.stderr, flush=True)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "devstack"], env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        self.process = subprocess.Popen(  # noqa: S603  this venv's python -m devstack, the benchmark's arguments
+            [sys.executable, "-m", "devstack", *self.devstack_args],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + self.startup_seconds
         while True:

@@ -264,10 +264,31 @@ def test_every_service_port_and_health_check_matches_what_the_code_serves(object
         by_name = {p["name"]: p for p in service["spec"]["ports"]}
         assert by_name["grpc"]["port"] == settings.grpc_port(name) and by_name["grpc"]["targetPort"] == "grpc"
         assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
-        # What the gateway (and enrich) dial is this Service.
+        # What the gateway (and enrich) dial: this Service, or one DNS name for every replica (a headless
+        # Service of the same pods), which gRPC balances over (services/core/grpc/balancing.py).
         for client in ("gateway", "enrich"):
             dialled = settings_of(docs, deployments[client]).grpc_target(name)
-            assert dialled == f"{name}:{by_name['grpc']['port']}", (client, name)
+            if not dialled.startswith("dns:///"):
+                assert dialled == f"{name}:{by_name['grpc']['port']}", (client, name)
+                continue
+            host, port = dialled.removeprefix("dns:///").rsplit(":", 1)
+            headless = named(docs, "Service", host.split(".")[0])
+            assert host == f"{headless['metadata']['name']}.{headless['metadata']['namespace']}.svc.cluster.local"
+            assert headless["spec"]["clusterIP"] == "None", headless  # resolves to each pod, not one address
+            assert headless["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+            grpc_port = {p["name"]: p for p in headless["spec"]["ports"]}["grpc"]
+            assert int(port) == grpc_port["port"] == settings.grpc_port(name) and grpc_port["targetPort"] == "grpc"
+
+
+def test_prod_dials_every_replica_of_the_stateless_services_by_one_name(objects):
+    """What tests/cluster runs with a list address: the gateway balancing over every replica itself."""
+    docs = objects["prod"]
+    deployments = memgrid_deployments(docs)
+    gateway = settings_of(docs, deployments["gateway"])
+    for name in ("ingest", "recall", "enrich"):
+        assert gateway.grpc_target(name).startswith(f"dns:///{name}-replicas."), name
+        # Its servers close connections after an age, so the gateway resolves the name again and finds new pods.
+        assert settings_of(docs, deployments[name]).grpc_max_connection_age_seconds > 0, name
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

@@ -15,6 +15,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from services.core.grpc.balancing import RetryPolicy, channel_options
 from services.core.grpc.plane import ServicePlane
+from services.core.grpc.server import MAX_MESSAGE_BYTES, server_options
 from tests.conftest import TEST_CLAIM_KEY
 
 pytestmark = pytest.mark.integration
@@ -29,16 +30,18 @@ class Replica:
     def __init__(self, name: str):
         self.name = name
         self.calls: Counter[str] = Counter()
+        self.peers: set[str] = set()  # the client connections calls came on (address:port)
         self.refuse = False
 
-    async def start(self, status=SERVING) -> Replica:
-        self.server = grpc.aio.server()
+    async def start(self, status=SERVING, options=None) -> Replica:
+        self.server = grpc.aio.server(options=options)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
 
         def method(name):
             async def handle(request: bytes, context) -> bytes:
                 self.calls[name] += 1
+                self.peers.add(context.peer())
                 if self.refuse:
                     await context.abort(grpc.StatusCode.UNAVAILABLE, f"{self.name} is going")
                 return self.name.encode()
@@ -128,3 +131,16 @@ async def test_a_stopped_replica_leaves_the_others_every_call(replicas):
         await wait_until_spread(channel, {"a", "b", "c"})
         await replicas[1].stop()
         assert set(await answers(channel, "CreateMemory", 30)) == {"a", "c"}
+
+
+async def test_a_connection_past_its_age_is_replaced_and_no_call_fails():
+    # GRPC_MAX_CONNECTION_AGE_SECONDS: the client reconnects (resolving the name again), calls go on.
+    replica = await Replica("a").start(options=server_options(MAX_MESSAGE_BYTES, max_connection_age_seconds=0.3))
+    try:
+        async with channel_to([replica]) as channel:
+            for _ in range(12):
+                assert await answers(channel, "CreateMemory", 3) == Counter({"a": 3})
+                await asyncio.sleep(0.1)
+        assert len(replica.peers) >= 2, replica.peers  # more than one connection over 1.2 s
+    finally:
+        await replica.stop()

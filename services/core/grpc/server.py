@@ -109,6 +109,18 @@ class ErrorAndMetricsInterceptor(grpc.aio.ServerInterceptor):
         return handler if wrapped is None else wrapped
 
 
+def server_options(max_message_bytes: int, max_connection_age_seconds: float = 0.0) -> list[tuple[str, int]]:
+    """A server's options: messages bounded both ways; no SO_REUSEPORT (gRPC's default on Linux), so a
+    second process on a taken port fails to start rather than silently sharing the port and answering some
+    of its calls with "method not found"; with an age (GRPC_MAX_CONNECTION_AGE_SECONDS), each connection
+    told to go after it (GOAWAY), so a client dialling one DNS name for every replica resolves it again.
+    No grace: calls in flight (a watch, an index rebuild) finish on the old connection."""
+    options = [*message_options(max_message_bytes), ("grpc.so_reuseport", 0)]
+    if max_connection_age_seconds > 0:
+        options.append(("grpc.max_connection_age_ms", int(max_connection_age_seconds * 1000)))
+    return options
+
+
 @dataclass
 class RunningService:
     """A started service: its bound port, and how to stop it gracefully."""
@@ -146,6 +158,7 @@ async def start(
     grace_seconds: float,
     plane: ServicePlane,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
+    max_connection_age_seconds: float = 0.0,
 ) -> RunningService:
     """Bind (with TLS when the plane has it), answer health as NOT_SERVING,
     start the app, then mark SERVING (the main service only once the app's
@@ -153,10 +166,8 @@ async def start(
     must carry a claim signed with the plane's key; a message over
     `max_message_bytes` is refused (RESOURCE_EXHAUSTED)."""
     interceptors = [ErrorAndMetricsInterceptor(name), ClaimInterceptor(name, plane)]
-    # No SO_REUSEPORT (gRPC's default on Linux): a second process on a taken port must fail to start, not
-    # silently share the port and answer some of its calls with "method not found".
     server = grpc.aio.server(
-        interceptors=interceptors, options=[*message_options(max_message_bytes), ("grpc.so_reuseport", 0)]
+        interceptors=interceptors, options=server_options(max_message_bytes, max_connection_age_seconds)
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -237,6 +248,7 @@ def main(name: str, build_app, *, nice: Callable[[Settings], int] | None = None)
             grace_seconds=settings.shutdown_grace_seconds,
             plane=plane,
             max_message_bytes=settings.grpc_max_message_bytes,
+            max_connection_age_seconds=settings.grpc_max_connection_age_seconds,
         )
         await run_until_signalled(running)
 

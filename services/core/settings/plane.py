@@ -30,6 +30,10 @@ class PlaneSettings(Group):
     # whose health is SERVING; a read, or a create (carrying an idempotency key), refused UNAVAILABLE by a
     # replica that died is tried again on another, up to this many attempts in all (gRPC allows 5).
     grpc_retry_attempts: int = Field(default=3, ge=1, le=5)
+    # A server closes each client connection this long after it opened (GOAWAY; calls in flight finish, the
+    # client reconnects at once): a client dialling one DNS name for every replica resolves it again and
+    # finds replicas added since (gRPC resolves again only when a connection goes). 0: connections stay.
+    grpc_max_connection_age_seconds: float = Field(default=0.0, ge=0)
     # Deprecated (one release): one host for both listening and dialling; GRPC_LISTEN_HOST and *_ADDR win.
     grpc_host: str | None = None
     ingest_grpc_port: int = DEFAULT_GRPC_PORTS["ingest"]  # each service's gRPC port ...
