@@ -8,6 +8,7 @@ from services.core.adapters.dead_letters import DeadLetterQueue
 from services.core.adapters.edge_index import EdgeVectorIndex
 from services.core.adapters.embedders import embedder_from
 from services.core.adapters.falkor import EntityBounds, FalkorGraph, ScratchSpec
+from services.core.adapters.falkor.migration import GraphCopy
 from services.core.adapters.nats_bus import NatsEventBus, dead_letter_subject
 from services.core.adapters.nats_consumer import ConsumerSpec, GapRepair, Handler, JetStreamConsumer
 from services.core.adapters.nats_watch import JetStreamEventWatch, WatchTuning
@@ -59,6 +60,18 @@ def graph_store(settings: Settings) -> FalkorGraph:
             max_reads=settings.recall_entity_max_reads,
         ),
     )
+
+
+def graph_migration_stores(
+    settings: Settings, buckets: int, page_size: int = 500
+) -> tuple[FalkorGraph, FalkorGraph, GraphCopy]:
+    """For `python -m services.core.graph_migration`: the shared graph, the bucket layout of
+    `buckets` graphs it moves into, and the copier between the two."""
+    source = graph_store(settings.model_copy(update={"falkordb_graph_layout": "shared"}))
+    target = graph_store(
+        settings.model_copy(update={"falkordb_graph_layout": "bucket", "falkordb_graph_buckets": buckets})
+    )
+    return source, target, GraphCopy(source.connection, target.connection, page_size=page_size)
 
 
 def event_bus(settings: Settings) -> NatsEventBus:
