@@ -444,8 +444,8 @@ def served_weights() -> tuple[dict[str, float], Reach]:
     from services.core.settings import Settings
 
     settings = Settings()
-    reach = Reach(settings.recall_neighbourhood_seconds, settings.recall_neighbourhood_adjacent)
-    return dict(settings.recall_weights["recall"]), reach
+    reach = Reach(settings.recall.recall_neighbourhood_seconds, settings.recall.recall_neighbourhood_adjacent)
+    return dict(settings.recall.recall_weights["recall"]), reach
 
 
 def main(argv: Sequence[str] | None = None) -> int:

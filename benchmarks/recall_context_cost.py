@@ -40,7 +40,10 @@ def as_questions(queries: list[str]) -> list[str]:
 
 def baseline_env(stack: BenchStack, data_dir: Path, port: int) -> dict[str, str]:
     """The second recall's environment: the stack's, with the components off, its own index and consumer."""
-    weights = {intent: {**w, **dict.fromkeys(LEFT_OUT, 0.0)} for intent, w in Settings().recall_weights.items()}
+    weights = {
+        intent: {**w, **dict.fromkeys(LEFT_OUT, 0.0)}
+        for intent, w in Settings.load("recall").recall.recall_weights.items()
+    }
     return {
         **stack.env,
         "MEMGRID_DATA_DIR": str(data_dir),

@@ -17,10 +17,10 @@ from typer._click.exceptions import ClickException
 from cli.client import USAGE, CliError, Target
 from cli.commands import admin, mcp, memories, tokens, transfer
 from cli.output import Session
-from services.core.settings import Settings
+from services.core.settings import GatewaySettings, ProcessSettings
 
 #: The gateway `make run` starts: its host for a local stack, its port setting's default.
-DEFAULT_URL = f"http://127.0.0.1:{Settings.model_fields['port'].default}"
+DEFAULT_URL = f"http://127.0.0.1:{GatewaySettings.model_fields['port'].default}"
 #: Where `make run` saves the token it generates (gateway/auth.py), relative to the data directory.
 TOKEN_FILE = "api_token"  # noqa: S105  a file name, not a password
 
@@ -35,7 +35,10 @@ app = typer.Typer(
 
 def _saved_token() -> str | None:
     """The token `make run` generated (MEMGRID_DATA_DIR/api_token), when there is one."""
-    path = Path(os.environ.get("MEMGRID_DATA_DIR") or Settings.model_fields["memgrid_data_dir"].default) / TOKEN_FILE
+    path = (
+        Path(os.environ.get("MEMGRID_DATA_DIR") or ProcessSettings.model_fields["memgrid_data_dir"].default)
+        / TOKEN_FILE
+    )
     try:
         return path.read_text().strip() or None
     except OSError:

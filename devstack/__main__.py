@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     settings = Settings()
-    data_dir = settings.memgrid_data_dir.resolve()
+    data_dir = settings.process.memgrid_data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "MEMGRID_DATA_DIR": str(data_dir)}
     stop_requested = False
@@ -97,18 +97,17 @@ def main(argv: list[str] | None = None) -> int:
         say(f"data in {data_dir}")
         servers.append(
             start_falkordb(
-                settings.falkordb_port,
+                settings.graph.falkordb_port,
                 data_dir / "falkordb",
-                query_timeout_ms=settings.falkordb_query_timeout_ms,
-                appendfsync=settings.falkordb_appendfsync,
+                query_timeout_ms=settings.graph.falkordb_query_timeout_ms,
+                appendfsync=settings.graph.falkordb_appendfsync,
             )
         )
-        say(f"FalkorDB on 127.0.0.1:{settings.falkordb_port} (appendonly, appendfsync {settings.falkordb_appendfsync})")
-        servers.append(
-            start_nats(_port_of(settings.nats_url), data_dir / "nats", sync_interval=settings.nats_sync_interval)
-        )
-        say(f"NATS JetStream on {settings.nats_url} (sync_interval {settings.nats_sync_interval})")
-        if settings.service_claim_key is None:
+        graph, bus, plane = settings.graph, settings.bus, settings.plane
+        say(f"FalkorDB on 127.0.0.1:{graph.falkordb_port} (appendonly, appendfsync {graph.falkordb_appendfsync})")
+        servers.append(start_nats(_port_of(bus.nats_url), data_dir / "nats", sync_interval=bus.nats_sync_interval))
+        say(f"NATS JetStream on {bus.nats_url} (sync_interval {bus.nats_sync_interval})")
+        if plane.service_claim_key is None:
             # Before any process starts, so all of them read the one key (the service plane's claims).
             load_or_create_claim_key(data_dir)
             say(f"service claim key in {data_dir / CLAIM_KEY_FILE_NAME}")
@@ -118,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                 counts.get(name, 1),
                 [
                     (
-                        settings.grpc_port(name) + REPLICA_PORT_STEP * i,
-                        settings.metrics_port(name) + REPLICA_PORT_STEP * i,
+                        plane.grpc_port(name) + REPLICA_PORT_STEP * i,
+                        plane.metrics_port(name) + REPLICA_PORT_STEP * i,
                     )
                     for i in range(counts.get(name, 1))
                 ],
@@ -129,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         if any(len(group) > 1 for group in replicas.values()):
             # A replica with a data dir of its own would mint a claim key of its own: every process gets the one.
-            key = settings.service_claim_key
+            key = plane.service_claim_key
             env["SERVICE_CLAIM_KEY"] = key.get_secret_value() if key else load_or_create_claim_key(data_dir).decode()
             for name, group in replicas.items():
                 if len(group) > 1:
@@ -139,9 +138,9 @@ def main(argv: list[str] | None = None) -> int:
                 children[replica.name] = spawn(f"services.{name}.main", {**env, **replica.env()})
                 say(f"{replica.name} service on :{replica.grpc_port} (metrics :{replica.metrics_port})")
         children["gateway"] = spawn("gateway.main", env)
-        say(f"gateway on :{settings.port} (metrics :{settings.gateway_metrics_port})")
-        if wait_healthy(settings.port, children, lambda: stop_requested):
-            say(f"ready: http://127.0.0.1:{settings.port}/health  (Ctrl-C stops everything)")
+        say(f"gateway on :{settings.gateway.port} (metrics :{settings.gateway.gateway_metrics_port})")
+        if wait_healthy(settings.gateway.port, children, lambda: stop_requested):
+            say(f"ready: http://127.0.0.1:{settings.gateway.port}/health  (Ctrl-C stops everything)")
         elif not stop_requested:
             say("the stack did not become healthy; see the logs above")
         while not stop_requested:
@@ -158,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         say("stopping")
-        grace = settings.shutdown_grace_seconds + 5
+        grace = settings.process.shutdown_grace_seconds + 5
         if "gateway" in children:
             stop_process("gateway", children.pop("gateway"), grace)
         for process in children.values():  # all at once, then wait for each

@@ -20,6 +20,11 @@ from gateway.routes import ROUTES
 from gateway.stream import StreamHub
 from services.core.settings import Settings
 
+#: The settings groups the gateway reads: its own, the plane's, the process's, and the few of others it
+#: applies (the memory model's tag limits, the vector size /health compares, restore uploads and backup
+#: chunks, recall's watch heartbeat).
+GROUPS = ("process", "plane", "gateway", "memory", "vectors", "backup", "recall")
+
 
 def create_app(settings: Settings, api_token: str | None, clients: ServiceClients | None = None) -> FastAPI:
     """The ASGI app; `clients` defaults to channels built from settings.
@@ -29,7 +34,7 @@ def create_app(settings: Settings, api_token: str | None, clients: ServiceClient
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        app.state.clients = clients or ServiceClients.from_settings(settings)
+        app.state.clients = clients or ServiceClients.from_settings(settings.plane, settings.process.memgrid_data_dir)
         # /stream watches events through recall (WatchMemoryEvents): the gateway holds no bus connection.
         app.state.stream = StreamHub.from_settings(
             settings, app.state.clients.recall, app.state.clients.signer("recall")
@@ -51,13 +56,15 @@ def create_app(settings: Settings, api_token: str | None, clients: ServiceClient
         redoc_url=None,
     )
     app.state.settings = settings
-    app.state.auth = TokenAuth.from_settings(settings, api_token)
+    app.state.auth = TokenAuth.from_settings(settings.gateway, api_token)
     envelope.install(app)
     app.add_middleware(
-        BodyLimit, limit=settings.max_request_bytes, paths={"/restore": settings.restore_max_upload_bytes}
+        BodyLimit,
+        limit=settings.gateway.max_request_bytes,
+        paths={"/restore": settings.backup.restore_max_upload_bytes},
     )
     # Outside the body limit, so a 413 carries the CORS headers too.
-    origins = [o.strip() for o in settings.cors_allow_origins.split(",") if o.strip()]
+    origins = [o.strip() for o in settings.gateway.cors_allow_origins.split(",") if o.strip()]
     app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"], allow_headers=["*"])
     app.add_middleware(RequestMetrics)  # outermost: every answer counts, a 413 or a CORS preflight too
     app.router.routes.extend(ROUTES)

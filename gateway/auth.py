@@ -21,7 +21,7 @@ from fastapi import Request
 
 from gateway.envelope import ApiError
 from gateway.tokens_file import OPERATOR, ROLES, TokensFile, token_digest
-from services.core.settings import Settings
+from services.core.settings import GatewaySettings
 
 TOKEN_FILE_NAME = "api_token"  # noqa: S105  a file name, not a password
 
@@ -93,17 +93,17 @@ class TokenAuth:
         self._memory_limit = memory_limit
 
     @classmethod
-    def from_settings(cls, settings: Settings, api_token: str | None) -> TokenAuth:
+    def from_settings(cls, gateway: GatewaySettings, api_token: str | None) -> TokenAuth:
         """Raises TokensFileError when MEMGRID_TOKENS_FILE is set but unusable."""
         tokens = None
-        if settings.memgrid_tokens_file is not None:
-            tokens = TokensFile(settings.memgrid_tokens_file, check_seconds=settings.tokens_file_check_seconds)
+        if gateway.memgrid_tokens_file is not None:
+            tokens = TokensFile(gateway.memgrid_tokens_file, check_seconds=gateway.tokens_file_check_seconds)
         return cls(
             api_token,
-            settings.default_tenant,
-            settings.admin_api_token,
+            gateway.default_tenant,
+            gateway.admin_api_token,
             tokens=tokens,
-            memory_limit=settings.tenant_memory_limit,
+            memory_limit=gateway.tenant_memory_limit,
         )
 
     @property

@@ -8,6 +8,7 @@ service only, so a claim captured on the way to recall is refused by ingest."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -24,7 +25,7 @@ from services.core.grpc.balancing import RetryPolicy, channel_options
 from services.core.grpc.claims import ClaimSigner
 from services.core.grpc.plane import ServicePlane
 from services.core.grpc.server import MAX_MESSAGE_BYTES, message_options
-from services.core.settings import SERVICE_NAMES, Settings
+from services.core.settings import SERVICE_NAMES, PlaneSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +113,13 @@ class ServiceClients:
         )
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> ServiceClients:
+    def from_settings(cls, plane: PlaneSettings, data_dir: Path) -> ServiceClients:
+        """Channels to every service (`data_dir`: where a generated claim key is kept)."""
         return cls.connect(
-            {name: settings.grpc_target(name) for name in SERVICE_NAMES},
-            ServicePlane.from_settings(settings),
-            settings.grpc_max_message_bytes,
-            RetryPolicy(max_attempts=settings.grpc_retry_attempts),
+            {name: plane.grpc_target(name) for name in SERVICE_NAMES},
+            ServicePlane.from_settings(plane, data_dir),
+            plane.grpc_max_message_bytes,
+            RetryPolicy(max_attempts=plane.grpc_retry_attempts),
         )
 
     async def close(self) -> None:

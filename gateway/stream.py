@@ -277,13 +277,13 @@ class StreamHub:
     def from_settings(cls, settings: Settings, recall: pb_grpc.RecallServiceStub, claims: ClaimSigner) -> StreamHub:
         return cls(
             recall_watch(recall, claims),
-            buffer_size=settings.stream_buffer_size,
-            keepalive_seconds=settings.stream_keepalive_seconds,
-            open_timeout_seconds=settings.grpc_timeout_seconds,
-            retry_initial_seconds=settings.retry_initial_seconds,
-            retry_max_seconds=settings.retry_max_seconds,
+            buffer_size=settings.gateway.stream_buffer_size,
+            keepalive_seconds=settings.gateway.stream_keepalive_seconds,
+            open_timeout_seconds=settings.plane.grpc_timeout_seconds,
+            retry_initial_seconds=settings.process.retry_initial_seconds,
+            retry_max_seconds=settings.process.retry_max_seconds,
             # Recall sends a heartbeat after each quiet period: three missed ones mean a dead connection.
-            silence_seconds=3 * settings.recall_watch_heartbeat_seconds,
+            silence_seconds=3 * settings.recall.recall_watch_heartbeat_seconds,
         )
 
     async def close(self) -> None:

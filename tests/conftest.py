@@ -39,12 +39,12 @@ def signed(
 
 def plane_of(settings: Settings) -> ServicePlane:
     """The service plane a test starts a service with (start(..., plane=))."""
-    return ServicePlane.from_settings(settings)
+    return ServicePlane.from_settings(settings.plane, settings.process.memgrid_data_dir)
 
 
 @pytest.fixture(scope="session")
 def falkordb_server(tmp_path_factory) -> Iterator[ServerProcess]:
-    timeout = Settings(_env_file=None).falkordb_query_timeout_ms  # as the devstack loads it
+    timeout = Settings(_env_file=None).graph.falkordb_query_timeout_ms  # as the devstack loads it
     server = start_falkordb(free_port(), tmp_path_factory.mktemp("falkordb"), query_timeout_ms=timeout)
     yield server
     server.stop()

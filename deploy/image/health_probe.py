@@ -18,10 +18,10 @@ import sys
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.core.grpc.plane import ServicePlane
-from services.core.settings import SERVICE_NAMES, Settings
+from services.core.settings import SERVICE_NAMES, PlaneSettings, Settings
 
 
-async def check(service: str, settings: Settings, deadline_seconds: float, grpc_service: str = "") -> bool:
+async def check(service: str, settings: PlaneSettings, deadline_seconds: float, grpc_service: str = "") -> bool:
     """Whether `service` on this host answers SERVING within `deadline_seconds`
     (for `grpc_service`; "": the server's overall status)."""
     plane = ServicePlane(
@@ -47,9 +47,10 @@ def main(argv: list[str]) -> int:
     if len(argv) not in (2, 3) or argv[1] not in SERVICE_NAMES:
         print(f"usage: health_probe.py <{'|'.join(SERVICE_NAMES)}> [<grpc service name>]", file=sys.stderr)
         return 2
-    settings = Settings()
+    settings = Settings.load("plane", "gateway")
     grpc_service = argv[2] if len(argv) == 3 else ""
-    return 0 if asyncio.run(check(argv[1], settings, settings.health_check_timeout_seconds * 3, grpc_service)) else 1
+    deadline = settings.gateway.health_check_timeout_seconds * 3
+    return 0 if asyncio.run(check(argv[1], settings.plane, deadline, grpc_service)) else 1
 
 
 if __name__ == "__main__":

@@ -60,7 +60,10 @@ class McpEndpoint:
         )
         # The SDK's own body bound (4 MiB) would come before the gateway's: MAX_REQUEST_BYTES decides, as on REST.
         self._sessions = StreamableHTTPSessionManager(
-            app=server, json_response=True, stateless=True, max_request_body_size=app.state.settings.max_request_bytes
+            app=server,
+            json_response=True,
+            stateless=True,
+            max_request_body_size=app.state.settings.gateway.max_request_bytes,
         )
 
     @property

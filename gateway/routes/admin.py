@@ -22,7 +22,7 @@ log = structlog.get_logger()
 
 def long_call(request: Request, who: Caller) -> dict:
     """Call options with the admin deadline (a rebuild or a backup outlasts a read)."""
-    return {**call_options(request, who), "timeout": request.app.state.settings.admin_timeout_seconds}
+    return {**call_options(request, who), "timeout": request.app.state.settings.gateway.admin_timeout_seconds}
 
 
 BATCH_SIZE = {"type": "integer", "minimum": 0, "description": "Per batch; 0 or omitted: the default."}

@@ -231,7 +231,7 @@ async def _small_body(request: Request) -> bytes:
 
 async def _upload(request: Request, who: Caller) -> str:
     """Send the request's body (the archive) to consolidate, a chunk per call; its upload handle."""
-    size = request.app.state.settings.backup_chunk_bytes
+    size = request.app.state.settings.backup.backup_chunk_bytes
     upload, offset, pending = "", 0, b""
 
     async def send(data: bytes, complete: bool) -> None:

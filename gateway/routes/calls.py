@@ -22,7 +22,7 @@ def call_options(request: Request, who: Caller) -> dict:
     deadline for a call on the caller's behalf."""
     return {
         "metadata": ClaimFor(who.tenant, who.role, who.memory_limit, actor=who.token_id or None),
-        "timeout": request.app.state.settings.grpc_timeout_seconds,
+        "timeout": request.app.state.settings.plane.grpc_timeout_seconds,
     }
 
 

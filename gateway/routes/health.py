@@ -51,7 +51,7 @@ async def _service_health(request: Request, name: str) -> str:
             .health[name]
             .Check(
                 health_pb2.HealthCheckRequest(service=""),
-                timeout=request.app.state.settings.health_check_timeout_seconds,
+                timeout=request.app.state.settings.gateway.health_check_timeout_seconds,
             )
         )
     except grpc.aio.AioRpcError:
@@ -117,7 +117,7 @@ async def health(request: Request):
             if caller is not None
             # A tenantless read claim: the one method taking it is this one (services/core/grpc/method_roles.py).
             else clients(request).signer("recall").metadata(None, "read"),
-            timeout=request.app.state.settings.health_status_timeout_seconds,
+            timeout=request.app.state.settings.gateway.health_status_timeout_seconds,
         )
         if caller is not None or not auth.many_tenants:
             memory_count = status.memory_count
@@ -133,7 +133,7 @@ async def health(request: Request):
     vector = components.get("vector_index", {})
     vector_count = int(vector["points"]) if "points" in vector else None
     dimension = int(vector["dimension"]) if "dimension" in vector else None
-    configured = request.app.state.settings.vector_size
+    configured = request.app.state.settings.vectors.vector_size
     body = {
         "status": "healthy" if healthy else "degraded",
         "falkordb": components.get("falkordb", {}).get("status", "unknown"),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from services.core.key_files import load_or_create_key_file
 
 if TYPE_CHECKING:
-    from services.core.settings import Settings
+    from services.core.settings import BackupSettings
 
 #: Where the generated key is kept, under MEMGRID_DATA_DIR.
 BACKUP_KEY_FILE_NAME = "backup_signing_key"
@@ -32,12 +32,13 @@ def load_or_create_key(data_dir: Path) -> bytes:
     return load_or_create_key_file(path, lambda saved: _checked(saved, str(path)))
 
 
-def backup_keys(settings: Settings) -> tuple[bytes, ...]:
-    """The signing key first, then the previous ones (accepted on restore only)."""
+def backup_keys(settings: BackupSettings, data_dir: Path) -> tuple[bytes, ...]:
+    """The signing key first, then the previous ones (accepted on restore only); a generated key is kept
+    under `data_dir`."""
     if settings.backup_signing_key is not None:
         current = _checked(settings.backup_signing_key.get_secret_value(), "BACKUP_SIGNING_KEY")
     else:
-        current = load_or_create_key(settings.memgrid_data_dir)
+        current = load_or_create_key(data_dir)
     previous = settings.backup_signing_previous_keys
     older = [] if previous is None else [k.strip() for k in previous.get_secret_value().split(",") if k.strip()]
     return (current, *(_checked(k, "BACKUP_SIGNING_PREVIOUS_KEYS") for k in older))

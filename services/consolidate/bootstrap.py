@@ -18,6 +18,9 @@ from services.core.ports.models import LanguageModel
 from services.core.settings import Settings
 from services.core.wiring import event_bus, graph_store, language_model, outbox_relay
 
+#: The settings groups this service reads (its main loads only these, with process and plane).
+GROUPS = ("process", "plane", "graph", "bus", "memory", "models", "consolidation", "backup")
+
 
 def build_app(
     settings: Settings,
@@ -29,55 +32,66 @@ def build_app(
     """The service from settings; tests may pass any adapter instead (None:
     built from settings, the LLM, creative association's judge, only when
     OPENAI_API_KEY is set)."""
-    graph = graph or graph_store(settings)
-    events = events or event_bus(settings)
-    llm = llm or language_model(settings)
+    graph = graph or graph_store(settings.graph, settings.process, backup=settings.backup)
+    events = events or event_bus(settings.bus, settings.process)
+    llm = llm or language_model(settings.models)
     # Publishes what the passes record in the outbox; ingest's relay sweeps leftovers.
-    relay = outbox_relay(settings, graph.outbox, events, sweeps=False)
+    relay = outbox_relay(settings.bus, graph.outbox, events, sweeps=False)
     tasks = ConsolidationTasks(
-        disputes=Disputes(graph.trust, relay.submit, settings.review_policy),
+        disputes=Disputes(graph.trust, relay.submit, settings.memory.review_policy),
         store=graph.consolidation,
         writer=graph.writer,
         submit=relay.submit,
         policies=TaskPolicies(
-            decay=settings.decay_policy,
-            forget=settings.forget_policy,
-            creative=settings.association_policy,
-            cluster=settings.cluster_policy,
-            cluster_max_memories=settings.consolidation_cluster_max_memories,
+            decay=settings.consolidation.decay_policy,
+            forget=settings.consolidation.forget_policy,
+            creative=settings.consolidation.association_policy,
+            cluster=settings.consolidation.cluster_policy,
+            cluster_max_memories=settings.consolidation.consolidation_cluster_max_memories,
         ),
-        page_size=settings.consolidation_page_size,
-        sample_size=settings.consolidation_report_sample,
-        page_pause_seconds=settings.consolidation_page_pause_seconds,
-        page_pause_ratio=settings.consolidation_page_pause_ratio,
-        write_epsilon=settings.consolidation_decay_write_epsilon,
+        page_size=settings.consolidation.consolidation_page_size,
+        sample_size=settings.consolidation.consolidation_report_sample,
+        page_pause_seconds=settings.consolidation.consolidation_page_pause_seconds,
+        page_pause_ratio=settings.consolidation.consolidation_page_pause_ratio,
+        write_epsilon=settings.consolidation.consolidation_decay_write_epsilon,
         llm=llm,
     )
     runner = ConsolidationRunner(
         store=graph.consolidation,
         tasks=tasks,
-        schedule=settings.consolidation_schedule,
-        lease_seconds=settings.consolidation_lease_seconds,
-        history_keep=settings.consolidation_history_keep,
+        schedule=settings.consolidation.schedule,
+        lease_seconds=settings.consolidation.consolidation_lease_seconds,
+        history_keep=settings.consolidation.consolidation_history_keep,
     )
-    scheduler = ConsolidationScheduler(runner, graph.consolidation, tick_seconds=settings.consolidation_tick_seconds)
-    keys = backup_keys(settings)
-    files = BackupFiles(settings.backups_dir, max_upload_bytes=settings.restore_max_upload_bytes)
+    scheduler = ConsolidationScheduler(
+        runner, graph.consolidation, tick_seconds=settings.consolidation.consolidation_tick_seconds
+    )
+    keys = backup_keys(settings.backup, settings.process.memgrid_data_dir)
+    files = BackupFiles(
+        settings.backup.backups_dir(settings.process.memgrid_data_dir),
+        max_upload_bytes=settings.backup.restore_max_upload_bytes,
+    )
     backups = BackupWriter(
         graph=graph.backups,
         files=files,
-        page_size=settings.backup_page_size,
-        keep=settings.backup_keep,
+        page_size=settings.backup.backup_page_size,
+        keep=settings.backup.backup_keep,
         key=keys[0],
     )
     sweeper = UploadSweeper(
         files,
-        max_age_seconds=settings.restore_upload_max_age_seconds,
-        interval_seconds=settings.restore_upload_sweep_seconds,
+        max_age_seconds=settings.backup.restore_upload_max_age_seconds,
+        interval_seconds=settings.backup.restore_upload_sweep_seconds,
     )
     # Hash-chains the audit log's new entries (services/core/domain/audit.py).
-    sealer = AuditSealer(graph.audit, seal_seconds=settings.audit_seal_seconds, batch=settings.audit_seal_batch)
-    backup_schedule = BackupScheduler(backups, graph.consolidation, interval_seconds=settings.backup_interval_seconds)
+    sealer = AuditSealer(
+        graph.audit,
+        seal_seconds=settings.consolidation.audit_seal_seconds,
+        batch=settings.consolidation.audit_seal_batch,
+    )
+    backup_schedule = BackupScheduler(
+        backups, graph.consolidation, interval_seconds=settings.backup.backup_interval_seconds
+    )
     return ServiceApp(
         service_name=full_service_name(consolidate_service_pb2, "ConsolidateService"),
         add_servicer=consolidate_service_pb2_grpc.add_ConsolidateServiceServicer_to_server,
@@ -86,15 +100,15 @@ def build_app(
             restorer=Restorer(
                 graph=graph.restore,
                 read=read_archive,
-                page_size=settings.restore_page_size,
+                page_size=settings.backup.restore_page_size,
                 keys=keys,
-                max_line_bytes=settings.restore_max_line_bytes,
-                max_unpacked_bytes=settings.restore_max_unpacked_bytes,
+                max_line_bytes=settings.backup.restore_max_line_bytes,
+                max_unpacked_bytes=settings.backup.restore_max_unpacked_bytes,
             ),
-            chunk_bytes=settings.backup_chunk_bytes,
+            chunk_bytes=settings.backup.backup_chunk_bytes,
             runner=runner,
             store=graph.consolidation,
-            status_history=settings.consolidation_status_history,
+            status_history=settings.consolidation.consolidation_status_history,
         ),
         startups=[
             graph.lifecycle.ensure_schema,

@@ -74,7 +74,7 @@ class PassResult:
 
 @dataclass(frozen=True, slots=True)
 class TaskPolicies:
-    """The rules of the four passes (from settings: Settings.decay_policy and the others)."""
+    """The rules of the four passes (from ConsolidationSettings.decay_policy and the others)."""
 
     decay: DecayPolicy = DecayPolicy()
     forget: ForgetPolicy = ForgetPolicy()

@@ -31,7 +31,8 @@ async def _main(argv: list[str]) -> int:
         "--legacy", action="store_true", help="those a release before the dead-letter stream left in the events' stream"
     )
     args = parser.parse_args(argv)
-    async with dead_letter_queue(Settings()) as queue:
+    settings = Settings.load("process", "bus")
+    async with dead_letter_queue(settings.bus, settings.process) as queue:
         if args.action == "list":
             for letter in await queue.list(consumer=args.consumer, limit=args.limit, legacy=args.legacy):
                 line = {

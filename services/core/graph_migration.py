@@ -68,14 +68,14 @@ async def same_recall(source: Any, target: Any, tenant: str) -> list[str]:
 
 async def migrate(settings: Settings, checkpoint: Path, buckets: int, page_size: int = 500) -> int:
     """Copy every tenant not yet in the checkpoint; the number of tenants whose check failed."""
-    source, target, copy = graph_migration_stores(settings, buckets, page_size)
+    source, target, copy = graph_migration_stores(settings.graph, settings.process, buckets, page_size)
     state = _load(checkpoint)
     if (
         state.get("buckets", buckets) != buckets
-        or state.get("graph", settings.falkordb_graph) != settings.falkordb_graph
+        or state.get("graph", settings.graph.falkordb_graph) != settings.graph.falkordb_graph
     ):
         raise SystemExit(f"{checkpoint} is of another migration ({state.get('graph')}, {state.get('buckets')} buckets)")
-    state.update(graph=settings.falkordb_graph, buckets=buckets)
+    state.update(graph=settings.graph.falkordb_graph, buckets=buckets)
     failed = 0
     try:
         await source.lifecycle.ensure_schema()
@@ -115,9 +115,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--buckets", type=int, default=None, help="FALKORDB_GRAPH_BUCKETS of the target layout")
     parser.add_argument("--page-size", type=int, default=500, help="nodes read per query")
     args = parser.parse_args(argv)
-    settings = Settings()
+    settings = Settings.load("process", "graph")
     failed = asyncio.run(
-        migrate(settings, args.checkpoint, args.buckets or settings.falkordb_graph_buckets, args.page_size)
+        migrate(settings, args.checkpoint, args.buckets or settings.graph.falkordb_graph_buckets, args.page_size)
     )
     return 1 if failed else 0
 

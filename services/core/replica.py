@@ -14,41 +14,60 @@ import hashlib
 import re
 import socket
 from pathlib import Path
+from typing import Protocol
 
-from services.core.settings import Settings
+from services.core.settings import ConsumerSettings, ProcessSettings, VectorSettings
 
 #: What a JetStream durable name may hold (no ., *, >, whitespace or path separators).
 _NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 
-def index_path(settings: Settings) -> Path:
+class ReplicaGroups(Protocol):
+    """The settings groups that say which replica a process is (a loaded Settings has them)."""
+
+    @property
+    def consumers(self) -> ConsumerSettings: ...
+    @property
+    def vectors(self) -> VectorSettings: ...
+    @property
+    def process(self) -> ProcessSettings: ...
+
+
+def index_path(vectors: VectorSettings, process: ProcessSettings) -> Path:
     """Where the embedded index of this process lives (services.core.wiring.vector_index)."""
-    return settings.memgrid_data_dir / "vectors" / settings.qdrant_collection
+    return process.memgrid_data_dir / "vectors" / vectors.qdrant_collection
 
 
-def replica_id(settings: Settings) -> str:
+def replica_id(settings: ReplicaGroups) -> str:
     """RECALL_REPLICA_ID, else the host name and a digest of the index's
     absolute path: the index is what the durable feeds, so two replicas on
     one host (each with its own data directory) never share one, and a
     replica keeps its durable across restarts on the same host and disk."""
-    if settings.recall_replica_id:
-        return _NOT_IN_A_NAME.sub("-", settings.recall_replica_id)
-    digest = hashlib.sha256(str(index_path(settings).resolve()).encode()).hexdigest()[:8]
+    if settings.consumers.recall_replica_id:
+        return _NOT_IN_A_NAME.sub("-", settings.consumers.recall_replica_id)
+    digest = hashlib.sha256(str(index_path(settings.vectors, settings.process).resolve()).encode()).hexdigest()[:8]
     return f"{_NOT_IN_A_NAME.sub('-', socket.gethostname())}-{digest}"
 
 
-def projector_durable(settings: Settings) -> str:
+def projector_durable(settings: ReplicaGroups) -> str:
     """The durable that feeds this process's vector index: one per replica
     with the embedded index, the shared PROJECTOR_DURABLE with a Qdrant server."""
-    if settings.qdrant_url:
-        return settings.projector_durable
-    return f"{settings.projector_durable}-{replica_id(settings)}"
+    if settings.vectors.qdrant_url:
+        return settings.consumers.projector_durable
+    return f"{settings.consumers.projector_durable}-{replica_id(settings)}"
 
 
-def projector_inactive_seconds(settings: Settings) -> float | None:
+def projector_inactive_seconds(settings: ReplicaGroups) -> float | None:
     """How long JetStream keeps a replica's own durable with nobody reading it
     (a replica gone for good: its host renamed, its disk lost); None for the
     shared durable, which outlives any one replica."""
-    if settings.qdrant_url or settings.recall_projector_inactive_seconds == 0:
+    inactive = settings.consumers.recall_projector_inactive_seconds
+    if settings.vectors.qdrant_url or inactive == 0:
         return None
-    return settings.recall_projector_inactive_seconds
+    return inactive
+
+
+def stream_durables(settings: ReplicaGroups) -> tuple[str, ...]:
+    """The durables whose retention lag a bus's status reports (docs/operations.md, Retention): this
+    process's projector's, embed's and enrich's."""
+    return (projector_durable(settings), settings.consumers.embed_durable, settings.consumers.enrich_durable)

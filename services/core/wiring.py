@@ -1,4 +1,4 @@
-"""Adapters built from settings, shared by the services' composition roots."""
+"""Adapters built from settings, shared by the services' composition roots: each takes the groups it reads."""
 
 from __future__ import annotations
 
@@ -21,147 +21,173 @@ from services.core.ports.models import Embedder, EntityExtractor
 from services.core.ports.outbox import Outbox
 from services.core.ports.vector import VectorIndex
 from services.core.relay import OutboxRelay
-from services.core.replica import index_path, projector_durable
-from services.core.settings import Settings
+from services.core.replica import index_path
+from services.core.settings import (
+    BackupSettings,
+    BusSettings,
+    ConsumerSettings,
+    EnrichmentSettings,
+    GraphSettings,
+    ModelSettings,
+    ProcessSettings,
+    RecallSettings,
+    VectorSettings,
+)
 
 
-def graph_layout(settings: Settings) -> GraphLayout:
+def graph_layout(graph: GraphSettings) -> GraphLayout:
     """Which graph holds each tenant (FALKORDB_GRAPH_LAYOUT)."""
-    return GraphLayout(settings.falkordb_graph, settings.falkordb_graph_layout, settings.falkordb_graph_buckets)
+    return GraphLayout(graph.falkordb_graph, graph.falkordb_graph_layout, graph.falkordb_graph_buckets)
 
 
-def graph_store(settings: Settings) -> FalkorGraph:
+def graph_store(
+    graph: GraphSettings,
+    process: ProcessSettings,
+    *,
+    recall: RecallSettings | None = None,
+    backup: BackupSettings | None = None,
+) -> FalkorGraph:
     """The graph on FalkorDB: one connection, one part per port (graph.writer,
-    graph.reader, ...); each bootstrap hands its consumers the parts they use."""
+    graph.reader, ...); each bootstrap hands its consumers the parts they use.
+    `recall` tunes the text arms' and entity reads (recall's), `backup` the
+    backups' scratch replica (consolidate's); without them, the adapter's defaults."""
+    tuning: dict = {}
+    if recall is not None:
+        tuning["df_cache_seconds"] = recall.recall_df_cache_seconds
+        tuning["entity_bounds"] = EntityBounds(
+            per_seed=recall.recall_entity_per_seed,
+            max_mentions=recall.recall_entity_max_mentions,
+            max_reads=recall.recall_entity_max_reads,
+        )
+    if backup is not None:
+        tuning["backup_scratch"] = ScratchSpec(
+            root=backup.backup_scratch_root(process.memgrid_data_dir),
+            sync_timeout_seconds=backup.backup_snapshot_timeout_seconds,
+        )
     return FalkorGraph(
-        host=settings.falkordb_host,
-        port=settings.falkordb_port,
-        password=settings.falkordb_password,
-        graph=settings.falkordb_graph,
-        layout=graph_layout(settings),
-        write_replicas=settings.falkordb_write_replicas,
-        write_replicas_timeout_ms=settings.falkordb_write_replicas_timeout_ms,
-        wait_seconds=settings.dependency_wait_seconds,
-        retry_initial_seconds=settings.retry_initial_seconds,
-        retry_max_seconds=settings.retry_max_seconds,
-        df_cache_seconds=settings.recall_df_cache_seconds,
-        query_timeout_ms=settings.falkordb_query_timeout_ms,
-        socket_margin_seconds=settings.falkordb_socket_margin_seconds,
-        request_retry_seconds=settings.falkordb_retry_seconds,
-        audit_log=settings.audit_log_enabled,
-        backup_scratch=ScratchSpec(
-            root=settings.backup_scratch_root,
-            sync_timeout_seconds=settings.backup_snapshot_timeout_seconds,
-        ),
-        appendfsync=settings.falkordb_appendfsync,
-        entity_bounds=EntityBounds(
-            per_seed=settings.recall_entity_per_seed,
-            max_mentions=settings.recall_entity_max_mentions,
-            max_reads=settings.recall_entity_max_reads,
-        ),
+        host=graph.falkordb_host,
+        port=graph.falkordb_port,
+        password=graph.falkordb_password,
+        graph=graph.falkordb_graph,
+        layout=graph_layout(graph),
+        write_replicas=graph.falkordb_write_replicas,
+        write_replicas_timeout_ms=graph.falkordb_write_replicas_timeout_ms,
+        wait_seconds=process.dependency_wait_seconds,
+        retry_initial_seconds=process.retry_initial_seconds,
+        retry_max_seconds=process.retry_max_seconds,
+        query_timeout_ms=graph.falkordb_query_timeout_ms,
+        socket_margin_seconds=graph.falkordb_socket_margin_seconds,
+        request_retry_seconds=graph.falkordb_retry_seconds,
+        audit_log=graph.audit_log_enabled,
+        appendfsync=graph.falkordb_appendfsync,
+        **tuning,
     )
 
 
 def graph_migration_stores(
-    settings: Settings, buckets: int, page_size: int = 500
+    graph: GraphSettings, process: ProcessSettings, buckets: int, page_size: int = 500
 ) -> tuple[FalkorGraph, FalkorGraph, GraphCopy]:
     """For `python -m services.core.graph_migration`: the shared graph, the bucket layout of
     `buckets` graphs it moves into, and the copier between the two."""
-    source = graph_store(settings.model_copy(update={"falkordb_graph_layout": "shared"}))
+    source = graph_store(graph.model_copy(update={"falkordb_graph_layout": "shared"}), process)
     target = graph_store(
-        settings.model_copy(update={"falkordb_graph_layout": "bucket", "falkordb_graph_buckets": buckets})
+        graph.model_copy(update={"falkordb_graph_layout": "bucket", "falkordb_graph_buckets": buckets}), process
     )
     return source, target, GraphCopy(source.connection, target.connection, page_size=page_size)
 
 
-def event_bus(settings: Settings) -> NatsEventBus:
+def event_bus(bus: BusSettings, process: ProcessSettings, *, durables: tuple[str, ...] = ()) -> NatsEventBus:
+    """The NATS connection; `durables`: the consumers whose retention lag its status reports
+    (recall's /health figures: ConsumerSettings.durables)."""
     return NatsEventBus(
-        url=settings.nats_url,
-        user=settings.nats_user,
-        password=settings.nats_password.get_secret_value() if settings.nats_password else None,
-        stream=settings.nats_stream,
-        subject_prefix=settings.nats_subject_prefix,
-        wait_seconds=settings.dependency_wait_seconds,
-        retry_initial_seconds=settings.retry_initial_seconds,
-        retry_max_seconds=settings.retry_max_seconds,
-        stream_replicas=settings.nats_stream_replicas,
-        stream_max_age_seconds=settings.nats_stream_max_age_seconds,
-        stream_max_bytes=settings.nats_stream_max_bytes,
-        # The durables /health reports the retention lag of (docs/operations.md, Retention).
-        durables=(projector_durable(settings), settings.embed_durable, settings.enrich_durable),
+        url=bus.nats_url,
+        user=bus.nats_user,
+        password=bus.nats_password.get_secret_value() if bus.nats_password else None,
+        stream=bus.nats_stream,
+        subject_prefix=bus.nats_subject_prefix,
+        wait_seconds=process.dependency_wait_seconds,
+        retry_initial_seconds=process.retry_initial_seconds,
+        retry_max_seconds=process.retry_max_seconds,
+        stream_replicas=bus.nats_stream_replicas,
+        stream_max_age_seconds=bus.nats_stream_max_age_seconds,
+        stream_max_bytes=bus.nats_stream_max_bytes,
+        durables=durables,
     )
 
 
-def dead_letter_queue(settings: Settings) -> DeadLetterQueue:
+def dead_letter_queue(bus: BusSettings, process: ProcessSettings) -> DeadLetterQueue:
     """The dead-letter stream, for `python -m services.core.dlq` (async with: connects, then closes)."""
-    return DeadLetterQueue(event_bus(settings))
+    return DeadLetterQueue(event_bus(bus, process))
 
 
-def event_watch(settings: Settings, bus: NatsEventBus) -> JetStreamEventWatch:
+def event_watch(
+    bus_settings: BusSettings, recall: RecallSettings, process: ProcessSettings, bus: NatsEventBus
+) -> JetStreamEventWatch:
     """Recall's watches of a tenant's events (WatchMemoryEvents), on its own bus connection."""
     return JetStreamEventWatch(
         bus,
-        stream=settings.nats_stream,
-        subject_prefix=settings.nats_subject_prefix,
+        stream=bus_settings.nats_stream,
+        subject_prefix=bus_settings.nats_subject_prefix,
         tuning=WatchTuning(
-            batch_size=settings.recall_watch_batch_size,
-            fetch_seconds=settings.recall_watch_fetch_seconds,
-            inactive_seconds=settings.recall_watch_inactive_seconds,
-            retry_initial_seconds=settings.retry_initial_seconds,
-            retry_max_seconds=settings.retry_max_seconds,
+            batch_size=recall.recall_watch_batch_size,
+            fetch_seconds=recall.recall_watch_fetch_seconds,
+            inactive_seconds=recall.recall_watch_inactive_seconds,
+            retry_initial_seconds=process.retry_initial_seconds,
+            retry_max_seconds=process.retry_max_seconds,
         ),
     )
 
 
-def vector_index(settings: Settings) -> VectorIndex:
+def vector_index(vectors: VectorSettings, process: ProcessSettings) -> VectorIndex:
     """A Qdrant server's collection when QDRANT_URL is set, else the embedded
     qdrant-edge shard under the data directory."""
-    if settings.qdrant_url:
+    if vectors.qdrant_url:
         return QdrantClientIndex(
-            url=settings.qdrant_url,
-            api_key=settings.qdrant_api_key,
-            collection=settings.qdrant_collection,
-            vector_size=settings.vector_size,
-            autodetect=settings.vector_size_autodetect,
-            wait_seconds=settings.dependency_wait_seconds,
-            retry_initial_seconds=settings.retry_initial_seconds,
-            retry_max_seconds=settings.retry_max_seconds,
-            quantization=settings.vector_quantization,
+            url=vectors.qdrant_url,
+            api_key=vectors.qdrant_api_key,
+            collection=vectors.qdrant_collection,
+            vector_size=vectors.vector_size,
+            autodetect=vectors.vector_size_autodetect,
+            wait_seconds=process.dependency_wait_seconds,
+            retry_initial_seconds=process.retry_initial_seconds,
+            retry_max_seconds=process.retry_max_seconds,
+            quantization=vectors.vector_quantization,
         )
     return EdgeVectorIndex(
-        path=index_path(settings),
-        collection=settings.qdrant_collection,
-        vector_size=settings.vector_size,
-        autodetect=settings.vector_size_autodetect,
-        optimize_every=settings.vector_optimize_every,
-        quantization=settings.vector_quantization,
-        flush_seconds=settings.vector_flush_seconds,
-        reopen_every=settings.vector_reopen_every,
+        path=index_path(vectors, process),
+        collection=vectors.qdrant_collection,
+        vector_size=vectors.vector_size,
+        autodetect=vectors.vector_size_autodetect,
+        optimize_every=vectors.vector_optimize_every,
+        quantization=vectors.vector_quantization,
+        flush_seconds=vectors.vector_flush_seconds,
+        reopen_every=vectors.vector_reopen_every,
     )
 
 
-def language_model(settings: Settings) -> OpenAILanguageModel | None:
+def language_model(models: ModelSettings) -> OpenAILanguageModel | None:
     """The LLM for classification and summaries, or None without a key."""
-    return language_model_from(settings)
+    return language_model_from(models)
 
 
-def outbox_relay(settings: Settings, outbox: Outbox, events: EventPublisher, *, sweeps: bool = True) -> OutboxRelay:
+def outbox_relay(bus: BusSettings, outbox: Outbox, events: EventPublisher, *, sweeps: bool = True) -> OutboxRelay:
     """The relay that publishes what writes recorded in the outbox. One
     sweeping relay (ingest's) is enough: it re-drives every leftover entry,
     whichever service wrote it."""
     return OutboxRelay(
         outbox=outbox,
         events=events,
-        sweep_seconds=settings.outbox_sweep_seconds,
-        grace_seconds=settings.outbox_grace_seconds,
-        batch_size=settings.outbox_batch_size,
-        concurrency=settings.publish_concurrency,
+        sweep_seconds=bus.outbox_sweep_seconds,
+        grace_seconds=bus.outbox_grace_seconds,
+        batch_size=bus.outbox_batch_size,
+        concurrency=bus.publish_concurrency,
         sweeps=sweeps,
     )
 
 
 def consumer_spec(
-    settings: Settings,
+    consumers: ConsumerSettings,
+    bus: BusSettings,
     durable: str,
     filter_subjects: list[str],
     batch_size: int,
@@ -173,37 +199,39 @@ def consumer_spec(
     return ConsumerSpec(
         durable=durable,
         filter_subjects=filter_subjects,
-        max_attempts=settings.enrichment_max_attempts,
-        backoff_seconds=settings.enrichment_backoff_seconds,
-        ack_wait_seconds=settings.consumer_ack_wait_seconds,
+        max_attempts=consumers.enrichment_max_attempts,
+        backoff_seconds=consumers.enrichment_backoff_seconds,
+        ack_wait_seconds=consumers.consumer_ack_wait_seconds,
         batch_size=batch_size,
-        dead_letter_subject=dead_letter_subject(settings.nats_subject_prefix, durable),
-        dead_letter_attempts=settings.consumer_dead_letter_attempts,
-        heartbeat_seconds=settings.consumer_heartbeat_seconds,
-        fetch_timeout_seconds=settings.consumer_fetch_timeout_seconds,
+        dead_letter_subject=dead_letter_subject(bus.nats_subject_prefix, durable),
+        dead_letter_attempts=consumers.consumer_dead_letter_attempts,
+        heartbeat_seconds=consumers.consumer_heartbeat_seconds,
+        fetch_timeout_seconds=consumers.consumer_fetch_timeout_seconds,
         fresh_start_if=fresh_start_if,
         inactive_seconds=inactive_seconds,
     )
 
 
-def embedder(settings: Settings, *, parallel: int = 1) -> Embedder:
+def embedder(models: ModelSettings, vector_size: int, *, parallel: int = 1) -> Embedder:
     """The embedder EMBEDDING_PROVIDER names (`parallel` parts of a call side by side, one core each)."""
-    return embedder_from(settings, parallel=parallel)
+    return embedder_from(models, vector_size, parallel=parallel)
 
 
-def entity_extractor(settings: Settings) -> EntityExtractor:
+def entity_extractor(enrichment: EnrichmentSettings) -> EntityExtractor:
     """spaCy in its own process (or in this one), with the model or the rules alone."""
-    if settings.enrichment_entity_process:
+    if enrichment.enrichment_entity_process:
         return ProcessEntityExtractor(
-            settings.enrichment_spacy_model, blank=settings.enrichment_spacy_blank, nice=settings.enrichment_entity_nice
+            enrichment.enrichment_spacy_model,
+            blank=enrichment.enrichment_spacy_blank,
+            nice=enrichment.enrichment_entity_nice,
         )
-    if settings.enrichment_spacy_blank:
+    if enrichment.enrichment_spacy_blank:
         return SpacyEntityExtractor.blank_english()
-    return SpacyEntityExtractor(settings.enrichment_spacy_model)
+    return SpacyEntityExtractor(enrichment.enrichment_spacy_model)
 
 
 def event_consumer(
-    settings: Settings,
+    bus_settings: BusSettings,
     bus: NatsEventBus,
     spec: ConsumerSpec,
     handler: Handler,
@@ -213,4 +241,4 @@ def event_consumer(
 ) -> JetStreamConsumer:
     """A durable JetStream consumer of the memory-event stream feeding `handler`;
     `on_gap` repairs from the graph after events were lost to retention."""
-    return JetStreamConsumer(bus, settings.nats_stream, spec, handler, before_fetch=before_fetch, on_gap=on_gap)
+    return JetStreamConsumer(bus, bus_settings.nats_stream, spec, handler, before_fetch=before_fetch, on_gap=on_gap)

@@ -38,6 +38,10 @@ from services.enrich.servicer import EnrichServicer
 log = structlog.get_logger()
 
 
+#: The settings groups this service reads (its main loads only these, with process and plane).
+GROUPS = ("process", "plane", "graph", "bus", "vectors", "consumers", "memory", "models", "enrichment")
+
+
 def build_app(
     settings: Settings,
     *,
@@ -50,29 +54,35 @@ def build_app(
 ) -> ServiceApp:
     """The service from settings; tests may pass any adapter instead (None:
     built from settings, the LLM only when OPENAI_API_KEY is set)."""
-    graph = graph or graph_store(settings)
-    events = events or event_bus(settings)
-    embedder = embedder or embedder_of(settings, parallel=settings.enrichment_embedding_parallel)
-    extractor = extractor or entity_extractor(settings)
-    neighbours = neighbours or RecallNeighbours(
-        settings.grpc_target("recall"), settings.grpc_timeout_seconds, ServicePlane.from_settings(settings)
+    graph = graph or graph_store(settings.graph, settings.process)
+    events = events or event_bus(settings.bus, settings.process)
+    embedder = embedder or embedder_of(
+        settings.models, settings.vectors.vector_size, parallel=settings.enrichment.enrichment_embedding_parallel
     )
-    relay = outbox_relay(settings, graph.outbox, events, sweeps=False)
-    context = EmbeddingContext(settings.embedding_context_seconds, settings.embedding_context_chars)
+    extractor = extractor or entity_extractor(settings.enrichment)
+    neighbours = neighbours or RecallNeighbours(
+        settings.plane.grpc_target("recall"),
+        settings.plane.grpc_timeout_seconds,
+        ServicePlane.from_settings(settings.plane, settings.process.memgrid_data_dir),
+    )
+    relay = outbox_relay(settings.bus, graph.outbox, events, sweeps=False)
+    context = EmbeddingContext(
+        settings.enrichment.embedding_context_seconds, settings.enrichment.embedding_context_chars
+    )
     policy = EnrichmentPolicy(
-        temporal_window=timedelta(hours=settings.enrichment_temporal_window_hours),
-        temporal_limit=settings.enrichment_temporal_limit,
-        similarity_limit=settings.enrichment_similarity_limit,
-        similarity_threshold=settings.enrichment_similarity_threshold,
-        supports_threshold=settings.enrichment_supports_threshold,
-        pattern_min_members=settings.enrichment_pattern_min_members,
-        pattern_max_members=settings.enrichment_pattern_max_members,
-        conflict_retries=settings.write_conflict_retries,
-        batch_size=settings.enrichment_batch_size,
-        max_tags=settings.memory_max_tags,
+        temporal_window=timedelta(hours=settings.enrichment.enrichment_temporal_window_hours),
+        temporal_limit=settings.enrichment.enrichment_temporal_limit,
+        similarity_limit=settings.enrichment.enrichment_similarity_limit,
+        similarity_threshold=settings.enrichment.enrichment_similarity_threshold,
+        supports_threshold=settings.enrichment.enrichment_supports_threshold,
+        pattern_min_members=settings.enrichment.enrichment_pattern_min_members,
+        pattern_max_members=settings.enrichment.enrichment_pattern_max_members,
+        conflict_retries=settings.memory.write_conflict_retries,
+        batch_size=settings.enrichment.enrichment_batch_size,
+        max_tags=settings.memory.memory_max_tags,
         embedding_context=context,
     )
-    llm = llm or language_model(settings)
+    llm = llm or language_model(settings.models)
     pipeline = EnrichmentPipeline(
         store=graph.enrichment,
         embedder=embedder,
@@ -86,11 +96,11 @@ def build_app(
         store=graph.enrichment,
         embedder=embedder,
         relay=relay,
-        batch_size=settings.embedding_write_batch,
-        conflict_retries=settings.write_conflict_retries,
+        batch_size=settings.enrichment.embedding_write_batch,
+        conflict_retries=settings.memory.write_conflict_retries,
         context=context,
     )
-    prefix = settings.nats_subject_prefix
+    prefix = settings.bus.nats_subject_prefix
 
     async def repair(gap: ConsumerGap) -> None:
         """Events lost to retention: the graph says what is left to embed and enrich."""
@@ -99,17 +109,18 @@ def build_app(
     # Durable consumers: what arrives while enrich is down waits for it (within the stream's retention;
     # past it, `repair`).
     embed_consumer = event_consumer(
-        settings,
+        settings.bus,
         events,
         consumer_spec(
-            settings,
-            settings.embed_durable,
+            settings.consumers,
+            settings.bus,
+            settings.consumers.embed_durable,
             [f"{prefix}.*.created", f"{prefix}.*.updated"],
-            settings.embedding_fetch_size,
+            settings.enrichment.embedding_fetch_size,
             # Upgrading from a release without this stage: enrich's durable has
             # handled the history, which is not replayed; the reconciler picks up
             # whatever it left without a vector.
-            fresh_start_if=settings.enrich_durable,
+            fresh_start_if=settings.consumers.enrich_durable,
         ),
         embedding.handle,
         on_gap=repair,
@@ -118,17 +129,19 @@ def build_app(
     async def embedding_first() -> None:
         await yield_to_embedding(
             embed_consumer.pending,
-            backlog=settings.enrichment_yield_backlog,
-            max_seconds=settings.enrichment_yield_max_seconds,
-            poll_seconds=settings.enrichment_yield_poll_seconds,
+            backlog=settings.enrichment.enrichment_yield_backlog,
+            max_seconds=settings.enrichment.enrichment_yield_max_seconds,
+            poll_seconds=settings.enrichment.enrichment_yield_poll_seconds,
         )
 
     # What one enrich_ids call takes: the pipeline works through it a batch at a time.
-    take = max(settings.enrichment_fetch_size, settings.enrichment_batch_size)
+    take = max(settings.enrichment.enrichment_fetch_size, settings.enrichment.enrichment_batch_size)
     consumer = event_consumer(
-        settings,
+        settings.bus,
         events,
-        consumer_spec(settings, settings.enrich_durable, [f"{prefix}.*.embedded"], take),
+        consumer_spec(
+            settings.consumers, settings.bus, settings.consumers.enrich_durable, [f"{prefix}.*.embedded"], take
+        ),
         pipeline.handle,
         before_fetch=embedding_first,
         on_gap=repair,
@@ -140,12 +153,12 @@ def build_app(
     reconciler = Reconciler(
         store=graph.enrichment,
         pipeline=pipeline,
-        interval_seconds=settings.enrichment_reconcile_seconds,
-        grace_seconds=settings.enrichment_reconcile_grace_seconds,
+        interval_seconds=settings.enrichment.enrichment_reconcile_seconds,
+        grace_seconds=settings.enrichment.enrichment_reconcile_grace_seconds,
         batch_size=take,
         embedding=embedding,
         outstanding=outstanding,
-        backlog=settings.enrichment_yield_backlog,
+        backlog=settings.enrichment.enrichment_yield_backlog,
     )
 
     reembedder = Reembedder(export=graph.export, pipeline=pipeline, batch_size=take)
@@ -166,14 +179,14 @@ def build_app(
             pipeline,
             consumer,
             reconciler,
-            settings.enrichment_max_attempts,
+            settings.consumers.enrichment_max_attempts,
             reembedder,
             embedding=embedding,
             embed_consumer=embed_consumer,
-            reprocess_max_ids=settings.enrichment_reprocess_max_ids,
+            reprocess_max_ids=settings.enrichment.enrichment_reprocess_max_ids,
         ),
         startups=[graph.lifecycle.ensure_schema, events.connect, warm_up, relay.start]
-        + ([embed_consumer.start, consumer.start, reconciler.start] if settings.enrichment_enabled else []),
+        + ([embed_consumer.start, consumer.start, reconciler.start] if settings.enrichment.enrichment_enabled else []),
         shutdowns=[
             reembedder.stop,
             reconciler.stop,

@@ -8,7 +8,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from services.core.grpc.server import main  # noqa: E402
-from services.enrich.bootstrap import build_app  # noqa: E402
+from services.enrich.bootstrap import GROUPS, build_app  # noqa: E402
 
 if __name__ == "__main__":
-    main("enrich", build_app)
+    main("enrich", build_app, GROUPS)

@@ -12,6 +12,9 @@ from services.core.wiring import event_bus, graph_store, language_model, outbox_
 from services.ingest.servicer import IngestServicer
 from services.ingest.use_cases import IngestHandlers, WritePolicy
 
+#: The settings groups this service reads (its main loads only these, with process and plane).
+GROUPS = ("process", "plane", "graph", "bus", "vectors", "memory", "models")
+
 
 def build_app(
     settings: Settings,
@@ -22,16 +25,16 @@ def build_app(
 ) -> ServiceApp:
     """The service from settings; tests may pass any adapter instead (None:
     built from settings, the LLM only when OPENAI_API_KEY is set)."""
-    graph = graph or graph_store(settings)
-    events = events or event_bus(settings)
-    llm = llm or language_model(settings)
-    relay = outbox_relay(settings, graph.outbox, events)
+    graph = graph or graph_store(settings.graph, settings.process)
+    events = events or event_bus(settings.bus, settings.process)
+    llm = llm or language_model(settings.models)
+    relay = outbox_relay(settings.bus, graph.outbox, events)
     policy = WritePolicy(
-        auto_summarize=settings.memory_auto_summarize,
-        summary_target_length=settings.memory_summary_target_length,
-        idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
-        delete_page_size=settings.delete_by_tag_page_size,
-        conflict_retries=settings.write_conflict_retries,
+        auto_summarize=settings.memory.memory_auto_summarize,
+        summary_target_length=settings.memory.memory_summary_target_length,
+        idempotency_ttl_seconds=settings.memory.idempotency_ttl_seconds,
+        delete_page_size=settings.memory.delete_by_tag_page_size,
+        conflict_retries=settings.memory.write_conflict_retries,
     )
     handlers = IngestHandlers(
         writer=graph.writer,
@@ -40,7 +43,7 @@ def build_app(
         llm=llm,
         policy=policy,
         trust=graph.trust,
-        review=settings.review_policy,
+        review=settings.memory.review_policy,
     )
     return ServiceApp(
         service_name=full_service_name(ingest_service_pb2, "IngestService"),

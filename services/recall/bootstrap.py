@@ -11,7 +11,7 @@ from services.core.domain.times import to_micros
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.ports.models import Embedder
 from services.core.ports.vector import VectorIndex
-from services.core.replica import projector_durable, projector_inactive_seconds
+from services.core.replica import projector_durable, projector_inactive_seconds, stream_durables
 from services.core.settings import Settings
 from services.core.wiring import consumer_spec, event_bus, event_consumer, event_watch, graph_store, vector_index
 from services.core.wiring import embedder as embedder_of
@@ -35,6 +35,9 @@ from services.recall.text_arms import TextArms
 from services.recall.trust_reads import TrustReads
 from services.recall.vector_arm import VectorArm
 
+#: The settings groups this service reads (its main loads only these, with process and plane).
+GROUPS = ("process", "plane", "graph", "bus", "vectors", "consumers", "memory", "models", "recall")
+
 
 def build_app(
     settings: Settings,
@@ -45,18 +48,18 @@ def build_app(
     embedder: Embedder | None = None,
 ) -> ServiceApp:
     """The service from settings; tests may pass any adapter instead (None: built from settings)."""
-    graph = graph or graph_store(settings)
-    events = events or event_bus(settings)
-    vectors = vectors or vector_index(settings)
-    embedder = embedder or embedder_of(settings)
+    graph = graph or graph_store(settings.graph, settings.process, recall=settings.recall)
+    events = events or event_bus(settings.bus, settings.process, durables=stream_durables(settings))
+    vectors = vectors or vector_index(settings.vectors, settings.process)
+    embedder = embedder or embedder_of(settings.models, settings.vectors.vector_size)
     # The store operations recall may use, by port: reads and their access
     # times, the full-text arms, the index rebuild's scan, the graph views.
     reader, text, lifecycle = graph.reader, graph.text, graph.lifecycle
-    policy = settings.recall_policy
+    policy = settings.recall.policy(settings.limits)
     access = AccessRecorder(
         reader.touch_memories,
-        flush_seconds=settings.recall_access_flush_ms / 1000,
-        batch_size=settings.recall_access_batch_size,
+        flush_seconds=settings.recall.recall_access_flush_ms / 1000,
+        batch_size=settings.recall.recall_access_batch_size,
         clock_us=lambda: to_micros(datetime.now(UTC)),
     )
     state = CurrentStatePass(reader, policy.max_hops)
@@ -64,15 +67,15 @@ def build_app(
         text=text,
         lookup=reader,
         policy=policy,
-        df_warm_tenants=settings.recall_df_warm_tenants,
-        df_recent_seconds=settings.recall_df_cache_seconds,
-        corpus_count_seconds=settings.recall_corpus_count_seconds,
-        corpus_tenants=settings.recall_corpus_tenants,
+        df_warm_tenants=settings.recall.recall_df_warm_tenants,
+        df_recent_seconds=settings.recall.recall_df_cache_seconds,
+        corpus_count_seconds=settings.recall.recall_corpus_count_seconds,
+        corpus_tenants=settings.recall.recall_corpus_tenants,
     )
     ranked = RankedRecall(
         reader=reader,
         text=text_arms,
-        vector=VectorArm(vectors=vectors, embedder=embedder, query_cache_size=settings.recall_query_cache_size),
+        vector=VectorArm(vectors=vectors, embedder=embedder, query_cache_size=settings.recall.recall_query_cache_size),
         state=state,
         policy=policy,
         access=access,
@@ -82,17 +85,17 @@ def build_app(
         state=state,
         policy=policy,
         limits=ReadLimits(
-            by_tag_default=settings.by_tag_default_limit,
-            by_tag_max=settings.by_tag_max_limit,
-            startup_default=settings.startup_recall_default_limit,
-            related_default=settings.related_default_limit,
+            by_tag_default=settings.recall.by_tag_default_limit,
+            by_tag_max=settings.recall.by_tag_max_limit,
+            startup_default=settings.recall.startup_recall_default_limit,
+            related_default=settings.recall.related_default_limit,
         ),
         startup=StartupRules(
-            lesson_tags=tuple(settings.startup_lesson_tags),
-            lesson_limit=settings.startup_lesson_limit,
-            system_tags=tuple(settings.startup_system_tags),
-            system_limit=settings.startup_system_limit,
-            critical_importance=settings.startup_critical_importance,
+            lesson_tags=tuple(settings.recall.startup_lesson_tags),
+            lesson_limit=settings.recall.startup_lesson_limit,
+            system_tags=tuple(settings.recall.startup_system_tags),
+            system_limit=settings.recall.startup_system_limit,
+            critical_importance=settings.recall.startup_critical_importance,
         ),
         access=access,
     )
@@ -101,25 +104,25 @@ def build_app(
         views=graph.views,
         state=state,
         limits=GraphLimits(
-            snapshot_default=settings.graph_snapshot_default_limit,
-            snapshot_max=settings.graph_snapshot_max_limit,
-            neighbors_default=settings.graph_neighbors_default_limit,
-            neighbors_max=settings.graph_neighbors_max_limit,
-            max_depth=settings.graph_max_depth,
-            max_edges=settings.graph_max_edges,
-            analysis_top=settings.analysis_top,
+            snapshot_default=settings.recall.graph_snapshot_default_limit,
+            snapshot_max=settings.recall.graph_snapshot_max_limit,
+            neighbors_default=settings.recall.graph_neighbors_default_limit,
+            neighbors_max=settings.recall.graph_neighbors_max_limit,
+            max_depth=settings.recall.graph_max_depth,
+            max_edges=settings.recall.graph_max_edges,
+            analysis_top=settings.recall.analysis_top,
         ),
     )
     index_admin = IndexAdmin(source=graph.index_source, vectors=vectors, lifecycle=lifecycle, events=events)
     convergence = IndexConvergence(
         source=graph.index_source,
         vectors=vectors,
-        rebuild_tenant=lambda tenant: index_admin.project_anew(settings.reindex_batch_size, tenant),
+        rebuild_tenant=lambda tenant: index_admin.project_anew(settings.recall.reindex_batch_size, tenant),
         lock=index_admin.rebuild_lock,
-        interval_seconds=settings.recall_index_check_seconds,
-        settle_seconds=settings.recall_index_check_settle_seconds,
-        batch_size=settings.reindex_batch_size,
-        max_tenants=settings.recall_index_check_tenants,
+        interval_seconds=settings.recall.recall_index_check_seconds,
+        settle_seconds=settings.recall.recall_index_check_settle_seconds,
+        batch_size=settings.recall.reindex_batch_size,
+        max_tenants=settings.recall.recall_index_check_tenants,
     )
     index_admin.convergence_figures = convergence.figures
     servicer = RecallServicer(
@@ -128,21 +131,23 @@ def build_app(
         listings=listings,
         index=index_admin,
         views=views,
-        default_limit=settings.recall_default_limit,
-        rebuild_batch_size=settings.reindex_batch_size,
+        default_limit=settings.recall.recall_default_limit,
+        rebuild_batch_size=settings.recall.reindex_batch_size,
         watches=EventWatches(
-            event_watch(settings, events),
-            max_watches=settings.recall_max_watches,
-            max_per_tenant=settings.recall_max_watches_per_tenant,
-            heartbeat_seconds=settings.recall_watch_heartbeat_seconds,
+            event_watch(settings.bus, settings.recall, settings.process, events),
+            max_watches=settings.recall.recall_max_watches,
+            max_per_tenant=settings.recall.recall_max_watches_per_tenant,
+            heartbeat_seconds=settings.recall.recall_watch_heartbeat_seconds,
         ),
         exports=MemoryExports(
             export=graph.export,
             lookup=reader,
-            default_limit=settings.export_default_limit,
-            max_limit=settings.export_max_limit,
+            default_limit=settings.recall.export_default_limit,
+            max_limit=settings.recall.export_max_limit,
         ),
-        trust=TrustReads(graph.trust, page_default=settings.review_page_default, page_max=settings.review_page_max),
+        trust=TrustReads(
+            graph.trust, page_default=settings.recall.review_page_default, page_max=settings.recall.review_page_max
+        ),
     )
 
     async def warm_embedder() -> None:
@@ -151,22 +156,24 @@ def build_app(
 
     warmer = FrequencyWarmer(
         lambda: text_arms.warm_document_frequencies(
-            settings.recall_df_warm_sample,
-            settings.recall_df_warm_words,
-            chunk=settings.recall_df_warm_chunk,
-            pause_seconds=settings.recall_df_warm_pause_seconds,
+            settings.recall.recall_df_warm_sample,
+            settings.recall.recall_df_warm_words,
+            chunk=settings.recall.recall_df_warm_chunk,
+            pause_seconds=settings.recall.recall_df_warm_pause_seconds,
         ),
-        settings.recall_df_warm_seconds,
+        settings.recall.recall_df_warm_seconds,
     )
     projector = Projector(lookup=reader, vectors=vectors)
     consumer = event_consumer(
-        settings,
+        settings.bus,
         events,
         consumer_spec(
-            settings,
-            projector_durable(settings),  # this replica's own with the embedded index, else the shared one
-            projected_subjects(settings.nats_subject_prefix),
-            settings.projector_batch_size,
+            settings.consumers,
+            settings.bus,
+            # this replica's own with the embedded index, else the shared one
+            projector_durable(settings),
+            projected_subjects(settings.bus.nats_subject_prefix),
+            settings.consumers.projector_batch_size,
             inactive_seconds=projector_inactive_seconds(settings),
         ),
         projector.handle,
@@ -177,16 +184,16 @@ def build_app(
     # one's (a Qdrant server); a starting replica serves reads once that is small (RECALL_READY_*).
     caught_up = CaughtUp(
         consumer.pending,
-        max_pending=settings.recall_ready_max_pending,
-        timeout_seconds=settings.recall_ready_timeout_seconds,
-        poll_seconds=settings.recall_ready_poll_seconds,
+        max_pending=settings.recall.recall_ready_max_pending,
+        timeout_seconds=settings.recall.recall_ready_timeout_seconds,
+        poll_seconds=settings.recall.recall_ready_poll_seconds,
     )
 
     async def ready() -> bool:
         """Caught up with the projection, and the index's start-up check done
         (a lost shard refilled), each within RECALL_READY_TIMEOUT_SECONDS."""
         caught = await caught_up.wait()
-        return await convergence.first_check(settings.recall_ready_timeout_seconds) and caught
+        return await convergence.first_check(settings.recall.recall_ready_timeout_seconds) and caught
 
     return ServiceApp(
         service_name=full_service_name(recall_service_pb2, "RecallService"),
@@ -222,9 +229,9 @@ def build_app(
                     AuditReads(
                         graph.audit,
                         AuditLimits(
-                            default_limit=settings.audit_list_default_limit,
-                            max_limit=settings.audit_list_max_limit,
-                            verify_page=settings.audit_verify_page,
+                            default_limit=settings.recall.audit_list_default_limit,
+                            max_limit=settings.recall.audit_list_max_limit,
+                            verify_page=settings.recall.audit_verify_page,
                         ),
                     )
                 ),

@@ -46,13 +46,19 @@ async def rebuild(
 
 
 def main() -> int:
-    settings = Settings()
+    settings = Settings.load("process", "plane", "recall")
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--target", default=settings.grpc_target("recall"), help="recall's gRPC address")
-    parser.add_argument("--batch-size", type=int, default=settings.reindex_batch_size)
+    parser.add_argument("--target", default=settings.plane.grpc_target("recall"), help="recall's gRPC address")
+    parser.add_argument("--batch-size", type=int, default=settings.recall.reindex_batch_size)
     args = parser.parse_args()
     try:
-        last = asyncio.run(rebuild(args.target, args.batch_size, ServicePlane.from_settings(settings)))
+        last = asyncio.run(
+            rebuild(
+                args.target,
+                args.batch_size,
+                ServicePlane.from_settings(settings.plane, settings.process.memgrid_data_dir),
+            )
+        )
     except grpc.aio.AioRpcError as exc:
         print(f"reindex failed: {exc.code().name}: {exc.details()}", file=sys.stderr)
         return 1

@@ -17,7 +17,7 @@ from devstack.servers import free_port
 from memgrid.v1 import recall_service_pb2
 from services.core.grpc.app import full_service_name
 from services.core.observability import start_metrics_server
-from services.core.settings import SERVICE_NAMES, Settings
+from services.core.settings import SERVICE_NAMES, Settings, all_fields
 from tests.deploy.conftest import OVERLAYS, ROOT, tool
 
 #: The memgrid processes the manifests run, by Deployment name.
@@ -75,7 +75,7 @@ def environment(docs: list[dict], deployment: dict) -> dict[str, str]:
 
 def settings_of(docs: list[dict], deployment: dict) -> Settings:
     """The Settings the process would read from the manifest's environment (no .env)."""
-    fields = Settings.model_fields
+    fields = all_fields()
     known = {name.upper(): name for name in fields}
     values = {known[k]: v for k, v in environment(docs, deployment).items() if k in known}
     return Settings(_env_file=None, **values)
@@ -84,7 +84,7 @@ def settings_of(docs: list[dict], deployment: dict) -> Settings:
 def setting_names() -> set[str]:
     """Every environment variable Settings reads: field names in upper case, and aliases."""
     names = set()
-    for name, field in Settings.model_fields.items():
+    for name, field in all_fields().items():
         names.add(name.upper())
         for alias in (field.alias, field.validation_alias):
             if isinstance(alias, str):
@@ -191,7 +191,10 @@ def test_prod_recall_shares_a_qdrant_cluster_and_dev_recall_owns_an_embedded_ind
     prod_recall = named(objects["prod"], "Deployment", "recall")
     prod = settings_of(objects["prod"], prod_recall)
     qdrant = named(objects["prod"], "StatefulSet", "qdrant")
-    assert prod.qdrant_url == f"http://qdrant:{named(objects['prod'], 'Service', 'qdrant')['spec']['ports'][0]['port']}"
+    assert (
+        prod.vectors.qdrant_url
+        == f"http://qdrant:{named(objects['prod'], 'Service', 'qdrant')['spec']['ports'][0]['port']}"
+    )
     assert qdrant["spec"]["replicas"] >= 3
     qdrant_env = {e["name"]: e.get("value") for e in container(qdrant)["env"]}
     assert qdrant_env["QDRANT__CLUSTER__ENABLED"] == "true"
@@ -199,7 +202,7 @@ def test_prod_recall_shares_a_qdrant_cluster_and_dev_recall_owns_an_embedded_ind
     # dev: no Qdrant, so one process owns the index (a second would refuse to start), on a volume,
     # replaced rather than rolled so two never overlap.
     dev_recall = named(objects["dev"], "Deployment", "recall")
-    assert settings_of(objects["dev"], dev_recall).qdrant_url is None
+    assert settings_of(objects["dev"], dev_recall).vectors.qdrant_url is None
     assert dev_recall["spec"]["replicas"] == 1
     assert dev_recall["spec"]["strategy"] == {"type": "Recreate"}
     volumes = {v["name"]: v for v in dev_recall["spec"]["template"]["spec"]["volumes"]}
@@ -213,16 +216,16 @@ def test_prod_keeps_the_stream_on_a_three_node_nats_cluster_and_falkordb_with_a_
     args = container(nats)["args"]
     assert any(a.startswith("--routes=") for a in args)
     assert "store_dir" in nats_jetstream_block(prod, nats)  # JetStream is on (its block in the config file)
-    assert settings_of(prod, named(prod, "Deployment", "ingest")).nats_stream_replicas == 3
+    assert settings_of(prod, named(prod, "Deployment", "ingest")).bus.nats_stream_replicas == 3
     replica = named(prod, "StatefulSet", "falkordb-replica")
     redis_args = {e["name"]: e.get("value") for e in container(replica)["env"]}["REDIS_ARGS"]
     assert "--replicaof falkordb-0.falkordb-nodes 6379" in redis_args
     # The services reach the primary only.
     assert named(prod, "Service", "falkordb")["spec"]["selector"]["memgrid.io/falkordb-role"] == "primary"
     for overlay in OVERLAYS:
-        assert settings_of(objects[overlay], named(objects[overlay], "Deployment", "ingest")).nats_stream_replicas == (
-            3 if overlay == "prod" else 1
-        )
+        assert settings_of(
+            objects[overlay], named(objects[overlay], "Deployment", "ingest")
+        ).bus.nats_stream_replicas == (3 if overlay == "prod" else 1)
 
 
 #: The gRPC service a readiness probe asks for, where not the overall status: recall's own turns SERVING
@@ -239,7 +242,7 @@ def probe_port(probe: dict, service: str, settings: Settings, kind: str = "liven
         return probe["grpc"]["port"]
     command = probe["exec"]["command"]
     assert command == ["python", "/app/health_probe.py", service, *([asked] if asked else [])], (service, kind)
-    return settings.grpc_port(service)
+    return settings.plane.grpc_port(service)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -253,21 +256,21 @@ def test_every_service_port_and_health_check_matches_what_the_code_serves(object
         assert spec["args"] == [f"services.{name}.main"]
         assert (ROOT / "services" / name / "main.py").exists()
         ports = {p["name"]: p["containerPort"] for p in spec["ports"]}
-        assert ports == {"grpc": settings.grpc_port(name), "metrics": settings.metrics_port(name)}, name
-        assert settings.listen_host == "0.0.0.0"  # reachable on the pod's IP, metrics included
+        assert ports == {"grpc": settings.plane.grpc_port(name), "metrics": settings.plane.metrics_port(name)}, name
+        assert settings.plane.listen_host == "0.0.0.0"  # reachable on the pod's IP, metrics included
         for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
-            assert probe_port(spec[kind], name, settings, kind) == settings.grpc_port(name), (name, kind)
+            assert probe_port(spec[kind], name, settings, kind) == settings.plane.grpc_port(name), (name, kind)
         annotations = deployment["spec"]["template"]["metadata"]["annotations"]
         assert annotations["prometheus.io/scrape"] == "true"
-        assert int(annotations["prometheus.io/port"]) == settings.metrics_port(name)
+        assert int(annotations["prometheus.io/port"]) == settings.plane.metrics_port(name)
         service = named(docs, "Service", name)
         by_name = {p["name"]: p for p in service["spec"]["ports"]}
-        assert by_name["grpc"]["port"] == settings.grpc_port(name) and by_name["grpc"]["targetPort"] == "grpc"
+        assert by_name["grpc"]["port"] == settings.plane.grpc_port(name) and by_name["grpc"]["targetPort"] == "grpc"
         assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
         # What the gateway (and enrich) dial: this Service, or one DNS name for every replica (a headless
         # Service of the same pods), which gRPC balances over (services/core/grpc/balancing.py).
         for client in ("gateway", "enrich"):
-            dialled = settings_of(docs, deployments[client]).grpc_target(name)
+            dialled = settings_of(docs, deployments[client]).plane.grpc_target(name)
             if not dialled.startswith("dns:///"):
                 assert dialled == f"{name}:{by_name['grpc']['port']}", (client, name)
                 continue
@@ -277,7 +280,9 @@ def test_every_service_port_and_health_check_matches_what_the_code_serves(object
             assert headless["spec"]["clusterIP"] == "None", headless  # resolves to each pod, not one address
             assert headless["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
             grpc_port = {p["name"]: p for p in headless["spec"]["ports"]}["grpc"]
-            assert int(port) == grpc_port["port"] == settings.grpc_port(name) and grpc_port["targetPort"] == "grpc"
+            assert (
+                int(port) == grpc_port["port"] == settings.plane.grpc_port(name) and grpc_port["targetPort"] == "grpc"
+            )
 
 
 def test_prod_dials_every_replica_of_the_stateless_services_by_one_name(objects):
@@ -286,9 +291,9 @@ def test_prod_dials_every_replica_of_the_stateless_services_by_one_name(objects)
     deployments = memgrid_deployments(docs)
     gateway = settings_of(docs, deployments["gateway"])
     for name in ("ingest", "recall", "enrich"):
-        assert gateway.grpc_target(name).startswith(f"dns:///{name}-replicas."), name
+        assert gateway.plane.grpc_target(name).startswith(f"dns:///{name}-replicas."), name
         # Its servers close connections after an age, so the gateway resolves the name again and finds new pods.
-        assert settings_of(docs, deployments[name]).grpc_max_connection_age_seconds > 0, name
+        assert settings_of(docs, deployments[name]).plane.grpc_max_connection_age_seconds > 0, name
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -301,9 +306,9 @@ def test_the_gateways_port_and_probes_match_what_it_serves(objects, overlay):
     spec = container(gateway)
     assert spec["args"] == ["gateway.main"]
     ports = {p["name"]: p["containerPort"] for p in spec["ports"]}
-    assert ports == {"http": settings.port, "metrics": settings.gateway_metrics_port}
-    assert settings.gateway_host == "0.0.0.0"
-    assert [p["port"] for p in named(docs, "Service", "gateway")["spec"]["ports"]] == [settings.port]
+    assert ports == {"http": settings.gateway.port, "metrics": settings.gateway.gateway_metrics_port}
+    assert settings.gateway.gateway_host == "0.0.0.0"
+    assert [p["port"] for p in named(docs, "Service", "gateway")["spec"]["ports"]] == [settings.gateway.port]
     app = create_app(settings, "probe-token")
     routes = {getattr(r, "path", None) for r in app.routes}
     assert spec["readinessProbe"]["httpGet"]["path"] == "/health" and "/health" in routes
@@ -311,7 +316,7 @@ def test_the_gateways_port_and_probes_match_what_it_serves(objects, overlay):
     liveness = spec["livenessProbe"]["httpGet"]
     annotations = gateway["spec"]["template"]["metadata"]["annotations"]
     assert liveness["port"] == "metrics" and annotations["prometheus.io/path"] == liveness["path"]
-    assert int(annotations["prometheus.io/port"]) == settings.gateway_metrics_port
+    assert int(annotations["prometheus.io/port"]) == settings.gateway.gateway_metrics_port
     for ingress in kinds(docs, "Ingress"):
         for rule in ingress["spec"]["rules"]:
             assert {p["backend"]["service"]["port"]["name"] for p in rule["http"]["paths"]} == {"http"}
@@ -422,7 +427,7 @@ def test_the_stores_persist_as_the_settings_defaults_say_like_the_devstack(objec
     default (not NATS's own 2 minutes), FalkorDB's append-only file is on and synced as
     FALKORDB_APPENDFSYNC's default (docs/operations.md, Durability)."""
     docs = objects[overlay]
-    defaults = Settings.model_fields
+    defaults = all_fields()
     nats = named(docs, "StatefulSet", "nats")
     assert nats_jetstream_block(docs, nats)["sync_interval"] == defaults["nats_sync_interval"].default
     falkordbs = [s for s in kinds(docs, "StatefulSet") if s["metadata"]["name"].startswith("falkordb")]
@@ -489,7 +494,7 @@ def test_each_process_gets_only_the_secrets_it_reads_and_the_gateway_no_store_cr
         nats_password = refs.pop("NATS_PASSWORD", None)
         if overlay == "prod" and name != "gateway":
             assert nats_password == {"name": "memgrid-nats", "key": name}, name
-            assert settings_of(docs, deployment).nats_user == name
+            assert settings_of(docs, deployment).bus.nats_user == name
         else:
             assert nats_password is None, (overlay, name)
         assert set(refs) == SECRETS_READ[name], name
@@ -497,13 +502,16 @@ def test_each_process_gets_only_the_secrets_it_reads_and_the_gateway_no_store_cr
             assert ref["name"].startswith("memgrid-secrets") and ref["key"] == variable, (name, variable)
             # Only the claim key is required (a pod without it does not start); the rest are the operator's choice.
             assert ref.get("optional", False) is (variable != "SERVICE_CLAIM_KEY"), (name, variable)
-        assert settings_of(docs, deployment).service_claim_key is not None or overlay == "prod", name
+        assert settings_of(docs, deployment).plane.service_claim_key is not None or overlay == "prod", name
     gateway = container(memgrid_deployments(docs)["gateway"])
     assert STORE_CREDENTIALS.isdisjoint(var["name"] for var in gateway.get("env", [])), overlay
     if overlay == "dev":  # the dev Secret's values (generated at apply time) reach only who reads them
         [secret] = [s for s in kinds(docs, "Secret") if s["metadata"]["name"].startswith("memgrid-secrets")]
         token = base64.b64decode(secret["data"]["AUTOMEM_API_TOKEN"]).decode()
-        assert len(token) >= 32 and settings_of(docs, memgrid_deployments(docs)["gateway"]).automem_api_token == token
+        assert (
+            len(token) >= 32
+            and settings_of(docs, memgrid_deployments(docs)["gateway"]).gateway.automem_api_token == token
+        )
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -520,5 +528,5 @@ def test_falkordb_requires_the_password_the_services_are_given(objects, overlay)
         names = list(env)
         assert names.index("FALKORDB_PASSWORD") < names.index("REDIS_ARGS")  # defined before it is expanded
     for name in ("ingest", "recall", "enrich", "consolidate"):
-        password = settings_of(docs, memgrid_deployments(docs)[name]).falkordb_password
+        password = settings_of(docs, memgrid_deployments(docs)[name]).graph.falkordb_password
         assert overlay == "prod" or (password and len(password) >= 32), (overlay, name)

@@ -28,7 +28,7 @@ BUILDERS = {"ingest": build_ingest, "recall": build_recall, "enrich": build_enri
 def stack_settings(settings):
     """Write-path tests see records as ingest stored them: enrichment, which
     rewrites tags and metadata in the background, is off (it has its own tests)."""
-    return settings.model_copy(update={"enrichment_enabled": False})
+    return settings.override({"enrichment_enabled": False})
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ async def stack_services(stack_settings):
                 name, build(dialled), host="127.0.0.1", port=0, grace_seconds=1.0, plane=plane_of(stack_settings)
             )
             # The services started later dial this one where it listens (enrich reaches recall).
-            dialled = dialled.model_copy(update={f"{name}_addr": f"127.0.0.1:{services[name].port}"})
+            dialled = dialled.override({f"{name}_addr": f"127.0.0.1:{services[name].port}"})
         yield services
     finally:
         for service in services.values():

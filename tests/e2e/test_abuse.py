@@ -27,8 +27,8 @@ PER_TENANT_STREAMS = 100
 
 @pytest.fixture
 def stack_settings(settings):
-    return settings.model_copy(
-        update={
+    return settings.override(
+        {
             "enrichment_enabled": False,
             "recall_max_watches": 256,
             "recall_max_watches_per_tenant": PER_TENANT_STREAMS,
@@ -74,7 +74,7 @@ async def test_huge_metadata_is_refused_naming_the_field(client):
 
 
 async def test_a_body_over_the_request_limit_is_a_413(client, stack_settings):
-    limit = stack_settings.max_request_bytes
+    limit = stack_settings.gateway.max_request_bytes
     body = b'{"content": "' + b"x" * (limit + 1) + b'"}'
     refused(
         await client.post("/memory", content=body, headers={"Content-Type": "application/json"}),
@@ -86,7 +86,7 @@ async def test_a_body_over_the_request_limit_is_a_413(client, stack_settings):
 
 async def test_thousands_of_recall_queries_are_refused_naming_the_field(client, stack_settings):
     many = [("queries", f"q{n}") for n in range(3000)]
-    refused(await client.get("/recall", params=many), 400, "queries", str(stack_settings.recall_max_queries))
+    refused(await client.get("/recall", params=many), 400, "queries", str(stack_settings.recall.recall_max_queries))
     one_long = " ".join(["word"] * 5000)
     refused(await client.get("/recall", params={"query": one_long}), 400, "query")
     await still_up(client)
@@ -94,7 +94,7 @@ async def test_thousands_of_recall_queries_are_refused_naming_the_field(client, 
 
 async def test_a_crowd_of_streams_is_capped_per_tenant(gateway_url, stack_settings, stack_services):
     limits = httpx.Limits(max_connections=PER_TENANT_STREAMS + 10)
-    other_settings = stack_settings.model_copy(update={"default_tenant": "other"})
+    other_settings = stack_settings.override({"default_tenant": "other"})
     other_app = create_app(other_settings, API_TOKEN, connect(stack_services, stack_settings))
     async with (
         httpx.AsyncClient(base_url=gateway_url, headers=AUTH, limits=limits, timeout=30) as client,

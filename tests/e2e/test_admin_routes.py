@@ -23,7 +23,7 @@ AS_ADMIN = {"X-Admin-Token": ADMIN}
 
 @pytest.fixture
 def stack_settings(settings):
-    return settings.model_copy(update={"enrichment_enabled": True, "admin_api_token": ADMIN})
+    return settings.override({"enrichment_enabled": True, "admin_api_token": ADMIN})
 
 
 async def store(client, content: str, **fields) -> str:
@@ -115,7 +115,7 @@ async def test_backup_writes_the_tenants_graph_with_every_field(client, stack_se
     body = reply.json()
     assert body["status"] == "success" and body["memories"] == 2 and body["scope"] == "tenant"
     assert "path" not in body  # the answer names no server path
-    path = (stack_settings.memgrid_data_dir / "backups").resolve() / body["name"]
+    path = (stack_settings.process.memgrid_data_dir / "backups").resolve() / body["name"]
     assert path.name.startswith("default-") and path.name.endswith(".jsonl.gz")
     assert not list(path.parent.glob("*.partial"))
     lines = [json.loads(x) for x in gzip.decompress(await asyncio.to_thread(path.read_bytes)).splitlines()]

@@ -33,9 +33,7 @@ def stack_settings(settings, tmp_path):
             ]
         )
     )
-    return settings.model_copy(
-        update={"enrichment_enabled": False, "memgrid_tokens_file": path, "audit_seal_seconds": 0.1}
-    )
+    return settings.override({"enrichment_enabled": False, "memgrid_tokens_file": path, "audit_seal_seconds": 0.1})
 
 
 @pytest.fixture

@@ -31,15 +31,15 @@ QUERIES = [f"{topic} {word}" for topic in TOPICS for word in ("decision", "probl
 
 @pytest.fixture
 def stack_settings(settings):
-    return settings.model_copy(update={"enrichment_enabled": True, "admin_api_token": ADMIN})
+    return settings.override({"enrichment_enabled": True, "admin_api_token": ADMIN})
 
 
 @asynccontextmanager
 async def second_stack(settings, tmp_path):
     """A fresh stack on the same servers: its own graph, stream, subjects and data directory."""
     unique = uuid.uuid4().hex[:8]
-    fresh = settings.model_copy(
-        update={
+    fresh = settings.override(
+        {
             "falkordb_graph": f"fresh_{unique}",
             "nats_stream": f"FRESH_{unique}",
             "nats_subject_prefix": f"f{unique}.events",

@@ -47,8 +47,8 @@ def stack_settings(stack_settings, tmp_path):
             + [{"token_sha256": hashlib.sha256(OPERATOR.encode()).hexdigest(), "role": "operator"}]
         )
     )
-    return stack_settings.model_copy(
-        update={
+    return stack_settings.override(
+        {
             "memgrid_tokens_file": path,
             # Forgetting on: below 0.3 archived, below 0.05 deleted (protections as by default).
             "consolidation_forget_archive_threshold": 0.3,
@@ -134,7 +134,7 @@ async def forget_world(client: httpx.AsyncClient, size: int) -> dict[str, str]:
 
 async def test_a_dry_run_changes_nothing_and_reports_what_it_would(tokens, stack_settings):
     client = tokens[WRITE]
-    world = await forget_world(client, stack_settings.vector_size)
+    world = await forget_world(client, stack_settings.vectors.vector_size)
     before = {key: stable(await read(client, memory_id)) for key, memory_id in world.items()}
     answer = await consolidate(client, mode="full")  # dry_run omitted: a dry run
     assert answer["dry_run"] is True and answer["mode"] == "full"
@@ -187,7 +187,7 @@ async def test_decay_writes_relevance_within_the_clamp(tokens):
 
 async def test_forgetting_archives_and_deletes_exactly_and_recall_withholds_them(tokens, stack_settings):
     client = tokens[WRITE]
-    size = stack_settings.vector_size
+    size = stack_settings.vectors.vector_size
     world = await forget_world(client, size)
     vectors = {key: ",".join(str(v) for v in direction(size, seed)) for key, seed in (("doomed", 1), ("faded", 2))}
 
@@ -227,7 +227,7 @@ async def test_forgetting_archives_and_deletes_exactly_and_recall_withholds_them
 
 async def test_creative_association_links_a_related_pair_once(tokens, stack_settings):
     client = tokens[WRITE]
-    size = stack_settings.vector_size
+    size = stack_settings.vectors.vector_size
     first = await store(client, "Deploys go through the staging cluster", embedding=direction(size, 7))
     second = await store(client, "Staging deploys come first", embedding=direction(size, 8, near=7, noise=0.05))
     alone = await store(client, "Lunch is at noon", embedding=direction(size, 30))
@@ -246,7 +246,7 @@ async def test_creative_association_links_a_related_pair_once(tokens, stack_sett
 
 async def test_clustering_makes_a_meta_pattern(tokens, stack_settings):
     client = tokens[WRITE]
-    size = stack_settings.vector_size
+    size = stack_settings.vectors.vector_size
     members = [
         await store(client, f"Kubernetes rollout note {n}", embedding=direction(size, 11 + n, near=40, noise=0.05))
         for n in range(3)

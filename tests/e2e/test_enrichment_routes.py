@@ -14,7 +14,7 @@ ADMIN = "admin-secret"
 
 @pytest.fixture
 def stack_settings(settings):
-    return settings.model_copy(update={"enrichment_enabled": True, "admin_api_token": ADMIN})
+    return settings.override({"enrichment_enabled": True, "admin_api_token": ADMIN})
 
 
 async def test_status_counts_what_was_enriched(client):

@@ -66,7 +66,7 @@ CHECKS = [no_server_error, status_code_conformance, content_type_conformance, re
 @pytest.fixture
 def stack_settings(stack_settings):
     """An admin token, so admin routes are fuzzed past the 403."""
-    return stack_settings.model_copy(update={"admin_api_token": ADMIN_TOKEN})
+    return stack_settings.override({"admin_api_token": ADMIN_TOKEN})
 
 
 def fuzz(description: dict, base_url: str, memory_ids: list[str]) -> tuple[set[str], dict[str, str]]:

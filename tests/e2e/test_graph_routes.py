@@ -26,7 +26,7 @@ def stack_settings(settings, tmp_path):
     path = tmp_path / "tokens.json"
     entry = {"token_sha256": hashlib.sha256(BETA.encode()).hexdigest(), "tenant": "beta", "role": "write"}
     path.write_text(json.dumps([entry]))
-    return settings.model_copy(update={"enrichment_enabled": False, "memgrid_tokens_file": path})
+    return settings.override({"enrichment_enabled": False, "memgrid_tokens_file": path})
 
 
 @pytest.fixture

@@ -17,17 +17,17 @@ ADMIN_TOKEN = "health-admin-token"
 
 @pytest.fixture
 def stack_settings(stack_settings):
-    return stack_settings.model_copy(update={"admin_api_token": ADMIN_TOKEN})
+    return stack_settings.override({"admin_api_token": ADMIN_TOKEN})
 
 
 def places(settings) -> list[str]:
     """Every string that says where a store runs (a bare port number could
     turn up by chance in a timestamp's digits, so ports go with their host)."""
     return [
-        settings.nats_url,
-        settings.nats_url.split("://", 1)[1],
-        f"{settings.falkordb_host}:{settings.falkordb_port}",
-        settings.falkordb_host,
+        settings.bus.nats_url,
+        settings.bus.nats_url.split("://", 1)[1],
+        f"{settings.graph.falkordb_host}:{settings.graph.falkordb_port}",
+        settings.graph.falkordb_host,
     ]
 
 
@@ -47,11 +47,11 @@ async def test_anyone_but_an_admin_sees_statuses_only(gateway_url, stack_setting
             assert where not in reply.text, (where, reply.text)
         for name, component in body["components"].items():
             assert "detail" not in component and component["status"] == "connected", name
-        assert body["vector_index"]["dimension"] == stack_settings.vector_size  # figures stay
+        assert body["vector_index"]["dimension"] == stack_settings.vectors.vector_size  # figures stay
     assert caller.json()["memory_count"] == 0
     details = admin.json()["components"]
-    assert f"{stack_settings.falkordb_host}:{stack_settings.falkordb_port}" in details["falkordb"]["detail"]
-    assert stack_settings.nats_url in details["nats"]["detail"]
+    assert f"{stack_settings.graph.falkordb_host}:{stack_settings.graph.falkordb_port}" in details["falkordb"]["detail"]
+    assert stack_settings.bus.nats_url in details["nats"]["detail"]
     assert details["vector_index"]["detail"]
 
 
@@ -83,7 +83,7 @@ async def test_health_has_the_figures_automem_s_client_reports(client, stack_set
     (its MCP client's check_health passes them on)."""
     body = (await client.get("/health")).json()
     assert (body["memory_count"], body["vector_count"], body["sync_status"]) == (0, 0, "synced")
-    size = stack_settings.vector_size
+    size = stack_settings.vectors.vector_size
     assert body["vector_dimensions"] == {"configured": size, "effective": size, "collection": size, "mismatch": False}
     reply = await client.post("/memory", json={"content": "no vector yet"})  # enrichment is off: never embedded
     assert reply.status_code == 201, reply.text

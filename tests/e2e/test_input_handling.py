@@ -20,7 +20,7 @@ LIMIT = 16 * 1024 * 1024
 
 @pytest.fixture
 def stack_settings(stack_settings):
-    return stack_settings.model_copy(update={"admin_api_token": ADMIN["X-Admin-Token"], "max_request_bytes": LIMIT})
+    return stack_settings.override({"admin_api_token": ADMIN["X-Admin-Token"], "max_request_bytes": LIMIT})
 
 
 def not_400_naming(reply, field: str) -> str | None:
@@ -246,7 +246,9 @@ async def test_the_edges_of_the_calendar_and_of_float32_are_not_server_errors(cl
         "/memory/by-tag", params={"tags": "edge", "state_mode": "history"}
     )  # one is not yet valid
     assert listed.status_code == 200 and listed.json()["count"] == 2
-    huge = await client.post("/memory", json={"content": "v", "embedding": [1e308] * stack_settings.vector_size})
+    huge = await client.post(
+        "/memory", json={"content": "v", "embedding": [1e308] * stack_settings.vectors.vector_size}
+    )
     assert_400_naming(huge, "embedding")
 
 
@@ -273,7 +275,7 @@ async def test_the_largest_legitimate_batch_goes_through(client, stack_settings)
     """500 memories of 2000 four-byte characters, each with an embedding:
     13.7 MB of JSON, under the body limit, and well past gRPC's default
     4 MiB message size (it used to come back as 429)."""
-    vector = [round(0.01 + 0.001 * (i % 7), 3) for i in range(stack_settings.vector_size)]
+    vector = [round(0.01 + 0.001 * (i % 7), 3) for i in range(stack_settings.vectors.vector_size)]
     items = [{"content": "\U0001d11e" * 1999 + str(i % 10), "embedding": vector, "tags": ["big"]} for i in range(500)]
     body = json.dumps({"memories": items}).encode()
     assert 4 * 1024 * 1024 < len(body) < LIMIT

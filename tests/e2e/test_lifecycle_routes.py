@@ -24,8 +24,8 @@ def enrichment() -> bool:
 
 @pytest.fixture
 def stack_settings(settings, relevance_weight, enrichment):
-    weights = {intent: {**w, "relevance": relevance_weight} for intent, w in settings.recall_weights.items()}
-    return settings.model_copy(update={"enrichment_enabled": enrichment, "recall_weights": weights})
+    weights = {intent: {**w, "relevance": relevance_weight} for intent, w in settings.recall.recall_weights.items()}
+    return settings.override({"enrichment_enabled": enrichment, "recall_weights": weights})
 
 
 async def store(client, content: str, **fields) -> str:
@@ -35,7 +35,7 @@ async def store(client, content: str, **fields) -> str:
 
 
 async def cypher(settings, query: str, params: dict) -> None:
-    graph = graph_store(settings)
+    graph = graph_store(settings.graph, settings.process, recall=settings.recall, backup=settings.backup)
     try:
         await graph.connection.query(query, params)
     finally:

@@ -46,8 +46,8 @@ def stack_settings(settings, tmp_path):
     path = tmp_path / "tokens.json"
     tokens = [(READ, "alpha", "read"), (WRITE, "alpha", "write"), (REVIEW, "alpha", "review"), (OTHER, "beta", "write")]
     write_tokens(path, [entry(token, tenant, role) for token, tenant, role in tokens])
-    return settings.model_copy(
-        update={
+    return settings.override(
+        {
             "enrichment_enabled": False,
             "memgrid_tokens_file": path,
             # A low-confidence Decision waits for review, so there is something to approve.

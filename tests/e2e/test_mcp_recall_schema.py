@@ -21,7 +21,7 @@ VALIDATOR = jsonschema_rs.validator_for(SCHEMA)
 
 @pytest.fixture
 def stack_settings(settings):
-    return settings.model_copy(update={"enrichment_enabled": True})
+    return settings.override({"enrichment_enabled": True})
 
 
 def problems(body: dict) -> list[str]:

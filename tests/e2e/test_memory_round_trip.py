@@ -19,7 +19,7 @@ def same_instant(a: str, b: str) -> bool:
 
 async def test_every_field_sent_comes_back(client, settings):
     rng = random.Random(7)
-    embedding = [round(rng.uniform(-1, 1), 4) for _ in range(settings.vector_size)]
+    embedding = [round(rng.uniform(-1, 1), 4) for _ in range(settings.vectors.vector_size)]
     sent = {
         "content": "Chose PostgreSQL over MongoDB. Need ACID guarantees for transactions.",
         "type": "Decision",

@@ -37,9 +37,7 @@ def stack_settings(settings, tmp_path):
             ]
         )
     )
-    return settings.model_copy(
-        update={"enrichment_enabled": False, "memgrid_tokens_file": path, "tenant_memory_limit": 5}
-    )
+    return settings.override({"enrichment_enabled": False, "memgrid_tokens_file": path, "tenant_memory_limit": 5})
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ COMPONENTS = {
 
 @pytest.fixture
 def stack_settings(settings):
-    return settings.model_copy(update={"enrichment_enabled": True})
+    return settings.override({"enrichment_enabled": True})
 
 
 async def store(client, content: str, **fields) -> str:

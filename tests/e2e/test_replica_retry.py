@@ -87,7 +87,7 @@ async def two_ingests(stack_settings, stack_services):
 
 def stored(settings, tag: str) -> Counter[str]:
     """How many Memory nodes hold each content, for the memories tagged `tag`."""
-    graph = FalkorDB(host="127.0.0.1", port=settings.falkordb_port).select_graph(settings.falkordb_graph)
+    graph = FalkorDB(host="127.0.0.1", port=settings.graph.falkordb_port).select_graph(settings.graph.falkordb_graph)
     rows = graph.ro_query("MATCH (m:Memory) WHERE $tag IN m.tags RETURN m.content", {"tag": tag}).result_set
     return Counter(row[0] for row in rows)
 
@@ -122,6 +122,6 @@ async def test_a_write_whose_replica_died_after_storing_it_is_stored_once(stack_
 
 
 async def ids_of(settings, prefix: str) -> list[str]:
-    graph = FalkorDB(host="127.0.0.1", port=settings.falkordb_port).select_graph(settings.falkordb_graph)
+    graph = FalkorDB(host="127.0.0.1", port=settings.graph.falkordb_port).select_graph(settings.graph.falkordb_graph)
     query = "MATCH (m:Memory) WHERE m.content STARTS WITH $p RETURN m.id"
     return [row[0] for row in graph.ro_query(query, {"p": prefix}).result_set]

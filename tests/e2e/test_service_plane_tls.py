@@ -24,8 +24,8 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture
 def stack_settings(settings, tmp_path):
     cert, key = self_signed(tmp_path, "plane")
-    return settings.model_copy(
-        update={
+    return settings.override(
+        {
             "grpc_tls_cert_file": cert,
             "grpc_tls_key_file": key,
             "grpc_tls_ca_file": cert,
@@ -44,7 +44,7 @@ async def test_the_stack_serves_over_mutual_tls(stack_settings):
                 name,
                 build(stack_settings),
                 host="127.0.0.1",
-                port=stack_settings.grpc_port(name),
+                port=stack_settings.plane.grpc_port(name),
                 grace_seconds=1.0,
                 plane=plane_of(stack_settings),
             )

@@ -38,8 +38,8 @@ AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
 
 @pytest.fixture
 def stack_settings(settings):
-    return settings.model_copy(
-        update={
+    return settings.override(
+        {
             "enrichment_enabled": False,
             "stream_buffer_size": BUFFER,
             "stream_keepalive_seconds": 0.5,
@@ -52,7 +52,7 @@ def stack_settings(settings):
 async def other_tenant(stack_settings, stack_services):
     """A second gateway over the same services whose token belongs to tenant `other`."""
     app = create_app(
-        stack_settings.model_copy(update={"default_tenant": "other"}),
+        stack_settings.override({"default_tenant": "other"}),
         API_TOKEN,
         connect(stack_services, stack_settings),
     )
@@ -62,7 +62,7 @@ async def other_tenant(stack_settings, stack_services):
 
 @pytest.fixture
 async def publisher(stack_settings):
-    nc = await nats.connect(stack_settings.nats_url)
+    nc = await nats.connect(stack_settings.bus.nats_url)
     yield nc
     await nc.close()
 
@@ -284,7 +284,7 @@ def synthetic(n: int) -> bytes:
 
 
 async def test_a_slow_reader_is_told_how_many_events_it_lost(client, gateway_url, publisher, stack_settings):
-    subject = event_subject(stack_settings.nats_subject_prefix, "default", "updated")
+    subject = event_subject(stack_settings.bus.nats_subject_prefix, "default", "updated")
     # A small receive window, so the gateway's writes back up soon after the reader stops.
     transport = httpx.AsyncHTTPTransport(socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)])
     async with (

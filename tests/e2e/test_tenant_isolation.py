@@ -46,8 +46,8 @@ def stack_settings(settings, tmp_path):
             ]
         )
     )
-    return settings.model_copy(
-        update={
+    return settings.override(
+        {
             "enrichment_enabled": True,
             "memgrid_tokens_file": path,
             "enrichment_pattern_min_members": 2,  # patterns form from two memories, so both tenants get one
@@ -65,7 +65,7 @@ async def stack_services(stack_settings):
     services = {}
     try:
         for name, build in BUILDERS.items():
-            port = stack_settings.grpc_port(name)
+            port = stack_settings.plane.grpc_port(name)
             services[name] = await start(
                 name,
                 build(stack_settings),
@@ -178,7 +178,7 @@ async def a_world(a: httpx.AsyncClient, vector: list[float]) -> dict[str, str]:
 
 async def test_tenant_a_can_neither_see_nor_change_tenant_b(clients, stack_settings):
     a, admin, b = clients[A_WRITE], clients[A_ADMIN], clients[B_WRITE]
-    vector = known_embedding(stack_settings.vector_size)
+    vector = known_embedding(stack_settings.vectors.vector_size)
     bs = await b_world(b, vector)
     # B's memory for the stream check below: changed while A listens, compared with nothing.
     b_probe = await store(b, "Beta's probe for the event stream", ["b-probe"])

@@ -22,8 +22,8 @@ ADMIN = "trust-admin-secret"
 
 @pytest.fixture
 def stack_settings(settings):
-    return settings.model_copy(
-        update={
+    return settings.override(
+        {
             "enrichment_enabled": False,
             "admin_api_token": ADMIN,
             "review_low_confidence_types": ["Decision"],

@@ -89,7 +89,7 @@ def assert_between(value: str, before: datetime, after: datetime) -> None:
 def vector(settings, seed: int) -> list[float]:
     """A vector of the configured size, with values exact in float32."""
     rng = random.Random(seed)
-    return [rng.randint(-64, 64) / 64 for _ in range(settings.vector_size)]
+    return [rng.randint(-64, 64) / 64 for _ in range(settings.vectors.vector_size)]
 
 
 async def store(client, **fields) -> str:
@@ -130,9 +130,9 @@ async def memory_count(client) -> int:
 async def edges_from(settings, memory_id: str) -> list[tuple[str, str, dict]]:
     """(type, target id, properties) of every edge leaving a memory, read from
     the test's graph: the REST surface has no route that lists them."""
-    db = FalkorDB(host="127.0.0.1", port=settings.falkordb_port)
+    db = FalkorDB(host="127.0.0.1", port=settings.graph.falkordb_port)
     try:
-        result = await db.select_graph(settings.falkordb_graph).query(
+        result = await db.select_graph(settings.graph.falkordb_graph).query(
             "MATCH (a:Memory {id: $id})-[e]->(b:Memory) RETURN type(e), b.id, properties(e)", {"id": memory_id}
         )
     finally:
@@ -323,7 +323,7 @@ async def test_embedding_is_a_list_or_a_comma_separated_string(client, settings)
     as_string = vector(settings, 2)
     stored = await fetch(client, await store(client, content="text", embedding=",".join(map(str, as_string))))
     assert stored["embedding"] == as_string
-    size = settings.vector_size
+    size = settings.vectors.vector_size
     for bad in (
         as_list[:-1],
         [*as_list, 0.5],

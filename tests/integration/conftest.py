@@ -11,7 +11,7 @@ from services.core.wiring import graph_store
 @pytest.fixture
 async def graph(settings):
     """The graph store on the test's FalkorDB, schema made."""
-    store = graph_store(settings)
+    store = graph_store(settings.graph, settings.process, recall=settings.recall, backup=settings.backup)
     await store.lifecycle.ensure_schema()
     yield store
     await store.lifecycle.close()

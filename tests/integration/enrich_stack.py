@@ -27,7 +27,7 @@ class EnrichStack:
         self.settings = settings
         self.services = {}
         self.channel = None
-        self.store = graph_store(settings)
+        self.store = graph_store(settings.graph, settings.process, recall=settings.recall, backup=settings.backup)
 
     async def start(self, *names: str) -> None:
         builders = {"recall": build_recall, "ingest": build_ingest, "enrich": build_enrich}
@@ -43,7 +43,7 @@ class EnrichStack:
             self.services[name] = service
             if name == "recall":
                 # enrich finds neighbours through recall: point it at the port recall got.
-                self.settings = self.settings.model_copy(update={"recall_grpc_port": service.port})
+                self.settings = self.settings.override({"recall_grpc_port": service.port})
         if "ingest" in self.services and self.channel is None:
             self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{self.services['ingest'].port}")
 

@@ -135,7 +135,7 @@ async def test_an_unsealed_tail_is_checked_for_gaps_only(store):
 async def test_off_writes_no_entries(settings):
     from services.core.wiring import graph_store
 
-    graph = graph_store(settings.model_copy(update={"audit_log_enabled": False}))
+    graph = graph_store(settings.graph.model_copy(update={"audit_log_enabled": False}), settings.process)
     await graph.lifecycle.ensure_schema()
     try:
         a, b = ids(2)

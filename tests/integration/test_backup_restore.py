@@ -37,7 +37,7 @@ pytestmark = pytest.mark.integration
 def falkordb_server(tmp_path_factory):
     """A FalkorDB server of this module's own, as a deployment has, rather than the session's, which
     holds every other test's graphs: each backup's snapshot is a replica of the whole server."""
-    timeout = Settings(_env_file=None).falkordb_query_timeout_ms
+    timeout = Settings(_env_file=None).graph.falkordb_query_timeout_ms
     server = start_falkordb(free_port(), tmp_path_factory.mktemp("falkordb_backup"), query_timeout_ms=timeout)
     yield server
     server.stop()
@@ -96,7 +96,8 @@ async def dump(store, tenant: str) -> tuple[list, list]:
 @pytest.fixture
 async def fresh(settings):
     """A second, empty graph on the same server (a fresh stack's store)."""
-    other = graph_store(settings.model_copy(update={"falkordb_graph": f"fresh_{uuid.uuid4().hex[:8]}"}))
+    fresh = settings.graph.model_copy(update={"falkordb_graph": f"fresh_{uuid.uuid4().hex[:8]}"})
+    other = graph_store(fresh, settings.process, backup=settings.backup)
     await other.lifecycle.ensure_schema()
     yield other
     await other.lifecycle.close()

@@ -36,7 +36,7 @@ TOKEN = "0123456789abcdef0123456789abcdef"
 @pytest.fixture(scope="module")
 def falkordb_server(tmp_path_factory):
     """A server of this module's own: every snapshot copies the whole server, so it holds only these tests' graphs."""
-    timeout = Settings(_env_file=None).falkordb_query_timeout_ms
+    timeout = Settings(_env_file=None).graph.falkordb_query_timeout_ms
     server = start_falkordb(free_port(), tmp_path_factory.mktemp("falkordb_snapshot"), query_timeout_ms=timeout)
     yield server
     server.stop()

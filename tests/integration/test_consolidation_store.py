@@ -291,7 +291,7 @@ async def test_run_history_is_per_tenant_newest_first_bounded_and_survives_a_new
     running.finished_at = T0 + timedelta(hours=10)
     running.counts = {"archived": 2}
     await store.consolidation.record_run(running, keep=4)  # replaced by id, not added
-    fresh: FalkorGraph = graph_store(settings)
+    fresh: FalkorGraph = graph_store(settings.graph, settings.process, recall=settings.recall, backup=settings.backup)
     try:
         history = await fresh.consolidation.run_history("default", 10)
         assert [r.id for r in history] == ["run-default-live", "run-default-4", "run-default-3", "run-default-2"]
@@ -314,7 +314,9 @@ async def test_run_history_is_per_tenant_newest_first_bounded_and_survives_a_new
 
 
 async def test_two_racing_acquire_lease_calls_exactly_one_wins(store, settings):
-    others = [graph_store(settings) for _ in range(6)]
+    others = [
+        graph_store(settings.graph, settings.process, recall=settings.recall, backup=settings.backup) for _ in range(6)
+    ]
     try:
         for round_ in range(10):
             task = f"decay-{round_}"

@@ -16,6 +16,7 @@ from services.core.adapters.dead_letters import dead_letters, replay
 from services.core.adapters.nats_consumer import JetStreamConsumer
 from services.core.codec import event_to_pb
 from services.core.domain.delivery import Outcome
+from services.core.replica import stream_durables
 from services.core.wiring import consumer_spec, event_bus
 from tests.integration.test_nats_bus import sample_event
 
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.integration
 
 async def read_dead(settings, durable: str | None = None) -> list[events_pb2.MemoryEvent]:
     """The events dead-lettered (by one consumer when named), oldest first."""
-    bus = event_bus(settings)
+    bus = event_bus(settings.bus, settings.process, durables=stream_durables(settings))
     await bus.connect()
     try:
         letters = await dead_letters(bus, consumer=durable)
@@ -63,7 +64,9 @@ class Handler:
 
 
 def spec(settings, durable: str = "worker", **changes):
-    made = consumer_spec(settings, durable, [f"{settings.nats_subject_prefix}.*.created"], 10)
+    made = consumer_spec(
+        settings.consumers, settings.bus, durable, [f"{settings.bus.nats_subject_prefix}.*.created"], 10
+    )
     # JetStream takes the first backoff for the ack wait: long enough that a loaded machine acks in time.
     values = {"backoff_seconds": [0.3], "ack_wait_seconds": 5.0, **changes}
     return type(made)(**{**{f: getattr(made, f) for f in made.__dataclass_fields__}, **values})
@@ -71,20 +74,20 @@ def spec(settings, durable: str = "worker", **changes):
 
 @pytest.fixture
 async def bus(settings):
-    made = event_bus(settings)
+    made = event_bus(settings.bus, settings.process, durables=stream_durables(settings))
     await made.connect()
     yield made
     await made.close()
 
 
 async def running(bus, settings, handler, **changes) -> JetStreamConsumer:
-    consumer = JetStreamConsumer(bus, settings.nats_stream, spec(settings, **changes), handler)
+    consumer = JetStreamConsumer(bus, settings.bus.nats_stream, spec(settings, **changes), handler)
     await consumer.start()
     return consumer
 
 
 async def settled(bus, settings, durable: str = "worker") -> bool:
-    info = await bus.jetstream.consumer_info(settings.nats_stream, durable)
+    info = await bus.jetstream.consumer_info(settings.bus.nats_stream, durable)
     return info.num_pending == 0 and info.num_ack_pending == 0
 
 
@@ -95,11 +98,11 @@ async def test_a_message_that_exhausts_its_attempts_is_dead_lettered_with_its_re
         event = sample_event("m1")
         await bus.publish(event)
         await wait_for(lambda: consumer.dead_lettered == 1, within=15)
-        assert handler.seen == ["m1"] * settings.enrichment_max_attempts
+        assert handler.seen == ["m1"] * settings.consumers.enrichment_max_attempts
         [letter] = await dead_letters(bus, consumer="worker")
-        assert letter.subject == f"{settings.nats_subject_prefix}.acme.created"
+        assert letter.subject == f"{settings.bus.nats_subject_prefix}.acme.created"
         assert letter.reason == "RuntimeError: the embedder is down second line"  # one line: a header
-        assert letter.deliveries == settings.enrichment_max_attempts
+        assert letter.deliveries == settings.consumers.enrichment_max_attempts
         assert letter.headers["Memgrid-Original-Msg-Id"] == event.event_id
         assert events_pb2.MemoryEvent.FromString(letter.data).memory_id == "m1"
         assert await settled(bus, settings)
@@ -114,14 +117,14 @@ async def test_a_failed_dead_letter_publish_keeps_the_message_until_it_succeeds(
         # No dead-letter stream: the publish finds no stream to take it.
         await bus.jetstream.delete_stream(bus.dead_letter_stream)
         await bus.publish(sample_event("m2"))
-        await wait_for(lambda: len(handler.seen) == settings.enrichment_max_attempts, within=15)
+        await wait_for(lambda: len(handler.seen) == settings.consumers.enrichment_max_attempts, within=15)
         await asyncio.sleep(0.5)
         assert not await settled(bus, settings)  # kept, not acknowledged away
         assert consumer.dead_lettered == 0
         await bus.ensure_stream()  # the dead-letter stream is back
         await wait_for(lambda: consumer.dead_lettered == 1, within=15)
         # Dead-lettered on a later delivery, without being handled again.
-        assert handler.seen == ["m2"] * settings.enrichment_max_attempts
+        assert handler.seen == ["m2"] * settings.consumers.enrichment_max_attempts
         assert [e.memory_id for e in await read_dead(settings, "worker")] == ["m2"]
         assert await settled(bus, settings)
     finally:
@@ -148,7 +151,7 @@ async def test_what_jetstream_gives_up_on_is_dead_lettered_from_its_advisory(bus
     handler = Handler()
     consumer = JetStreamConsumer(
         bus,
-        settings.nats_stream,
+        settings.bus.nats_stream,
         spec(settings, max_attempts=1, dead_letter_attempts=1, backoff_seconds=[], ack_wait_seconds=0.5),
         handler,
     )
@@ -181,7 +184,7 @@ async def test_replay_re_drives_dead_letters_and_removes_them(bus, settings):
         assert report.replayed == [] and len(await dead_letters(bus)) == 1
         report = await replay(bus, consumer="worker")
         assert len(report.replayed) == 1 and not report.failed
-        await wait_for(lambda: handler.seen.count("m5") == settings.enrichment_max_attempts + 1, within=10)
+        await wait_for(lambda: handler.seen.count("m5") == settings.consumers.enrichment_max_attempts + 1, within=10)
         await wait_for(lambda: consumer.inflight == 0, within=5)
         assert await dead_letters(bus) == []
         with pytest.raises(NotFoundError):
@@ -195,18 +198,21 @@ async def test_an_existing_consumer_is_updated_to_leave_the_last_attempt_to_memg
 
     # As an older release made it: JetStream drops the message at memgrid's last attempt.
     await bus.jetstream.add_consumer(
-        settings.nats_stream,
+        settings.bus.nats_stream,
         ConsumerConfig(
             durable_name="worker",
-            filter_subjects=[f"{settings.nats_subject_prefix}.*.created"],
+            filter_subjects=[f"{settings.bus.nats_subject_prefix}.*.created"],
             ack_policy=AckPolicy.EXPLICIT,
-            max_deliver=settings.enrichment_max_attempts,
+            max_deliver=settings.consumers.enrichment_max_attempts,
         ),
     )
     consumer = await running(bus, settings, Handler())
     try:
-        info = await bus.jetstream.consumer_info(settings.nats_stream, "worker")
-        assert info.config.max_deliver == settings.enrichment_max_attempts + settings.consumer_dead_letter_attempts
+        info = await bus.jetstream.consumer_info(settings.bus.nats_stream, "worker")
+        assert (
+            info.config.max_deliver
+            == settings.consumers.enrichment_max_attempts + settings.consumers.consumer_dead_letter_attempts
+        )
     finally:
         await consumer.stop()
 
@@ -224,9 +230,9 @@ async def test_the_command_lists_and_replays_dead_letters(bus, settings):
         await consumer.stop()
     env = {
         **os.environ,
-        "NATS_URL": settings.nats_url,
-        "NATS_STREAM": settings.nats_stream,
-        "NATS_SUBJECT_PREFIX": settings.nats_subject_prefix,
+        "NATS_URL": settings.bus.nats_url,
+        "NATS_STREAM": settings.bus.nats_stream,
+        "NATS_SUBJECT_PREFIX": settings.bus.nats_subject_prefix,
     }
 
     async def run(*args: str) -> tuple[int, str]:
@@ -252,12 +258,12 @@ async def test_replay_re_drives_the_dead_letters_an_earlier_release_left_in_the_
         # As releases before the dead-letter stream wrote them.
         event = sample_event("m7")
         await bus.jetstream.publish(
-            f"{settings.nats_subject_prefix}.dlq.worker.failed",
+            f"{settings.bus.nats_subject_prefix}.dlq.worker.failed",
             event_to_pb(event).SerializeToString(),
-            headers={"Memgrid-Reason": "old", "Memgrid-Subject": f"{settings.nats_subject_prefix}.acme.created"},
+            headers={"Memgrid-Reason": "old", "Memgrid-Subject": f"{settings.bus.nats_subject_prefix}.acme.created"},
         )
         [letter] = await dead_letters(bus, legacy=True)
-        assert letter.consumer == "worker" and letter.stream == settings.nats_stream
+        assert letter.consumer == "worker" and letter.stream == settings.bus.nats_stream
         assert await dead_letters(bus) == []  # not in the dead-letter stream
         report = await replay(bus, consumer="worker", legacy=True)
         assert len(report.replayed) == 1

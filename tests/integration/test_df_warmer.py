@@ -16,7 +16,7 @@ T0 = datetime(2025, 3, 1, tzinfo=UTC)
 
 
 def handlers_on(graph, settings) -> TextArms:
-    return recall_parts.text_arms(graph, settings.recall_policy)
+    return recall_parts.text_arms(graph, settings.recall.policy(settings.limits))
 
 
 async def put(graph, contents: list[str], start: int = 0) -> None:

@@ -11,6 +11,7 @@ import urllib.request
 import pytest
 
 from devstack.servers import free_port, start_falkordb, start_nats, wait_for_port
+from services.core.replica import stream_durables
 from services.core.wiring import event_bus, graph_store
 from tests.conftest import make_settings
 
@@ -20,36 +21,37 @@ HOUR = 3600.0
 
 
 async def test_limits_an_operator_set_by_hand_survive_a_reconnect(settings):
-    bus = event_bus(settings)
+    bus = event_bus(settings.bus, settings.process, durables=stream_durables(settings))
     await bus.connect()
     try:
-        info = await bus.jetstream.stream_info(settings.nats_stream)
-        week = settings.nats_stream_max_age_seconds
+        info = await bus.jetstream.stream_info(settings.bus.nats_stream)
+        week = settings.bus.nats_stream_max_age_seconds
         assert info.config.max_age == week and bus.effective_limits == (week, float("inf"))
         # The operator raises retention by hand (nats stream edit).
         await bus.jetstream.update_stream(info.config.evolve(max_age=HOUR, max_bytes=1 << 30))
     finally:
         await bus.close()
-    again = event_bus(settings)
+    again = event_bus(settings.bus, settings.process, durables=stream_durables(settings))
     await again.connect()  # ensure_stream runs again, as on every (re)start
     try:
-        config = (await again.jetstream.stream_info(settings.nats_stream)).config
+        config = (await again.jetstream.stream_info(settings.bus.nats_stream)).config
         assert config.max_age == HOUR and config.max_bytes == 1 << 30
         assert again.effective_limits == (HOUR, float(1 << 30))
-        assert config.subjects == [f"{settings.nats_subject_prefix}.>"]
+        assert config.subjects == [f"{settings.bus.nats_subject_prefix}.>"]
     finally:
         await again.close()
 
 
 async def test_the_settings_limits_apply_when_memgrid_creates_the_stream(settings):
-    bus = event_bus(settings.model_copy(update={"nats_stream_max_age_seconds": 7 * 86400.0}))
+    week = settings.override({"nats_stream_max_age_seconds": 7 * 86400.0})
+    bus = event_bus(week.bus, week.process)
     await bus.connect()
     try:
-        config = (await bus.jetstream.stream_info(settings.nats_stream)).config
+        config = (await bus.jetstream.stream_info(settings.bus.nats_stream)).config
         assert config.max_age == 7 * 86400.0
         # Dead letters have their own stream, outside the events' subjects, with no retention limit.
         dlq = (await bus.jetstream.stream_info(bus.dead_letter_stream)).config
-        assert dlq.subjects == [f"{settings.nats_subject_prefix}_dlq.>"] and dlq.max_age in (None, 0)
+        assert dlq.subjects == [f"{settings.bus.nats_subject_prefix}_dlq.>"] and dlq.max_age in (None, 0)
     finally:
         await bus.close()
 
@@ -77,7 +79,7 @@ def test_the_devstack_nats_syncs_as_asked(tmp_path, interval, always, nanos):
 async def test_start_up_reads_back_falkordb_persistence(tmp_path, nats_server, appendfsync):
     server = start_falkordb(free_port(), tmp_path / "falkordb", appendfsync=appendfsync)
     settings = make_settings(server.port, nats_server.port, tmp_path / "data", falkordb_appendfsync=appendfsync)
-    graph = graph_store(settings)
+    graph = graph_store(settings.graph, settings.process, recall=settings.recall, backup=settings.backup)
     try:
         await graph.lifecycle.ensure_schema()
         assert graph.connection.durability == ("yes", appendfsync)

@@ -25,12 +25,12 @@ def recall_env(settings, grpc_port: int, metrics_port: int) -> dict[str, str]:
     """The environment of a recall process on the test's stack and data directory."""
     return {
         **os.environ,
-        "MEMGRID_DATA_DIR": str(settings.memgrid_data_dir),
-        "FALKORDB_PORT": str(settings.falkordb_port),
-        "FALKORDB_GRAPH": settings.falkordb_graph,
-        "NATS_URL": settings.nats_url,
-        "NATS_STREAM": settings.nats_stream,
-        "NATS_SUBJECT_PREFIX": settings.nats_subject_prefix,
+        "MEMGRID_DATA_DIR": str(settings.process.memgrid_data_dir),
+        "FALKORDB_PORT": str(settings.graph.falkordb_port),
+        "FALKORDB_GRAPH": settings.graph.falkordb_graph,
+        "NATS_URL": settings.bus.nats_url,
+        "NATS_STREAM": settings.bus.nats_stream,
+        "NATS_SUBJECT_PREFIX": settings.bus.nats_subject_prefix,
         "RECALL_GRPC_PORT": str(grpc_port),
         "RECALL_METRICS_PORT": str(metrics_port),
         "EMBEDDING_PROVIDER": "placeholder",

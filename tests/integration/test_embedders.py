@@ -298,7 +298,7 @@ async def test_openai_from_settings_uses_model_size_and_batch_size(stub):
         vector_size=16,
         embedding_batch_size=4,
     )
-    embedder = embedder_from(settings)
+    embedder = embedder_from(settings.models, settings.vectors.vector_size)
     assert isinstance(embedder, OpenAIEmbedder)
     try:
         vectors = await embedder.embed(TEXTS)

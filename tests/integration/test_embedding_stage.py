@@ -262,11 +262,12 @@ async def test_a_durable_from_an_older_release_is_moved_to_the_embedded_events(s
     """Before the embedding stage, enrich's durable listened to created and
     updated events; started now, it listens to embedded events only."""
     from services.core.adapters.nats_consumer import JetStreamConsumer
+    from services.core.replica import stream_durables
     from services.core.wiring import consumer_spec, event_bus
 
-    bus = event_bus(settings)
+    bus = event_bus(settings.bus, settings.process, durables=stream_durables(settings))
     await bus.connect()
-    prefix = settings.nats_subject_prefix
+    prefix = settings.bus.nats_subject_prefix
     seen: list[list] = []
 
     async def handler(deliveries):
@@ -277,11 +278,14 @@ async def test_a_durable_from_an_older_release_is_moved_to_the_embedded_events(s
     try:
         for subjects in (old, [f"{prefix}.*.embedded"]):
             consumer = JetStreamConsumer(
-                bus, settings.nats_stream, consumer_spec(settings, settings.enrich_durable, subjects, 8), handler
+                bus,
+                settings.bus.nats_stream,
+                consumer_spec(settings.consumers, settings.bus, settings.consumers.enrich_durable, subjects, 8),
+                handler,
             )
             await consumer.start()
             await consumer.stop()
-        info = await bus.jetstream.consumer_info(settings.nats_stream, settings.enrich_durable)
+        info = await bus.jetstream.consumer_info(settings.bus.nats_stream, settings.consumers.enrich_durable)
         assert (info.config.filter_subjects or [info.config.filter_subject]) == [f"{prefix}.*.embedded"]
     finally:
         await bus.close()
@@ -291,11 +295,12 @@ async def test_a_durable_made_beside_an_older_releases_starts_with_new_messages(
     """Upgrading: the embed durable made next to an existing enrich durable
     does not replay the stream's history; made first (a new deployment), it does."""
     from services.core.adapters.nats_consumer import JetStreamConsumer
+    from services.core.replica import stream_durables
     from services.core.wiring import consumer_spec, event_bus
 
-    bus = event_bus(settings)
+    bus = event_bus(settings.bus, settings.process, durables=stream_durables(settings))
     await bus.connect()
-    prefix = settings.nats_subject_prefix
+    prefix = settings.bus.nats_subject_prefix
     seen: dict[str, list[str]] = {"fresh": [], "beside": []}
 
     def collect(name):
@@ -309,15 +314,17 @@ async def test_a_durable_made_beside_an_older_releases_starts_with_new_messages(
         return memory_at(memory_id, datetime.now(UTC), tenant=TENANT)
 
     async def consume(name: str, durable: str, fresh_start_if: str | None) -> JetStreamConsumer:
-        spec = consumer_spec(settings, durable, [f"{prefix}.*.created"], 8, fresh_start_if=fresh_start_if)
-        consumer = JetStreamConsumer(bus, settings.nats_stream, spec, collect(name))
+        spec = consumer_spec(
+            settings.consumers, settings.bus, durable, [f"{prefix}.*.created"], 8, fresh_start_if=fresh_start_if
+        )
+        consumer = JetStreamConsumer(bus, settings.bus.nats_stream, spec, collect(name))
         await consumer.start()
         return consumer
 
     try:
         await bus.publish(MemoryEvent.for_memory(EventKind.CREATED, memory("history"), datetime.now(UTC)))
         first = await consume("fresh", "fresh-embed", fresh_start_if="no-such-durable")
-        await bus.jetstream.add_consumer(settings.nats_stream, durable_name="old-enrich")
+        await bus.jetstream.add_consumer(settings.bus.nats_stream, durable_name="old-enrich")
         beside = await consume("beside", "beside-embed", fresh_start_if="old-enrich")
         await bus.publish(MemoryEvent.for_memory(EventKind.CREATED, memory("later"), datetime.now(UTC)))
 

@@ -214,13 +214,13 @@ async def test_a_failing_embedder_dead_letters_after_the_last_attempt(falkordb_s
 
         dead = []
         for _ in range(100):
-            dead = await read_dead(settings, settings.embed_durable)
+            dead = await read_dead(settings, settings.consumers.embed_durable)
             if dead:
                 break
             await asyncio.sleep(0.1)
         assert [e.memory_id for e in dead] == [memory_id]
         attempts = [b for b in embedder.batches if b == ["This one cannot be embedded"]]
-        assert len(attempts) == settings.enrichment_max_attempts
+        assert len(attempts) == settings.consumers.enrichment_max_attempts
         assert (await stack.store.reader.get_memory("acme", memory_id)).enriched_at is None
     finally:
         await stack.close()
@@ -229,7 +229,7 @@ async def test_a_failing_embedder_dead_letters_after_the_last_attempt(falkordb_s
 async def test_the_reconciler_enriches_what_was_left_behind(falkordb_server, nats_server, tmp_path):
     """A memory whose event never reached enrich (enrich was off) is picked up."""
     settings = enrich_settings(falkordb_server.port, nats_server.port, tmp_path / "data")
-    stack = EnrichStack(settings.model_copy(update={"enrich_durable": "someone-else"}))
+    stack = EnrichStack(settings.override({"enrich_durable": "someone-else"}))
     try:
         await stack.start("recall", "ingest")
         memory_id = await stack.create("Left behind: a note about Ansible", type="Context")

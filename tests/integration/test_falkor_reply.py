@@ -33,8 +33,8 @@ OTHERS = [
 
 @pytest.fixture
 async def graph(settings):
-    db = FalkorDB(host=settings.falkordb_host, port=settings.falkordb_port)
-    graph = db.select_graph(settings.falkordb_graph)
+    db = FalkorDB(host=settings.graph.falkordb_host, port=settings.graph.falkordb_port)
+    graph = db.select_graph(settings.graph.falkordb_graph)
     yield graph
     await graph.delete()
     await db.aclose()

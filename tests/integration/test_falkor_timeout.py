@@ -68,11 +68,11 @@ async def test_a_query_past_the_timeout_is_deadline_exceeded_and_not_retried(fal
 
 
 async def test_start_up_reads_the_test_servers_timeouts(falkordb_server, settings):
-    store = store_on(falkordb_server.port, settings.falkordb_query_timeout_ms)
+    store = store_on(falkordb_server.port, settings.graph.falkordb_query_timeout_ms)
     try:
         with capture_logs() as logs:
             await store.lifecycle.ensure_schema()
-        assert store.connection.server_timeouts == (settings.falkordb_query_timeout_ms,) * 2
+        assert store.connection.server_timeouts == (settings.graph.falkordb_query_timeout_ms,) * 2
         assert not [e for e in logs if e["log_level"] == "warning"]
     finally:
         await store.lifecycle.close()

@@ -29,7 +29,7 @@ BUCKETS = 4
 @pytest.fixture(scope="module")
 def falkordb_server(tmp_path_factory):
     """A server of this module's own: a backup's snapshot is a replica of the whole server."""
-    timeout = Settings(_env_file=None).falkordb_query_timeout_ms
+    timeout = Settings(_env_file=None).graph.falkordb_query_timeout_ms
     server = start_falkordb(free_port(), tmp_path_factory.mktemp("falkordb_buckets"), query_timeout_ms=timeout)
     yield server
     server.stop()
@@ -47,12 +47,12 @@ def spread(layout: GraphLayout, count: int) -> list[str]:
 
 @pytest.fixture
 def bucketed(settings):
-    return settings.model_copy(update={"falkordb_graph_layout": "bucket", "falkordb_graph_buckets": BUCKETS})
+    return settings.override({"falkordb_graph_layout": "bucket", "falkordb_graph_buckets": BUCKETS})
 
 
 @pytest.fixture
 async def store(bucketed):
-    graph = graph_store(bucketed)
+    graph = graph_store(bucketed.graph, bucketed.process, recall=bucketed.recall, backup=bucketed.backup)
     await graph.lifecycle.ensure_schema()
     yield graph
     await graph.lifecycle.close()
@@ -74,7 +74,7 @@ async def labels_in(store, graph: str) -> dict[str, int]:
 
 
 async def test_each_tenant_and_its_events_live_in_its_buckets_graph(store, bucketed):
-    layout = graph_layout(bucketed)
+    layout = graph_layout(bucketed.graph)
     tenants = spread(layout, 3)
     for i, tenant in enumerate(tenants):
         await put(store, tenant, *[f"m{k}" for k in range(i + 1)])
@@ -98,11 +98,11 @@ async def test_each_tenant_and_its_events_live_in_its_buckets_graph(store, bucke
     assert await store.consolidation.tenants() == sorted(tenants)
     # Graphs the layout names and nothing else: no shared graph of the stem.
     listed = await store.connection._db.list_graphs()  # noqa: SLF001
-    assert bucketed.falkordb_graph not in listed and set(layout.graphs()) <= set(listed)
+    assert bucketed.graph.falkordb_graph not in listed and set(layout.graphs()) <= set(listed)
 
 
 async def test_the_relay_and_the_sweeps_visit_every_bucket(store, bucketed):
-    layout = graph_layout(bucketed)
+    layout = graph_layout(bucketed.graph)
     tenants = spread(layout, 3)
     for tenant in tenants:
         await put(store, tenant, "a", "b")
@@ -122,7 +122,7 @@ async def test_the_relay_and_the_sweeps_visit_every_bucket(store, bucketed):
 
 
 async def test_an_every_tenant_scan_walks_each_bucket_once(store, bucketed):
-    tenants = spread(graph_layout(bucketed), 3)
+    tenants = spread(graph_layout(bucketed.graph), 3)
     for tenant in tenants:
         await put(store, tenant, *[f"m{k}" for k in range(5)], embedding=[1.0, 0.0, 0.0, 0.0])
     seen, cursor = [], -1
@@ -136,7 +136,7 @@ async def test_an_every_tenant_scan_walks_each_bucket_once(store, bucketed):
 
 
 async def test_an_every_tenant_backup_restores_into_another_bucketed_store(store, bucketed, tmp_path):
-    tenants = spread(graph_layout(bucketed), 3)
+    tenants = spread(graph_layout(bucketed.graph), 3)
     for tenant in tenants:
         await put(store, tenant, "a", "b", "c")
         relation = Relation(ID(f"{tenant}/a"), ID(f"{tenant}/b"), "RELATES_TO", 0.5, T0)
@@ -146,8 +146,10 @@ async def test_an_every_tenant_backup_restores_into_another_bucketed_store(store
     manifest = result.info.manifest
     assert manifest.nodes["Memory"] == 9 and manifest.edges["RELATES_TO"] == 3
     assert set(manifest.tenants) == set(tenants)
-    fresh_settings = bucketed.model_copy(update={"falkordb_graph": f"fresh_{uuid.uuid4().hex[:8]}"})
-    fresh = graph_store(fresh_settings)
+    fresh_settings = bucketed.override({"falkordb_graph": f"fresh_{uuid.uuid4().hex[:8]}"})
+    fresh = graph_store(
+        fresh_settings.graph, fresh_settings.process, recall=fresh_settings.recall, backup=fresh_settings.backup
+    )
     await fresh.lifecycle.ensure_schema()
     try:
         restorer = Restorer(graph=fresh.restore, read=read_archive, page_size=2, keys=(KEY,))
@@ -157,7 +159,7 @@ async def test_an_every_tenant_backup_restores_into_another_bucketed_store(store
             assert await fresh.reader.count_memories(tenant) == 3
             read = await fresh.reader.read_memory(tenant, ID(f"{tenant}/a"), accessed_us=2, relation_limit=10)
             assert read is not None and [r.target_id for r in read[1]] == [ID(f"{tenant}/b")]
-            held = await labels_in(fresh, graph_layout(fresh_settings).graph_for(tenant))
+            held = await labels_in(fresh, graph_layout(fresh_settings.graph).graph_for(tenant))
             assert held["Memory"] == 3
     finally:
         await fresh.lifecycle.close()

@@ -29,7 +29,7 @@ def ID(name: str) -> str:
 
 @pytest.fixture
 async def shared(settings):
-    store = graph_store(settings)
+    store = graph_store(settings.graph, settings.process, recall=settings.recall, backup=settings.backup)
     await store.lifecycle.ensure_schema()
     for n, tenant in enumerate(TENANTS):
         memories = [
@@ -75,8 +75,8 @@ async def test_a_shared_graph_moves_into_buckets_checked_and_resumable(shared, s
     assert resumed[cut]["cleared_first"] > 0  # what the cut-short copy left was cleared, then copied whole
     done = json.loads(checkpoint.read_text())["done"]
     assert sorted(done) == sorted(TENANTS)
-    bucketed = settings.model_copy(update={"falkordb_graph_layout": "bucket", "falkordb_graph_buckets": 4})
-    target = graph_store(bucketed)
+    bucketed = settings.override({"falkordb_graph_layout": "bucket", "falkordb_graph_buckets": 4})
+    target = graph_store(bucketed.graph, bucketed.process, recall=bucketed.recall, backup=bucketed.backup)
     try:
         copy = GraphCopy(shared.connection, target.connection)
         for n, tenant in enumerate(TENANTS):
@@ -88,7 +88,7 @@ async def test_a_shared_graph_moves_into_buckets_checked_and_resumable(shared, s
             # Pending events came along, in the tenant's bucket: the relay publishes them from there.
             pending = [e for e in await target.outbox.pending_outbox(2**62, 1000) if e.event.tenant == tenant]
             assert len(pending) == n + 3
-        graphs = {graph_layout(bucketed).graph_for(t) for t in TENANTS}
+        graphs = {graph_layout(bucketed.graph).graph_for(t) for t in TENANTS}
         assert len(graphs) > 1  # the tenants spread
         # Run again: nothing left to do, nothing copied twice.
         assert await graph_migration.migrate(settings, checkpoint, buckets=4) == 0

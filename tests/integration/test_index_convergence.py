@@ -167,8 +167,8 @@ def _corrupt(shard: Path) -> None:
 
 @pytest.mark.parametrize("damage", ["deleted", "corrupt"])
 async def test_recall_rebuilds_a_lost_or_corrupt_shard_at_start_up(settings, graph, damage):
-    settings = settings.model_copy(update={"recall_index_check_seconds": 0.3, "recall_index_check_settle_seconds": 0})
-    size = settings.vector_size
+    settings = settings.override({"recall_index_check_seconds": 0.3, "recall_index_check_settle_seconds": 0})
+    size = settings.vectors.vector_size
     memories = await write(graph, "acme", 6, size)
     service, channel = await _run_recall(settings)
     try:
@@ -178,7 +178,7 @@ async def test_recall_rebuilds_a_lost_or_corrupt_shard_at_start_up(settings, gra
         await channel.close()
         await service.stop()
 
-    shard = settings.memgrid_data_dir / "vectors" / settings.qdrant_collection
+    shard = settings.process.memgrid_data_dir / "vectors" / settings.vectors.qdrant_collection
     if damage == "deleted":
         shutil.rmtree(shard)
     else:
@@ -205,11 +205,11 @@ async def test_recall_rebuilds_a_lost_or_corrupt_shard_at_start_up(settings, gra
 
 
 async def test_the_periodic_check_restores_points_deleted_behind_recalls_back(settings, graph):
-    settings = settings.model_copy(update={"recall_index_check_seconds": 0.3, "recall_index_check_settle_seconds": 0})
-    size = settings.vector_size
+    settings = settings.override({"recall_index_check_seconds": 0.3, "recall_index_check_settle_seconds": 0})
+    size = settings.vectors.vector_size
     memories = await write(graph, "acme", 4, size)
     vectors = EdgeVectorIndex(
-        path=settings.memgrid_data_dir / "vectors" / "m", collection="m", vector_size=size, quantization="none"
+        path=settings.process.memgrid_data_dir / "vectors" / "m", collection="m", vector_size=size, quantization="none"
     )
     service, channel = await _run_recall(settings, vectors)
     try:

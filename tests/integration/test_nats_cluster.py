@@ -11,6 +11,7 @@ import time
 import pytest
 
 from services.core.domain.errors import Unavailable
+from services.core.replica import stream_durables
 from services.core.wiring import event_bus
 from tests.integration.test_nats_bus import sample_event
 
@@ -22,14 +23,14 @@ FAILOVER_WITHIN = 30.0
 
 @pytest.fixture
 def cluster_settings(settings, nats_cluster):
-    return settings.model_copy(update={"nats_url": nats_cluster.url, "nats_stream_replicas": 3})
+    return settings.override({"nats_url": nats_cluster.url, "nats_stream_replicas": 3})
 
 
 async def test_the_stream_is_kept_on_every_node(cluster_settings, nats_cluster):
-    bus = event_bus(cluster_settings)
+    bus = event_bus(cluster_settings.bus, cluster_settings.process, durables=stream_durables(cluster_settings))
     await bus.connect()
     try:
-        info = await bus.jetstream.stream_info(cluster_settings.nats_stream)
+        info = await bus.jetstream.stream_info(cluster_settings.bus.nats_stream)
         assert info.config.num_replicas == 3
         names = {info.cluster.leader, *(p.name for p in info.cluster.replicas or [])}
         assert names == {nats_cluster.server_name(i) for i in range(3)}
@@ -52,7 +53,7 @@ async def eventually(attempt, what: str):
 
 
 async def test_publishes_go_on_when_the_connected_node_dies(cluster_settings, nats_cluster):
-    bus = event_bus(cluster_settings)
+    bus = event_bus(cluster_settings.bus, cluster_settings.process, durables=stream_durables(cluster_settings))
     await bus.connect()
     killed = nats_cluster.ports.index(bus.nats.connected_url.port)
     try:

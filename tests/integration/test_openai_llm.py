@@ -15,7 +15,7 @@ import pytest
 from services.core.adapters.openai_llm import OpenAILanguageModel, language_model_from
 from services.core.domain.classification import Classification
 from services.core.domain.llm import CLASSIFICATION_SYSTEM_PROMPT, CircuitBreaker, summary_system_prompt
-from services.core.settings import Settings
+from services.core.settings import ModelSettings, Settings
 
 pytestmark = pytest.mark.integration
 
@@ -349,8 +349,8 @@ async def test_summarize_is_none_for_an_unusable_answer_or_an_error(stub, llm, r
 
 
 def test_no_api_key_means_no_language_model():
-    assert language_model_from(Settings(_env_file=None, openai_api_key=None)) is None
-    assert language_model_from(Settings(_env_file=None, openai_api_key="")) is None
+    assert language_model_from(ModelSettings(_env_file=None, openai_api_key=None)) is None
+    assert language_model_from(ModelSettings(_env_file=None, openai_api_key="")) is None
 
 
 async def test_factory_builds_a_model_from_settings(stub):
@@ -361,7 +361,7 @@ async def test_factory_builds_a_model_from_settings(stub):
         classification_model="llama3",
         classification_input_chars=5,
     )
-    llm = language_model_from(settings)
+    llm = language_model_from(settings.models)
     assert llm is not None
     try:
         stub.reply(ok('{"type": "observation", "confidence": 0.66}'))

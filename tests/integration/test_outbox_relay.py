@@ -31,7 +31,7 @@ async def test_writes_during_an_outage_are_published_once_nats_returns(falkordb_
         "ingest", build_app(settings), host="127.0.0.1", port=0, grace_seconds=1.0, plane=plane_of(settings)
     )
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
-    store = graph_store(settings)
+    store = graph_store(settings.graph, settings.process, recall=settings.recall, backup=settings.backup)
     try:
         ingest = ingest_service_pb2_grpc.IngestServiceStub(channel)
         nats_server.stop()
@@ -51,7 +51,7 @@ async def test_writes_during_an_outage_are_published_once_nats_returns(falkordb_
             assert time.monotonic() < deadline, "the relay did not drain the outbox"
             await asyncio.sleep(0.2)
         await asyncio.sleep(0.5)  # let any duplicate publication land before counting
-        events = await read_all(settings, f"{settings.nats_subject_prefix}.acme.created")
+        events = await read_all(settings, f"{settings.bus.nats_subject_prefix}.acme.created")
         assert sorted(e.memory_id for e in events) == sorted(ids)
     finally:
         await store.lifecycle.close()

@@ -40,7 +40,10 @@ async def test_one_read_per_batch_links_like_a_look_up_per_memory(settings, seed
     batches = [rng.sample(memories[:120], 20), memories[100:120], memories[:5]]
     now = to_micros(datetime.now(UTC))
     stores = [
-        graph_store(settings.model_copy(update={"falkordb_graph": f"{settings.falkordb_graph}_{name}"}))
+        graph_store(
+            settings.graph.model_copy(update={"falkordb_graph": f"{settings.graph.falkordb_graph}_{name}"}),
+            settings.process,
+        )
         for name in ("batch", "each")
     ]
     try:

@@ -38,8 +38,12 @@ async def test_recall_bumps_last_accessed_after_the_answer_and_nothing_else(grap
     recorder = AccessRecorder(
         graph.reader.touch_memories, flush_seconds=0.2, batch_size=100, clock_us=lambda: to_micros(LATER)
     )
-    handlers = recall_parts.ranked(graph, index, settings.recall_policy, clock=lambda: LATER, access=recorder)
-    listings = recall_parts.listings(graph, settings.recall_policy, clock=lambda: LATER, access=recorder)
+    handlers = recall_parts.ranked(
+        graph, index, settings.recall.policy(settings.limits), clock=lambda: LATER, access=recorder
+    )
+    listings = recall_parts.listings(
+        graph, settings.recall.policy(settings.limits), clock=lambda: LATER, access=recorder
+    )
     recorder.start()
     try:
         outcome = await handlers.search(handlers.request("default", queries=["lighthouse"], limit=5))

@@ -18,7 +18,7 @@ from services.core.domain.delivery import Outcome
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.grpc.app import full_service_name
 from services.core.grpc.server import start
-from services.core.replica import projector_durable, projector_inactive_seconds
+from services.core.replica import projector_durable, projector_inactive_seconds, stream_durables
 from services.core.wiring import consumer_spec, event_bus, event_consumer
 from services.recall.bootstrap import build_app
 from services.recall.projector import projected_subjects
@@ -56,7 +56,7 @@ async def test_a_recall_started_with_a_backlog_serves_once_the_shared_projection
         recall_ready_timeout_seconds=120,
         recall_ready_poll_seconds=0.1,
     )
-    bus = event_bus(settings)
+    bus = event_bus(settings.bus, settings.process, durables=stream_durables(settings))
     await bus.connect()
     events = [
         MemoryEvent(f"ev-{i}", "default", EventKind.CREATED, str(uuid.uuid4()), 1, T0, has_embedding=True)
@@ -75,14 +75,16 @@ async def test_a_recall_started_with_a_backlog_serves_once_the_shared_projection
         await release.wait()
         return [Outcome.DONE] * len(deliveries)
 
+    durable = projector_durable(settings)
     spec = consumer_spec(
-        settings,
-        projector_durable(settings),
-        projected_subjects(settings.nats_subject_prefix),
+        settings.consumers,
+        settings.bus,
+        durable,
+        projected_subjects(settings.bus.nats_subject_prefix),
         10,
         inactive_seconds=projector_inactive_seconds(settings),
     )
-    other = event_consumer(settings, bus, spec, hold)
+    other = event_consumer(settings.bus, bus, spec, hold)
     await other.start()
     await asyncio.wait_for(held.wait(), timeout=10)
 
@@ -97,13 +99,13 @@ async def test_a_recall_started_with_a_backlog_serves_once_the_shared_projection
         # above RECALL_READY_MAX_PENDING (0), so recall stays out of the readiness set.
         await asyncio.sleep(1.5)
         assert await status(running.port, RECALL) == "NOT_SERVING"
-        info = await bus.jetstream.consumer_info(settings.nats_stream, projector_durable(settings))
+        info = await bus.jetstream.consumer_info(settings.bus.nats_stream, durable)
         assert (info.num_pending, info.num_ack_pending) == (0, 10)
         assert len(seen_by_other) == 10  # one durable, shared: each event went to one replica
 
         release.set()  # the other replica acknowledges what it held: the backlog is drained
         await eventually(running.port, RECALL, "SERVING")
-        info = await bus.jetstream.consumer_info(settings.nats_stream, projector_durable(settings))
+        info = await bus.jetstream.consumer_info(settings.bus.nats_stream, durable)
         assert info.num_pending + info.num_ack_pending == 0
         assert len(seen_by_other) == 10  # the other replica saw none of recall's 30
     finally:
@@ -124,7 +126,7 @@ async def test_a_recall_whose_backlog_does_not_drain_serves_after_the_ready_time
         recall_ready_timeout_seconds=2.0,
         recall_ready_poll_seconds=0.1,
     )
-    bus = event_bus(settings)
+    bus = event_bus(settings.bus, settings.process, durables=stream_durables(settings))
     await bus.connect()
     event = MemoryEvent("ev-stuck", "default", EventKind.CREATED, str(uuid.uuid4()), 1, T0, has_embedding=True)
     assert all(await bus.publish_many([event]))
@@ -135,14 +137,16 @@ async def test_a_recall_whose_backlog_does_not_drain_serves_after_the_ready_time
         await release.wait()
         return [Outcome.DONE] * len(deliveries)
 
+    durable = projector_durable(settings)
     spec = consumer_spec(
-        settings,
-        projector_durable(settings),
-        projected_subjects(settings.nats_subject_prefix),
+        settings.consumers,
+        settings.bus,
+        durable,
+        projected_subjects(settings.bus.nats_subject_prefix),
         10,
         inactive_seconds=projector_inactive_seconds(settings),
     )
-    other = event_consumer(settings, bus, spec, hold)
+    other = event_consumer(settings.bus, bus, spec, hold)
     await other.start()
     await asyncio.wait_for(held.wait(), timeout=10)
     running = await start(
@@ -152,7 +156,7 @@ async def test_a_recall_whose_backlog_does_not_drain_serves_after_the_ready_time
         assert await status(running.port, RECALL) == "NOT_SERVING"
         # Availability over freshness: once RECALL_READY_TIMEOUT_SECONDS passed it serves, backlog or not.
         await eventually(running.port, RECALL, "SERVING", seconds=15)
-        info = await bus.jetstream.consumer_info(settings.nats_stream, projector_durable(settings))
+        info = await bus.jetstream.consumer_info(settings.bus.nats_stream, durable)
         assert info.num_ack_pending == 1
     finally:
         release.set()

@@ -43,7 +43,7 @@ async def put(graph, index, memories: list[Memory]) -> None:
 
 
 def handlers_on(graph, index, settings) -> RankedRecall:
-    return recall_parts.ranked(graph, index, settings.recall_policy, clock=lambda: NOW)
+    return recall_parts.ranked(graph, index, settings.recall.policy(settings.limits), clock=lambda: NOW)
 
 
 @pytest.fixture
@@ -141,7 +141,7 @@ async def test_only_a_current_successor_supersedes_through_recall(graph, index, 
     # kept's only successor has expired: kept is current, shown as itself.
     outcome = await handlers.search(handlers.request("acme", queries=["gazebo"], limit=10))
     assert [(c.id, c.state_replaces) for c in outcome.results] == [(uid("kept"), None)]
-    reads = recall_parts.reads(graph, settings.recall_policy, clock=lambda: NOW)
+    reads = recall_parts.reads(graph, settings.recall.policy(settings.limits), clock=lambda: NOW)
     read = await reads.get_memory("acme", uid("kept"))
     assert (read.state.value, read.replaced_by) == ("current", None)
     # old -> closed (expired) -> head: the chain walks through the closed link.
@@ -151,7 +151,7 @@ async def test_only_a_current_successor_supersedes_through_recall(graph, index, 
     read = await reads.get_memory("acme", uid("old"))
     assert (read.state.value, read.replaced_by) == ("superseded", uid("head"))
     # The graph views flag their nodes by the same pass.
-    views = recall_parts.graph_views(graph, settings.recall_policy, clock=lambda: NOW)
+    views = recall_parts.graph_views(graph, settings.recall.policy(settings.limits), clock=lambda: NOW)
     snapshot = await views.snapshot("acme", limit=20)
     states = {n.memory.id: (n.state.value, n.replaced_by) for n in snapshot.nodes}
     assert states == {

@@ -35,10 +35,11 @@ async def put(graph, tenant: str, contents: list[str]) -> None:
 async def recall_small(settings, index) -> tuple[int, list[tuple[str, float, dict]], dict]:
     """A fresh store and handlers (no cached counts): the small tenant's
     bound, and its results with their scores."""
-    graph = graph_store(settings)
+    graph = graph_store(settings.graph, settings.process, recall=settings.recall, backup=settings.backup)
     try:
         # A low floor, so the bound follows the corpus size: 2 alone, 10 if counted over 503 memories.
-        policy = settings.model_copy(update={"recall_keyword_min_df": 2}).recall_policy
+        tuned = settings.override({"recall_keyword_min_df": 2})
+        policy = tuned.recall.policy(tuned.limits)
         arms = recall_parts.text_arms(graph, policy)
         handlers = recall_parts.ranked(graph, index, policy, clock=lambda: NOW, text=arms)
         max_df = await arms.max_df("small")

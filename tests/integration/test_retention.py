@@ -24,7 +24,7 @@ from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
 from services.core.adapters.embedders import PlaceholderEmbedder
 from services.core.adapters.nats_bus import LIMITS_KEY
 from services.core.adapters.nats_retention import consumers_lag, read_gap
-from services.core.replica import projector_durable
+from services.core.replica import projector_durable, stream_durables
 from services.core.wiring import event_bus
 from tests.conftest import make_settings, signed
 from tests.integration.enrich_stack import EnrichStack
@@ -74,28 +74,29 @@ async def gap_of(bus, stream: str, durable: str) -> dict | None:
 
 
 async def test_a_stream_an_older_release_made_gets_the_limits_and_keeps_its_events(settings):
-    settings = settings.model_copy(update={"nats_stream_max_age_seconds": 3600.0, "nats_stream_max_bytes": 1 << 24})
-    old = event_bus(settings.model_copy(update={"nats_stream_max_age_seconds": 0.0, "nats_stream_max_bytes": 0}))
+    settings = settings.override({"nats_stream_max_age_seconds": 3600.0, "nats_stream_max_bytes": 1 << 24})
+    unlimited = settings.override({"nats_stream_max_age_seconds": 0.0, "nats_stream_max_bytes": 0})
+    old = event_bus(unlimited.bus, unlimited.process)
     await old.connect()
     try:
         # As an older release made it: no limits, no record of memgrid's, a 2-minute duplicate window.
-        await old.jetstream.delete_stream(settings.nats_stream)
+        await old.jetstream.delete_stream(settings.bus.nats_stream)
         await old.jetstream.add_stream(
             StreamConfig(
-                name=settings.nats_stream,
+                name=settings.bus.nats_stream,
                 subjects=[old.subjects],
                 storage=StorageType.FILE,
                 duplicate_window=120.0,
             )
         )
         for n in range(3):
-            await old.jetstream.publish(f"{settings.nats_subject_prefix}.acme.created", f"event {n}".encode())
+            await old.jetstream.publish(f"{settings.bus.nats_subject_prefix}.acme.created", f"event {n}".encode())
     finally:
         await old.close()
-    bus = event_bus(settings)
+    bus = event_bus(settings.bus, settings.process, durables=stream_durables(settings))
     await bus.connect()
     try:
-        info = await bus.jetstream.stream_info(settings.nats_stream)
+        info = await bus.jetstream.stream_info(settings.bus.nats_stream)
         assert (info.config.max_age, info.config.max_bytes) == (3600.0, 1 << 24)
         assert bus.effective_limits == (3600.0, float(1 << 24))
         assert json.loads(info.config.metadata[LIMITS_KEY]) == [3600.0, 1 << 24]
@@ -103,10 +104,11 @@ async def test_a_stream_an_older_release_made_gets_the_limits_and_keeps_its_even
     finally:
         await bus.close()
     # Limits memgrid set follow the settings at the next start.
-    again = event_bus(settings.model_copy(update={"nats_stream_max_age_seconds": 7200.0}))
+    longer = settings.override({"nats_stream_max_age_seconds": 7200.0})
+    again = event_bus(longer.bus, longer.process)
     await again.connect()
     try:
-        info = await again.jetstream.stream_info(settings.nats_stream)
+        info = await again.jetstream.stream_info(settings.bus.nats_stream)
         assert info.config.max_age == 7200.0 and info.state.messages == 3
     finally:
         await again.close()
@@ -116,10 +118,10 @@ async def test_enrichment_lost_to_retention_is_reported_and_repaired_from_the_gr
     falkordb_server, nats_server, tmp_path
 ):
     settings = retention_settings(falkordb_server, nats_server, tmp_path)
-    durable = settings.embed_durable
+    durable = settings.consumers.embed_durable
     gaps, lost = metric("memgrid_consumer_gaps_total", durable), metric("memgrid_consumer_events_lost_total", durable)
     stack = EnrichStack(settings)
-    bus = event_bus(settings)
+    bus = event_bus(settings.bus, settings.process, durables=stream_durables(settings))
     try:
         await stack.start()
         await bus.connect()
@@ -127,7 +129,7 @@ async def test_enrichment_lost_to_retention_is_reported_and_repaired_from_the_gr
         await stack.wait_enriched([first])
         await stack.stop("enrich")
         ids = [await stack.create(f"Memory {n} written while enrich was stopped, about Berlin") for n in range(3)]
-        await wait_for(lambda: passed_by_retention(bus, settings.nats_stream, durable, len(ids)), within=20)
+        await wait_for(lambda: passed_by_retention(bus, settings.bus.nats_stream, durable, len(ids)), within=20)
 
         # Reported while enrich is still stopped: the figures /health shows.
         figures, detail = await nats_figures(stack)
@@ -142,7 +144,7 @@ async def test_enrichment_lost_to_retention_is_reported_and_repaired_from_the_gr
         # Counted in the consumer's metrics, and recorded with the consumer, repaired.
         assert metric("memgrid_consumer_gaps_total", durable) >= gaps + 1
         assert metric("memgrid_consumer_events_lost_total", durable) >= lost + len(ids)
-        record = await wait_for(lambda: _repaired(bus, settings.nats_stream, durable))
+        record = await wait_for(lambda: _repaired(bus, settings.bus.nats_stream, durable))
         assert record["lost"] >= len(ids)
         assert metric("memgrid_consumer_behind", durable) == 0.0
 
@@ -178,9 +180,9 @@ async def test_projection_lost_to_retention_is_repaired_from_the_graph(falkordb_
     durable = projector_durable(settings)
     gaps = metric("memgrid_consumer_gaps_total", durable)
     stack = EnrichStack(settings)
-    bus = event_bus(settings)
+    bus = event_bus(settings.bus, settings.process, durables=stream_durables(settings))
     texts = ["kept while recall ran", *(f"written while recall was stopped {n}" for n in range(3))]
-    vectors = await PlaceholderEmbedder(settings.vector_size).embed(texts)
+    vectors = await PlaceholderEmbedder(settings.vectors.vector_size).embed(texts)
     try:
         await stack.start("recall", "ingest")  # client-supplied vectors: the projector alone puts them in the index
         await bus.connect()
@@ -188,13 +190,13 @@ async def test_projection_lost_to_retention_is_repaired_from_the_graph(falkordb_
         await wait_for(lambda: searchable(stack, vectors[0], first))
         await stack.stop("recall")
         ids = [await stack.create(t, embedding=embedding_of(v)) for t, v in zip(texts[1:], vectors[1:], strict=True)]
-        await wait_for(lambda: passed_by_retention(bus, settings.nats_stream, durable, len(ids)), within=20)
+        await wait_for(lambda: passed_by_retention(bus, settings.bus.nats_stream, durable, len(ids)), within=20)
 
         await stack.start("recall")
         for memory_id, vector in zip(ids, vectors[1:], strict=True):
             await wait_for(lambda m=memory_id, v=vector: searchable(stack, v, m), within=30)
         assert metric("memgrid_consumer_gaps_total", durable) >= gaps + 1
-        await wait_for(lambda: _repaired(bus, settings.nats_stream, durable))
+        await wait_for(lambda: _repaired(bus, settings.bus.nats_stream, durable))
         figures, _ = await nats_figures(stack)
         assert figures["consumers_behind"] == 0
     finally:

@@ -117,7 +117,7 @@ async def test_every_service_refuses_a_call_without_a_valid_claim(stack, reason)
 
 
 async def test_an_expired_claim_is_refused_once_its_lifetime_and_the_skew_are_past(stack, settings):
-    ttl, skew = settings.service_claim_ttl_seconds, settings.service_claim_skew_seconds
+    ttl, skew = settings.plane.service_claim_ttl_seconds, settings.plane.service_claim_skew_seconds
     recall = recall_service_pb2_grpc.RecallServiceStub(stack["recall"])
     key, now = TEST_CLAIM_KEY.encode(), time.time()
     within = sign_claim(key, "acme", "read", ttl=ttl, now=now - ttl - skew + 3, audience="recall")
@@ -215,8 +215,8 @@ def self_signed(directory, name: str) -> tuple:
 async def test_tls_on_server_and_client_with_client_certificates(settings, tmp_path):
     cert, key = self_signed(tmp_path, "plane")
     # One certificate, its own CA: every process of the deployment holds it (mutual TLS).
-    tls = settings.model_copy(update={"grpc_tls_cert_file": cert, "grpc_tls_key_file": key, "grpc_tls_ca_file": cert})
-    plane = ServicePlane.from_settings(tls)
+    tls = settings.override({"grpc_tls_cert_file": cert, "grpc_tls_key_file": key, "grpc_tls_ca_file": cert})
+    plane = ServicePlane.from_settings(tls.plane, tls.process.memgrid_data_dir)
     service = await start("ingest", build_ingest(tls), host="127.0.0.1", port=0, grace_seconds=1.0, plane=plane)
     target = f"127.0.0.1:{service.port}"
     try:

@@ -90,7 +90,7 @@ async def test_create_writes_the_graph_and_publishes_an_event(stack, settings):
     assert memory.tenant == "acme" and memory.type == "Decision" and memory.confidence == pytest.approx(0.6)
     assert list(memory.tags) == ["db"] and reply.enrichment == "queued"
 
-    store = graph_store(settings)
+    store = graph_store(settings.graph, settings.process, recall=settings.recall, backup=settings.backup)
     try:
         stored = await store.reader.get_memory("acme", memory.id)
         assert stored is not None and stored.content == "Decided to use FalkorDB"
@@ -98,7 +98,7 @@ async def test_create_writes_the_graph_and_publishes_an_event(stack, settings):
         assert await outbox_size(store.outbox) == 0
     finally:
         await store.lifecycle.close()
-    events = await read_all(settings, f"{settings.nats_subject_prefix}.acme.created")
+    events = await read_all(settings, f"{settings.bus.nats_subject_prefix}.acme.created")
     assert [e.memory_id for e in events] == [memory.id]
     assert events[0].kind == events_pb2.MEMORY_EVENT_KIND_CREATED and events[0].version == 1
 
@@ -192,7 +192,7 @@ async def test_a_write_is_kept_when_nats_is_down(falkordb_server, tmp_path):
         "ingest", build_ingest(settings), host="127.0.0.1", port=0, grace_seconds=1.0, plane=plane_of(settings)
     )
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
-    store = graph_store(settings)
+    store = graph_store(settings.graph, settings.process, recall=settings.recall, backup=settings.backup)
     try:
         nats_server.stop()
         ingest = ingest_service_pb2_grpc.IngestServiceStub(channel)

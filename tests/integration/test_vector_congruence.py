@@ -23,7 +23,7 @@ from services.core.adapters.qdrant_index import QdrantClientIndex
 from services.core.domain.model import Memory
 from services.core.domain.projection import VectorQuery, vector_payload
 from services.core.domain.tags import tag_prefixes
-from services.core.settings import Settings
+from services.core.settings import ProcessSettings, VectorSettings
 from services.core.wiring import vector_index
 from tests.fakes import nearest
 
@@ -407,8 +407,9 @@ async def test_an_existing_index_keeps_its_dimension(tmp_path, kind):
 
 
 def test_wiring_picks_the_server_client_when_a_url_is_set(tmp_path):
-    embedded = vector_index(Settings(memgrid_data_dir=tmp_path))
-    server = vector_index(Settings(memgrid_data_dir=tmp_path, qdrant_url="http://qdrant:6333", qdrant_api_key="k"))
+    process = ProcessSettings(memgrid_data_dir=tmp_path)
+    embedded = vector_index(VectorSettings(), process)
+    server = vector_index(VectorSettings(qdrant_url="http://qdrant:6333", qdrant_api_key="k"), process)
     assert isinstance(embedded, EdgeVectorIndex) and isinstance(server, QdrantClientIndex)
 
 

@@ -129,7 +129,7 @@ async def test_a_graph_holding_duplicates_starts_without_the_constraint_and_says
 
     from services.core.wiring import graph_store
 
-    graph = graph_store(settings)
+    graph = graph_store(settings.graph, settings.process, recall=settings.recall, backup=settings.backup)
     try:
         # Written before the constraint existed (an earlier release's blind retry).
         await graph.connection.query(

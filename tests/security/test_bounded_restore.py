@@ -164,7 +164,7 @@ async def test_no_more_is_read_than_the_manifest_declares(tmp_path):
 
 @pytest.fixture
 def stack_settings(settings):
-    return settings.model_copy(update={"enrichment_enabled": False, "admin_api_token": ADMIN})
+    return settings.override({"enrichment_enabled": False, "admin_api_token": ADMIN})
 
 
 async def _raw_post(url: str, content_type: str, declared: int, send: int) -> tuple[bytes, int]:
@@ -226,10 +226,10 @@ async def test_the_bomb_uploaded_through_the_gateway_is_refused_in_well_under_a_
 
 
 async def test_abandoned_upload_parts_are_swept_at_start_up_and_periodically(settings):
-    settings = settings.model_copy(
-        update={"restore_upload_max_age_seconds": 3.0, "restore_upload_sweep_seconds": 0.2, "enrichment_enabled": False}
+    settings = settings.override(
+        {"restore_upload_max_age_seconds": 3.0, "restore_upload_sweep_seconds": 0.2, "enrichment_enabled": False}
     )
-    files = BackupFiles(settings.backups_dir)
+    files = BackupFiles(settings.backup.backups_dir(settings.process.memgrid_data_dir))
     old, _ = files.append_upload("", 0, b"half an archive", False, _now())
     os.utime(files.uploads / (old + ".partial"), (time.time() - 3600, time.time() - 3600))
     fresh, _ = files.append_upload("", 0, b"another half", False, _now())
@@ -290,11 +290,11 @@ async def test_a_backup_and_an_upload_are_the_owners_alone_and_the_answer_names_
         answer = await client.post("/backup", headers=AS_OPERATOR)
         assert answer.status_code == 200, answer.text
         listed = await client.get("/backups", headers=AS_OPERATOR)
-        data_dir = str(stack_settings.memgrid_data_dir.resolve())
+        data_dir = str(stack_settings.process.memgrid_data_dir.resolve())
         for reply in (answer, listed):
             assert "path" not in json.dumps(reply.json()) and data_dir not in reply.text, reply.text
         name = answer.json()["name"]
-        directory = stack_settings.backups_dir
+        directory = stack_settings.backup.backups_dir(stack_settings.process.memgrid_data_dir)
         assert _mode(directory / name) == 0o600 and _mode(directory / (name + ".manifest.json")) == 0o600
         assert _mode(directory) == 0o700
         files = BackupFiles(directory)

@@ -52,7 +52,7 @@ def stack_settings(settings, tmp_path):
             + [{"token_sha256": digest(OPERATOR), "role": "operator", "id": "ops"}]
         )
     )
-    return settings.model_copy(update={"memgrid_tokens_file": path, "enrichment_reprocess_max_ids": 20})
+    return settings.override({"memgrid_tokens_file": path, "enrichment_reprocess_max_ids": 20})
 
 
 @pytest.fixture

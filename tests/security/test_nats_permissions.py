@@ -23,7 +23,7 @@ from services.core.adapters.nats_watch import JetStreamEventWatch
 from services.core.domain.delivery import Outcome
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.watch import WatchOpened
-from services.core.settings import Settings
+from services.core.settings import BusSettings, ProcessSettings, Settings
 from services.core.wiring import consumer_spec, dead_letter_queue, event_bus, event_consumer
 from tests.waiting import wait_for
 
@@ -61,6 +61,11 @@ def server(tmp_path):
         process.wait(timeout=10)
 
 
+def bus_of(settings: Settings) -> tuple[BusSettings, ProcessSettings]:
+    """What a bus is built from."""
+    return settings.bus, settings.process
+
+
 def settings_for(port: int, service: str | None, password: str | None) -> Settings:
     return Settings(
         _env_file=None,
@@ -84,7 +89,7 @@ async def test_each_service_does_its_work_as_its_own_user(server):
     port, passwords = server
     buses = {}
     for name in SERVICES:  # each ensures the streams at start-up
-        buses[name] = event_bus(settings_for(port, name, passwords[name]))
+        buses[name] = event_bus(*bus_of(settings_for(port, name, passwords[name])))
         await buses[name].connect()
     try:
         for name in ("ingest", "enrich", "consolidate"):  # their outbox relays publish
@@ -98,7 +103,12 @@ async def test_each_service_does_its_work_as_its_own_user(server):
         settings = settings_for(port, "enrich", passwords["enrich"])
         subjects = [buses["enrich"].subjects]
         for name, durable in (("enrich", "enrich"), ("enrich", "embed"), ("recall", "recall-projector")):
-            consumer = event_consumer(settings, buses[name], consumer_spec(settings, durable, subjects, 10), handle)
+            consumer = event_consumer(
+                settings.bus,
+                buses[name],
+                consumer_spec(settings.consumers, settings.bus, durable, subjects, 10),
+                handle,
+            )
             await consumer._subscribe()  # noqa: SLF001 - what start() does, without the loop
             assert await consumer.run_once() == 3
             await wait_for(lambda c=consumer: settled(c))  # its acknowledgements went through
@@ -112,7 +122,7 @@ async def test_each_service_does_its_work_as_its_own_user(server):
         assert (await asyncio.wait_for(anext(items), 10)).event.memory_id == "ingest-2"
         await items.aclose()
         # The operator's user (no pod holds it) reads and re-drives the dead letters.
-        async with dead_letter_queue(settings_for(port, "operator", passwords["operator"])) as dead:
+        async with dead_letter_queue(*bus_of(settings_for(port, "operator", passwords["operator"]))) as dead:
             assert await dead.list() == []
             await dead.replay()
     finally:
@@ -126,8 +136,8 @@ async def test_what_a_service_does_not_use_is_refused(server):
         await nats.connect(f"nats://127.0.0.1:{port}", user="gateway", password="x", allow_reconnect=False)
     with pytest.raises(Exception):  # noqa: B017
         await nats.connect(f"nats://127.0.0.1:{port}", allow_reconnect=False)
-    ingest = event_bus(settings_for(port, "ingest", passwords["ingest"]))
-    recall = event_bus(settings_for(port, "recall", passwords["recall"]))
+    ingest = event_bus(*bus_of(settings_for(port, "ingest", passwords["ingest"])))
+    recall = event_bus(*bus_of(settings_for(port, "recall", passwords["recall"])))
     await ingest.connect()
     await recall.connect()
     try:

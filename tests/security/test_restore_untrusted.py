@@ -51,7 +51,7 @@ T0 = datetime(2026, 1, 15, 10, 30, tzinfo=UTC)
 
 @pytest.fixture
 async def store(settings):
-    graph = graph_store(settings)
+    graph = graph_store(settings.graph, settings.process, recall=settings.recall, backup=settings.backup)
     await graph.lifecycle.ensure_schema()
     yield graph
     await graph.lifecycle.close()
@@ -322,7 +322,8 @@ async def test_an_unsealed_tail_is_trusted_only_in_this_deployments_archive(stor
     unsigned = write_archive(tmp_path / "u.jsonl.gz", nodes, key=None)
     done = await restore(store, unsigned, allow_unsigned=True)
     assert done.signature == "unsigned" and done.audit_left_out == 4 and await audit_seqs(store, "alpha") == []
-    other = graph_store(settings.model_copy(update={"falkordb_graph": f"other_{uuid.uuid4().hex[:8]}"}))
+    fresh = settings.graph.model_copy(update={"falkordb_graph": f"other_{uuid.uuid4().hex[:8]}"})
+    other = graph_store(fresh, settings.process, backup=settings.backup)
     await other.lifecycle.ensure_schema()
     try:
         done = await restore(other, write_archive(tmp_path / "s.jsonl.gz", nodes))
@@ -412,9 +413,7 @@ def stack_settings(settings, tmp_path):
     path = tmp_path / "tokens.json"
     entry = {"token_sha256": hashlib.sha256(ALPHA_ADMIN.encode()).hexdigest(), "tenant": "alpha", "role": "admin"}
     path.write_text(json.dumps([entry]))
-    return settings.model_copy(
-        update={"enrichment_enabled": False, "memgrid_tokens_file": path, "admin_api_token": ADMIN}
-    )
+    return settings.override({"enrichment_enabled": False, "memgrid_tokens_file": path, "admin_api_token": ADMIN})
 
 
 @pytest.fixture

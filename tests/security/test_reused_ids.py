@@ -47,7 +47,7 @@ TENANT, OTHER = "alpha", "beta"
 @pytest.fixture
 async def graph(settings):
     """The graph store on the test's FalkorDB, schema made (as tests/integration's)."""
-    store = graph_store(settings)
+    store = graph_store(settings.graph, settings.process, recall=settings.recall, backup=settings.backup)
     await store.lifecycle.ensure_schema()
     yield store
     await store.lifecycle.close()
@@ -226,7 +226,7 @@ def stack_settings(settings, tmp_path):
     path = tmp_path / "tokens.json"
     entry = {"token_sha256": hashlib.sha256(ADMIN.encode()).hexdigest(), "tenant": TENANT, "role": "admin"}
     path.write_text(json.dumps([entry]))
-    return settings.model_copy(update={"memgrid_tokens_file": path, "enrichment_enabled": False})
+    return settings.override({"memgrid_tokens_file": path, "enrichment_enabled": False})
 
 
 @pytest.mark.e2e
@@ -234,7 +234,7 @@ async def test_from_outside_decay_export_reindex_and_backup_after_ids_are_reused
     """As the issue found it: a tenant's memories deleted, the tenant writing on until their node
     ids are reused, then POST /consolidate, the export, a reindex and a backup through the gateway."""
     client = httpx.AsyncClient(base_url=gateway_url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=120)
-    graph = graph_store(settings)
+    graph = graph_store(settings.graph, settings.process, recall=settings.recall, backup=settings.backup)
     try:
         batch = {"memories": [{"content": f"note {i} of alpha", "type": "Context"} for i in range(60)]}
         created = (await client.post("/memory/batch", json=batch)).json()

@@ -43,8 +43,8 @@ def stack_settings(settings, tmp_path):
             + [{"token_sha256": digest(OPERATOR), "role": "operator", "id": "ops"}]
         )
     )
-    return settings.model_copy(
-        update={
+    return settings.override(
+        {
             "enrichment_enabled": False,
             "memgrid_tokens_file": path,
             "admin_api_token": ADMIN_API_TOKEN,
@@ -256,7 +256,7 @@ async def test_the_cli_writes_an_operator_entry_with_no_tenant_and_refuses_one_w
     gateway_url,  # noqa: F811
     stack_settings,
 ):
-    path = str(stack_settings.memgrid_tokens_file)
+    path = str(stack_settings.gateway.memgrid_tokens_file)
     for wrong in (("--tenant", "alpha"), ("--memory-limit", "5")):
         code, _, err = await memgrid(
             gateway_url, None, "tokens", "create", "--role", "operator", *wrong, "--file", path
@@ -269,7 +269,9 @@ async def test_the_cli_writes_an_operator_entry_with_no_tenant_and_refuses_one_w
     )
     assert code == 0, err
     made = json.loads(out)
-    entry = next(e for e in json.loads(stack_settings.memgrid_tokens_file.read_text()) if e.get("id") == "ops-cli")
+    entry = next(
+        e for e in json.loads(stack_settings.gateway.memgrid_tokens_file.read_text()) if e.get("id") == "ops-cli"
+    )
     assert "tenant" not in entry and entry["role"] == "operator"
     async with httpx.AsyncClient(base_url=gateway_url, headers={"Authorization": f"Bearer {made['token']}"}) as ops:
 

@@ -17,7 +17,7 @@ from gateway.auth import TOKEN_FILE_NAME, Caller, TokenAuth, load_or_create_toke
 from gateway.envelope import ApiError
 from gateway.routes.roles import require
 from gateway.tokens_file import ROLES, TokenEntry, TokensFile, TokensFileError, parse_tokens, token_digest
-from services.core.settings import Settings
+from services.core.settings import GatewaySettings, Settings
 
 TOKEN = "s3cret-token"
 #: Routes only admins reach, besides everything under /admin and /backup
@@ -42,8 +42,8 @@ def make_request(headers: dict[str, str] | None = None, query: str = "") -> Requ
 
 @pytest.fixture
 def auth() -> TokenAuth:
-    # The tenant the gateway wires in by default (gateway.app passes settings.default_tenant).
-    return TokenAuth(TOKEN, Settings.model_fields["default_tenant"].default)
+    # The tenant the gateway wires in by default (gateway.app passes settings.gateway.default_tenant).
+    return TokenAuth(TOKEN, GatewaySettings.model_fields["default_tenant"].default)
 
 
 @pytest.mark.parametrize(

@@ -106,7 +106,7 @@ def test_every_retried_method_exists_in_its_service():
 
 def test_the_gateway_channel_carries_the_attempts_setting():
     settings = Settings(_env_file=None, grpc_retry_attempts=5)
-    options = dict(channel_options("recall", RetryPolicy(max_attempts=settings.grpc_retry_attempts)))
+    options = dict(channel_options("recall", RetryPolicy(max_attempts=settings.plane.grpc_retry_attempts)))
     config = json.loads(options["grpc.service_config"])
     assert {p["maxAttempts"] for p in method_configs(config).values()} == {5}
     assert options["grpc.enable_retries"] == 1

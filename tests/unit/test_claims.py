@@ -18,7 +18,7 @@ from services.core.grpc.claims import (
     verify_claim,
 )
 from services.core.grpc.plane import CLAIM_KEY_FILE_NAME, ServicePlane, load_or_create_claim_key
-from services.core.settings import Settings
+from services.core.settings import PlaneSettings, Settings
 
 KEY = b"k" * 32
 NOW = 1_800_000_000.0
@@ -102,24 +102,24 @@ def test_the_key_file_is_made_once_readable_by_its_owner_only(tmp_path):
     assert load_or_create_claim_key(tmp_path / "other") != key
     # SERVICE_CLAIM_KEY wins over the file.
     settings = Settings(_env_file=None, memgrid_data_dir=tmp_path, service_claim_key="s" * 40)
-    assert ServicePlane.from_settings(settings).key == b"s" * 40
-    assert ServicePlane.from_settings(Settings(_env_file=None, memgrid_data_dir=tmp_path)).key == key
+    assert ServicePlane.from_settings(settings.plane, settings.process.memgrid_data_dir).key == b"s" * 40
+    assert ServicePlane.from_settings(PlaneSettings(_env_file=None), tmp_path).key == key
 
 
 def test_listening_and_dialling_are_separate_settings():
     plain = Settings(_env_file=None)
-    assert (plain.listen_host, plain.grpc_target("recall")) == ("127.0.0.1", "127.0.0.1:50052")
+    assert (plain.plane.listen_host, plain.plane.grpc_target("recall")) == ("127.0.0.1", "127.0.0.1:50052")
     pod = Settings(_env_file=None, grpc_listen_host="0.0.0.0", recall_addr="recall.memgrid:50052")
-    assert (pod.listen_host, pod.grpc_target("recall"), pod.grpc_target("ingest")) == (
+    assert (pod.plane.listen_host, pod.plane.grpc_target("recall"), pod.plane.grpc_target("ingest")) == (
         "0.0.0.0",
         "recall.memgrid:50052",
         "127.0.0.1:50051",
     )
     # The deprecated GRPC_HOST is still both, until the new settings say otherwise.
     old = Settings(_env_file=None, grpc_host="10.0.0.5")
-    assert (old.listen_host, old.grpc_target("enrich")) == ("10.0.0.5", "10.0.0.5:50053")
+    assert (old.plane.listen_host, old.plane.grpc_target("enrich")) == ("10.0.0.5", "10.0.0.5:50053")
     mixed = Settings(_env_file=None, grpc_host="10.0.0.5", grpc_listen_host="0.0.0.0", enrich_addr="e:1")
-    assert (mixed.listen_host, mixed.grpc_target("enrich")) == ("0.0.0.0", "e:1")
+    assert (mixed.plane.listen_host, mixed.plane.grpc_target("enrich")) == ("0.0.0.0", "e:1")
 
 
 def test_tls_settings_come_together(tmp_path):
@@ -129,8 +129,8 @@ def test_tls_settings_come_together(tmp_path):
     with pytest.raises(ValueError, match="GRPC_TLS_CA_FILE"):
         Settings(_env_file=None, grpc_tls_ca_file=cert)
     on = Settings(_env_file=None, grpc_tls_cert_file=cert, grpc_tls_key_file=key, service_claim_key="s" * 32)
-    assert ServicePlane.from_settings(on).tls
-    assert not ServicePlane.from_settings(Settings(_env_file=None, service_claim_key="s" * 32)).tls
+    assert ServicePlane.from_settings(on.plane, on.process.memgrid_data_dir).tls
+    assert not ServicePlane.from_settings(PlaneSettings(_env_file=None, service_claim_key="s" * 32), tmp_path).tls
 
 
 def test_a_previous_key_is_accepted_while_a_rotation_is_under_way():
@@ -148,7 +148,7 @@ def test_a_previous_key_is_accepted_while_a_rotation_is_under_way():
         rotating.verify(sign_claim(old, "acme", "read", ttl=1, now=0, audience=AUD), AUD)
     assert expired.value.reason == "EXPIRED"
     settings = Settings(_env_file=None, service_claim_key="n" * 32, service_claim_previous_key="o" * 32)
-    assert ServicePlane.from_settings(settings).accepted_keys == (old,)
+    assert ServicePlane.from_settings(settings.plane, settings.process.memgrid_data_dir).accepted_keys == (old,)
 
 
 def test_a_claim_is_refused_by_a_service_it_was_not_made_for():

@@ -13,6 +13,7 @@ from services.core.adapters.embedders import (
     PlaceholderEmbedder,
     embedder_from,
 )
+from services.core.ports.models import Embedder
 from services.core.settings import Settings
 
 
@@ -78,21 +79,21 @@ def test_placeholder_rejects_a_dimension_below_one():
         PlaceholderEmbedder(0)
 
 
-def settings(**values) -> Settings:
-    return Settings(_env_file=None, **values)
+def embedder_of(**values) -> Embedder:
+    """The embedder of settings with these values (no .env)."""
+    settings = Settings(_env_file=None, **values)
+    return embedder_from(settings.models, settings.vectors.vector_size)
 
 
 async def test_auto_without_an_api_key_is_the_local_model():
-    embedder = embedder_from(settings(embedding_provider="auto", openai_api_key=None, embedding_batch_size=7))
+    embedder = embedder_of(embedding_provider="auto", openai_api_key=None, embedding_batch_size=7)
     assert isinstance(embedder, LocalMiniLMEmbedder)
     assert embedder.dimension == 384
     assert embedder.name == "local:all-MiniLM-L6-v2"
 
 
 async def test_auto_with_an_api_key_is_openai_with_the_configured_dimension():
-    embedder = embedder_from(
-        settings(openai_api_key="sk-test", embedding_model="text-embedding-3-large", vector_size=1024)
-    )
+    embedder = embedder_of(openai_api_key="sk-test", embedding_model="text-embedding-3-large", vector_size=1024)
     try:
         assert isinstance(embedder, OpenAIEmbedder)
         assert embedder.dimension == 1024
@@ -102,17 +103,15 @@ async def test_auto_with_an_api_key_is_openai_with_the_configured_dimension():
 
 
 async def test_the_provider_name_is_case_insensitive():
-    assert isinstance(embedder_from(settings(embedding_provider=" Local ")), LocalMiniLMEmbedder)
+    assert isinstance(embedder_of(embedding_provider=" Local "), LocalMiniLMEmbedder)
 
 
 async def test_local_is_chosen_explicitly_even_with_an_api_key():
-    assert isinstance(
-        embedder_from(settings(embedding_provider="local", openai_api_key="sk-test")), LocalMiniLMEmbedder
-    )
+    assert isinstance(embedder_of(embedding_provider="local", openai_api_key="sk-test"), LocalMiniLMEmbedder)
 
 
 async def test_placeholder_uses_the_vector_size():
-    embedder = embedder_from(settings(embedding_provider="placeholder", vector_size=96))
+    embedder = embedder_of(embedding_provider="placeholder", vector_size=96)
     assert isinstance(embedder, PlaceholderEmbedder)
     assert embedder.dimension == 96
     assert embedder.name == "placeholder"
@@ -121,20 +120,20 @@ async def test_placeholder_uses_the_vector_size():
 
 async def test_openai_needs_an_api_key():
     with pytest.raises(ValueError, match="OPENAI_API_KEY"):
-        embedder_from(settings(embedding_provider="openai", openai_api_key=None))
+        embedder_of(embedding_provider="openai", openai_api_key=None)
 
 
 @pytest.mark.parametrize("provider", ["local", "auto"])
 def test_local_refuses_a_vector_size_other_than_384(provider):
     with pytest.raises(ValueError, match=r"VECTOR_SIZE=1536.*384") as raised:
-        embedder_from(settings(embedding_provider=provider, vector_size=1536))
+        embedder_of(embedding_provider=provider, vector_size=1536)
     assert "never truncated or padded" in str(raised.value)
 
 
 @pytest.mark.parametrize("provider", ["sentence-transformers", "", "ollama"])
 def test_an_unknown_provider_is_refused_naming_the_setting(provider):
     with pytest.raises(ValueError, match="EMBEDDING_PROVIDER") as raised:
-        embedder_from(settings(embedding_provider=provider))
+        embedder_of(embedding_provider=provider)
     assert "auto, local, openai, placeholder" in str(raised.value)
 
 

@@ -74,9 +74,9 @@ def test_the_policy_comes_from_settings_and_deleting_above_archiving_is_refused(
         consolidation_forget_delete_threshold=0.05,
         consolidation_forget_protected_types=["Decision"],
     )
-    policy = settings.forget_policy
+    policy = settings.consolidation.forget_policy
     assert policy.enabled and (policy.archive_below, policy.delete_below) == (0.2, 0.05)
     assert policy.protected_types == frozenset({"Decision"}) and policy.protect_days == 90
-    assert not Settings(_env_file=None).forget_policy.enabled
+    assert not Settings(_env_file=None).consolidation.forget_policy.enabled
     with pytest.raises(ValidationError, match="CONSOLIDATION_FORGET_DELETE_THRESHOLD"):
         Settings(_env_file=None, consolidation_forget_archive_threshold=0.1, consolidation_forget_delete_threshold=0.3)

@@ -53,6 +53,12 @@ BROWSE_WEIGHTS = {
 }  # fmt: skip
 
 
+def recall_policy() -> RecallPolicy:
+    """The recall policy of the default settings."""
+    settings = Settings(_env_file=None)
+    return settings.recall.policy(settings.limits)
+
+
 def policy(**changes) -> RecallPolicy:
     values = {
         "default_limit": 5,
@@ -76,6 +82,24 @@ def policy(**changes) -> RecallPolicy:
         "keyword_candidates": 100,
         "bm25_k1": 1.2,
         "bm25_b": 0.75,
+        # What RecallPolicy's own defaults were before the settings became their one source.
+        "max_queries": 10,
+        "max_query_words": 64,
+        "max_priority_ids": 100,
+        "adaptive_floor": False,
+        "adaptive_floor_min_results": 3,
+        "adaptive_floor_gap": 0.25,
+        "context_inject_limit": 3,
+        "context_keyword_score": 0.5,
+        "decompose": DecomposePolicy(),
+        "related_max_depth": 3,
+        "relevance_unscored": 1.0,
+        "disputed_weight": 1.0,
+        "fiction_weight": 1.0,
+        "neighbourhood_seconds": 0.0,
+        "neighbourhood_adjacent": 0,
+        "nameless_query_share": 0.0,
+        "tag_limits": None,
     }
     values.update(changes)
     return RecallPolicy(**values)
@@ -290,7 +314,7 @@ def test_candidates_per_arm_is_bounded():
 
 
 def test_settings_policy_has_a_weight_for_every_component():
-    settings_policy = Settings(_env_file=None).recall_policy
+    settings_policy = recall_policy()
     for intent in ("recall", "browse"):
         assert set(settings_policy.weights[intent]) == set(COMPONENTS)
 
@@ -463,7 +487,7 @@ def test_relevance_is_the_decayed_score_or_the_unscored_value():
 
 def test_the_relevance_weight_defaults_to_zero_and_changes_nothing():
     for intent in ("recall", "browse"):
-        assert Settings(_env_file=None).recall_policy.weights[intent]["relevance"] == 0.0
+        assert recall_policy().weights[intent]["relevance"] == 0.0
     faded, fresh = mem("faded", relevance_score=0.2), mem("fresh", relevance_score=0.9)
     assert scored(faded, arms={"vector": 0.6}).final == scored(fresh, arms={"vector": 0.6}).final
 

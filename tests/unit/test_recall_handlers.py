@@ -29,6 +29,12 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 
 
+def recall_policy():
+    """The recall policy of the default settings."""
+    settings = Settings(_env_file=None)
+    return settings.recall.policy(settings.limits)
+
+
 def uid(name: str) -> str:
     """A memory id (a UUID, as the reads validate) for a name a test uses."""
     return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
@@ -51,7 +57,7 @@ class Rig:
         self.graph = CountingGraph()
         self.now = NOW
         self.names: dict[str, str] = {}
-        policy = replace(Settings(_env_file=None).recall_policy, max_hops=max_hops, related_max_depth=related_max_depth)
+        policy = replace(recall_policy(), max_hops=max_hops, related_max_depth=related_max_depth)
         self.state = CurrentStatePass(self.graph, policy.max_hops)
         self.access = AccessRecorder(
             self.graph.touch_memories, flush_seconds=60, batch_size=1000, clock_us=lambda: to_micros(self.now)

@@ -10,10 +10,12 @@ from services.core.settings import Settings
 
 def test_document_frequencies_are_counted_again_before_their_counts_expire():
     assert (
-        Settings(_env_file=None, recall_df_warm_seconds=120, recall_df_cache_seconds=300).recall_df_cache_seconds == 300
+        Settings(_env_file=None, recall_df_warm_seconds=120, recall_df_cache_seconds=300).recall.recall_df_cache_seconds
+        == 300
     )
     assert (
-        Settings(_env_file=None, recall_df_warm_seconds=0, recall_df_cache_seconds=10).recall_df_warm_seconds == 0
+        Settings(_env_file=None, recall_df_warm_seconds=0, recall_df_cache_seconds=10).recall.recall_df_warm_seconds
+        == 0
     )  # never
     with pytest.raises(ValidationError, match="RECALL_DF_WARM_SECONDS"):
         Settings(_env_file=None, recall_df_warm_seconds=300, recall_df_cache_seconds=300)
@@ -22,9 +24,5 @@ def test_document_frequencies_are_counted_again_before_their_counts_expire():
 def test_the_graph_store_trusts_a_count_as_long_as_the_setting_says():
     from services.core.wiring import graph_store
 
-    assert (
-        graph_store(
-            Settings(_env_file=None, recall_df_cache_seconds=42, recall_df_warm_seconds=30)
-        ).text._df_cache_seconds
-        == 42
-    )
+    settings = Settings(_env_file=None, recall_df_cache_seconds=42, recall_df_warm_seconds=30)
+    assert graph_store(settings.graph, settings.process, recall=settings.recall).text._df_cache_seconds == 42

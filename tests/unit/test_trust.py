@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from services.core.domain.decompose import DecomposePolicy
 from services.core.domain.drafts import Draft
 from services.core.domain.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from services.core.domain.limits import Limits
@@ -55,6 +56,11 @@ def policy(**fields) -> RecallPolicy:
         recency_decay_rate=0.005, diversity_factor=0.0, weights={}, source_trust={}, default_trust=0.7,
         keyword_max_df_ratio=0.02, keyword_min_df=5, keyword_candidates=100, keyword_scan=100, bm25_k1=0.9,
         bm25_b=0.4,
+        # What RecallPolicy's own defaults were before the settings became their one source.
+        max_queries=10, max_query_words=64, max_priority_ids=100, adaptive_floor=False, adaptive_floor_min_results=3,
+        adaptive_floor_gap=0.25, context_inject_limit=3, context_keyword_score=0.5, decompose=DecomposePolicy(),
+        related_max_depth=3, relevance_unscored=1.0, disputed_weight=1.0, fiction_weight=1.0, neighbourhood_seconds=0.0,
+        neighbourhood_adjacent=0, nameless_query_share=0.0, tag_limits=None,
     )  # fmt: skip
     return replace(base, **fields)
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
 
     from services.core.ports.models import Embedder
-    from services.core.settings import Settings
+    from services.core.settings import ModelSettings
 
 PROVIDERS = ("auto", "local", "openai", "placeholder")
 
@@ -271,8 +271,8 @@ class PlaceholderEmbedder:
         return list(self._empty) if norm == 0 else (vector / norm).tolist()
 
 
-def embedder_from(settings: Settings, *, parallel: int = 1) -> Embedder:
-    """The embedder the settings describe (EMBEDDING_PROVIDER).
+def embedder_from(settings: ModelSettings, vector_size: int, *, parallel: int = 1) -> Embedder:
+    """The embedder the settings describe (EMBEDDING_PROVIDER), making `vector_size` dimensions (VECTOR_SIZE).
 
     auto is openai when OPENAI_API_KEY is set, else local. VECTOR_SIZE must
     match what the provider produces: the local model only makes 384
@@ -292,15 +292,15 @@ def embedder_from(settings: Settings, *, parallel: int = 1) -> Embedder:
             api_key=settings.openai_api_key,
             base_url=settings.openai_base_url,
             model=settings.embedding_model,
-            dimension=settings.vector_size,
+            dimension=vector_size,
             batch_size=settings.embedding_batch_size,
             timeout_seconds=settings.llm_timeout_seconds,
         )
     if provider == "placeholder":
-        return PlaceholderEmbedder(settings.vector_size)
-    if settings.vector_size != LocalMiniLMEmbedder.dimension:
+        return PlaceholderEmbedder(vector_size)
+    if vector_size != LocalMiniLMEmbedder.dimension:
         raise ValueError(
-            f"VECTOR_SIZE={settings.vector_size} but the local embedder ({LocalMiniLMEmbedder.name}) "
+            f"VECTOR_SIZE={vector_size} but the local embedder ({LocalMiniLMEmbedder.name}) "
             f"produces {LocalMiniLMEmbedder.dimension}-dimensional vectors; set VECTOR_SIZE="
             f"{LocalMiniLMEmbedder.dimension} or use EMBEDDING_PROVIDER=openai (vectors are never truncated or padded)"
         )

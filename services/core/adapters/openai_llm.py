@@ -28,7 +28,7 @@ from services.core.domain.llm import (
 )
 
 if TYPE_CHECKING:
-    from services.core.settings import Settings
+    from services.core.settings import ModelSettings
 
 log = structlog.get_logger()
 
@@ -129,7 +129,7 @@ class OpenAILanguageModel:
         return _answer_text(response)
 
 
-def language_model_from(settings: Settings) -> OpenAILanguageModel | None:
+def language_model_from(settings: ModelSettings) -> OpenAILanguageModel | None:
     """The language model the settings describe, or None without an API key
     (the LLM steps are then skipped)."""
     if not settings.openai_api_key:

@@ -29,7 +29,8 @@ TAG_MATCHES = ("prefix", "exact")
 
 @dataclass(frozen=True, slots=True)
 class RecallPolicy:
-    """The numbers behind ranked recall, from settings."""
+    """The numbers behind ranked recall. No defaults: RecallSettings.policy fills every one, so the
+    settings are the one source of each number."""
 
     default_limit: int
     max_limit: int
@@ -52,27 +53,27 @@ class RecallPolicy:
     keyword_scan: int
     bm25_k1: float
     bm25_b: float
-    max_queries: int = 10  # queries of one recall (query and queries together)
-    max_query_words: int = 64  # words of one query
-    max_priority_ids: int = 100
-    adaptive_floor: bool = False  # the adaptive_floor default
-    adaptive_floor_min_results: int = 3  # the floor looks at rankings longer than this
-    adaptive_floor_gap: float = 0.25  # a drop larger than this share of the best score
-    context_inject_limit: int = 3  # memories of the context's tags added as candidates
-    context_keyword_score: float = 0.5  # the context component of a context keyword in the content
-    decompose: DecomposePolicy = field(default_factory=DecomposePolicy)
-    related_max_depth: int = 3  # GET /memories/{id}/related's max_depth at most
-    relevance_unscored: float = 1.0  # the relevance component of a memory decay has not scored
-    disputed_weight: float = 1.0  # the final score of a disputed memory is multiplied by this
-    fiction_weight: float = 1.0  # ... and of one whose factuality is FICTION by this
+    max_queries: int  # queries of one recall (query and queries together)
+    max_query_words: int  # words of one query
+    max_priority_ids: int
+    adaptive_floor: bool  # the adaptive_floor default
+    adaptive_floor_min_results: int  # the floor looks at rankings longer than this
+    adaptive_floor_gap: float  # a drop larger than this share of the best score
+    context_inject_limit: int  # memories of the context's tags added as candidates
+    context_keyword_score: float  # the context component of a context keyword in the content
+    decompose: DecomposePolicy
+    related_max_depth: int  # GET /memories/{id}/related's max_depth at most
+    relevance_unscored: float  # the relevance component of a memory decay has not scored
+    disputed_weight: float  # the final score of a disputed memory is multiplied by this
+    fiction_weight: float  # ... and of one whose factuality is FICTION by this
     #: The neighbourhood component looks at candidates written this close in time (0: off).
-    neighbourhood_seconds: float = 0.0
+    neighbourhood_seconds: float
     #: ... and among them, the this-many written just before and just after it (0: every one that close).
-    neighbourhood_adjacent: int = 0
+    neighbourhood_adjacent: int
     #: The vector arm's share of each query searched without its names (domain/query_names.py; 0: off).
-    nameless_query_share: float = 0.0
+    nameless_query_share: float
     #: The write side's tag limits, applied to tags, exclude_tags and context_tags (None: unchecked).
-    tag_limits: Limits | None = None
+    tag_limits: Limits | None
 
     def candidates_per_arm(self, limit: int) -> int:
         """How many candidates each arm fetches for `limit` results."""

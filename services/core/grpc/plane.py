@@ -34,7 +34,7 @@ from services.core.key_files import load_or_create_key_file
 from services.core.observability import GRPC_REFUSED
 
 if TYPE_CHECKING:
-    from services.core.settings import Settings
+    from services.core.settings import PlaneSettings
 
 #: Where the generated claim key is kept, under MEMGRID_DATA_DIR.
 CLAIM_KEY_FILE_NAME = "service_claim_key"
@@ -83,22 +83,22 @@ class ServicePlane:
     tls_server_name: str | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> ServicePlane:
-        """From SERVICE_CLAIM_KEY, or the generated key file; the TLS settings."""
-        if settings.service_claim_key is not None:
-            key = check_key(settings.service_claim_key.get_secret_value().encode())
+    def from_settings(cls, plane: PlaneSettings, data_dir: Path) -> ServicePlane:
+        """From SERVICE_CLAIM_KEY, or the key file generated under `data_dir`; the TLS settings."""
+        if plane.service_claim_key is not None:
+            key = check_key(plane.service_claim_key.get_secret_value().encode())
         else:
-            key = load_or_create_claim_key(settings.memgrid_data_dir)
-        previous = settings.service_claim_previous_key
+            key = load_or_create_claim_key(data_dir)
+        previous = plane.service_claim_previous_key
         return cls(
             key=key,
             accepted_keys=() if previous is None else (check_key(previous.get_secret_value().encode()),),
-            ttl_seconds=settings.service_claim_ttl_seconds,
-            skew_seconds=settings.service_claim_skew_seconds,
-            tls_cert_file=settings.grpc_tls_cert_file,
-            tls_key_file=settings.grpc_tls_key_file,
-            tls_ca_file=settings.grpc_tls_ca_file,
-            tls_server_name=settings.grpc_tls_server_name,
+            ttl_seconds=plane.service_claim_ttl_seconds,
+            skew_seconds=plane.service_claim_skew_seconds,
+            tls_cert_file=plane.grpc_tls_cert_file,
+            tls_key_file=plane.grpc_tls_key_file,
+            tls_ca_file=plane.grpc_tls_ca_file,
+            tls_server_name=plane.grpc_tls_server_name,
         )
 
     @property

@@ -7,7 +7,7 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -221,34 +221,36 @@ async def run_until_signalled(running: RunningService) -> None:
     await running.stop()
 
 
-def main(name: str, build_app, *, nice: Callable[[Settings], int] | None = None) -> None:
+def main(name: str, build_app, groups: Iterable[str], *, nice: Callable[[Settings], int] | None = None) -> None:
     """The entrypoint of every service: settings -> bootstrap -> serve.
 
-    `build_app(settings)` is the service's composition root; `nice`, when
-    given, is the niceness the process takes first (background work that
-    should yield the CPU to the services answering requests).
+    `build_app(settings)` is the service's composition root, `groups` the
+    settings groups it reads (process and plane, which this reads too, are
+    always loaded); `nice`, when given, is the niceness the process takes
+    first (background work that should yield the CPU to the services
+    answering requests).
     """
     from services.core.observability import configure_logging, start_metrics_server
     from services.core.settings import Settings
 
-    settings = Settings()
+    settings = Settings.load(*dict.fromkeys(("process", "plane", *groups)))
     if nice is not None and nice(settings):
         os.nice(nice(settings))
-    configure_logging(name, level=settings.log_level, json_logs=settings.log_json)
-    start_metrics_server(settings.metrics_port(name), host=settings.listen_host)
-    plane = ServicePlane.from_settings(settings)
+    configure_logging(name, level=settings.process.log_level, json_logs=settings.process.log_json)
+    start_metrics_server(settings.plane.metrics_port(name), host=settings.plane.listen_host)
+    plane = ServicePlane.from_settings(settings.plane, settings.process.memgrid_data_dir)
 
     async def serve() -> None:
         app = build_app(settings)
         running = await start(
             name,
             app,
-            host=settings.listen_host,
-            port=settings.grpc_port(name),
-            grace_seconds=settings.shutdown_grace_seconds,
+            host=settings.plane.listen_host,
+            port=settings.plane.grpc_port(name),
+            grace_seconds=settings.process.shutdown_grace_seconds,
             plane=plane,
-            max_message_bytes=settings.grpc_max_message_bytes,
-            max_connection_age_seconds=settings.grpc_max_connection_age_seconds,
+            max_message_bytes=settings.plane.grpc_max_message_bytes,
+            max_connection_age_seconds=settings.plane.grpc_max_connection_age_seconds,
         )
         await run_until_signalled(running)
 

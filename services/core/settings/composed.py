@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic.fields import FieldInfo
 
+from services.core.domain.limits import Limits
 from services.core.settings.backup import BackupSettings
 from services.core.settings.base import Group
 from services.core.settings.consolidation import ConsolidationSettings
@@ -104,41 +105,13 @@ class Settings:
         # Only reached for what __init__ did not set: a group this process did not load.
         if name in GROUPS:
             raise AttributeError(f"the {name} settings are not loaded in this process (Settings.load)")
-        if name.startswith("_"):
-            raise AttributeError(name)
-        # Transitional: a setting by its flat name, from the group owning it (removed once callers use groups).
-        if name in OWNER:
-            return getattr(getattr(self, OWNER[name]), name)
-        for group in self._groups:
-            if hasattr(type(getattr(self, group)), name):
-                return getattr(getattr(self, group), name)
         raise AttributeError(name)
 
-    # Transitional: the flat Settings' API, until callers use the groups.
-    model_fields = all_fields()
-
-    def model_copy(self, *, update: dict[str, Any]) -> Settings:
-        return self.override(update)
-
     @property
-    def limits(self):
+    def limits(self) -> Limits:
+        """The memory model's validation limits, which take the vector size from the vector index's group
+        (needs the memory and vectors groups)."""
         return self.memory.limits(self.vectors.vector_size)
-
-    @property
-    def recall_policy(self):
-        return self.recall.policy(self.limits)
-
-    @property
-    def consolidation_schedule(self):
-        return self.consolidation.schedule
-
-    @property
-    def backups_dir(self):
-        return self.backup.backups_dir(self.process.memgrid_data_dir)
-
-    @property
-    def backup_scratch_root(self):
-        return self.backup.backup_scratch_root(self.process.memgrid_data_dir)
 
     def __repr__(self) -> str:
         return f"Settings({', '.join(self._groups)})"

@@ -22,8 +22,8 @@ def tokens_path(tmp_path):
 
 @pytest.fixture
 def stack_settings(settings, tokens_path):
-    return settings.model_copy(
-        update={
+    return settings.override(
+        {
             "enrichment_enabled": False,
             "memgrid_tokens_file": tokens_path,
             "tokens_file_check_seconds": 0.1,

@@ -110,7 +110,7 @@ async def test_whoami_raises_the_single_token_to_operator_with_the_admin_token(g
         plain = (await c.get("/whoami")).json()
         raised = (await c.get("/whoami", headers={"X-Admin-Token": ADMIN_TOKEN})).json()
         wrong = (await c.get("/whoami", headers={"X-Admin-Token": "not-it"})).json()
-    tenant = stack_settings.default_tenant
+    tenant = stack_settings.gateway.default_tenant
     assert plain == {"status": "success", "tenant": tenant, "role": "write", "token_id": "legacy", "operator": False}
     assert raised == {**plain, "role": "operator", "operator": True}
     assert wrong == plain
