@@ -143,6 +143,9 @@ async def test_acknowledged_writes_survive_a_kill(stack, ledger, fault):
         assert o.latency < ERROR_LATENCY_BOUND, o
         assert "Traceback" not in o.message and 'File "' not in o.message, o
     if fault in ON_WRITE_PATH:
-        assert refused, f"no write was refused while {fault} was down: the outage was not exercised"
+        # The gateway retries a create ingest answers UNAVAILABLE (services/core/grpc/balancing.py; safe, it
+        # carries an idempotency key), so a short FalkorDB outage may be ridden out: slower writes, not refused.
+        slowed = [o for o in outcomes if killed_at <= o.started < restarted_at and o.latency > 1.0]
+        assert refused or slowed, f"no write was refused or held while {fault} was down: the outage was not exercised"
     else:
         assert not refused, f"writes do not go through {fault}, yet some were refused: {refused[:3]}"
