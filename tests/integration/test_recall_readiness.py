@@ -55,6 +55,10 @@ async def test_a_recall_started_with_a_backlog_serves_once_the_shared_projection
         recall_ready_max_pending=0,
         recall_ready_timeout_seconds=120,
         recall_ready_poll_seconds=0.1,
+        # The other replica runs in this process, so recall's start-up (loading the embedder) stalls its
+        # in-progress heartbeats; with JetStream's ack wait at the first backoff (1 s by default) the 10 it
+        # holds were redelivered to recall under load. A separate replica's heartbeats would not stall.
+        enrichment_backoff_seconds=[10.0, 10.0, 15.0],
     )
     bus = event_bus(settings.bus, settings.process, durables=stream_durables(settings))
     await bus.connect()
