@@ -194,7 +194,10 @@ async def create_memory(request: Request, who: Caller = Depends(require("write")
                 replacement=draft,
                 relation=body.get("supersede_relation") or "",
                 reason=body.get("supersede_reason") or "",
-                idempotency_key=key,
+                # Only the client's key: a supersede is a compare-and-set on the old memory's version, so a
+                # retry after a lost reply is refused, never stored twice, and a key of the gateway's would
+                # turn a lost race with enrichment (the old memory's version moved) into IDEMPOTENT_RESULT_GONE.
+                idempotency_key=key if client_key else "",
                 force=force,
             ),
             **call_options(request, who),

@@ -45,7 +45,7 @@ RETRYABLE: dict[str, tuple[str, ...] | None] = {
         "ListTombstones",
     ),
     "memgrid.v1.AuditService": None,
-    "memgrid.v1.IngestService": ("CreateMemory", "BatchCreateMemories", "SupersedeMemory"),
+    "memgrid.v1.IngestService": ("CreateMemory", "BatchCreateMemories"),
     "memgrid.v1.EnrichService": ("GetEnrichmentStatus",),
     "memgrid.v1.ConsolidateService": ("GetConsolidationStatus", "ListBackups"),
     "grpc.health.v1.Health": ("Check",),
