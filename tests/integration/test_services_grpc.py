@@ -31,6 +31,7 @@ from services.ingest.bootstrap import build_app as build_ingest
 from services.recall.bootstrap import build_app as build_recall
 from tests.conftest import make_settings, plane_of, signed
 from tests.fakes import outbox_size
+from tests.waiting import wait_for
 from tests.integration.test_nats_bus import read_all
 
 pytestmark = pytest.mark.integration
@@ -78,6 +79,10 @@ async def test_every_service_answers_health_and_reflection(stack):
         assert "grpc.health.v1.Health" in listed
 
 
+async def _outbox_empty(outbox) -> bool:
+    return await outbox_size(outbox) == 0
+
+
 async def test_create_writes_the_graph_and_publishes_an_event(stack, settings):
     ingest = ingest_service_pb2_grpc.IngestServiceStub(stack["ingest"][1])
     reply = await ingest.CreateMemory(
@@ -94,8 +99,9 @@ async def test_create_writes_the_graph_and_publishes_an_event(stack, settings):
     try:
         stored = await store.reader.get_memory("acme", memory.id)
         assert stored is not None and stored.content == "Decided to use FalkorDB"
-        await asyncio.sleep(0.2)  # the relay clears acknowledged events off the request path
-        assert await outbox_size(store.outbox) == 0
+        # The relay clears acknowledged events off the request path: soon after the reply, not before it
+        # (0.1 s here when idle; a fixed 0.2 s wait failed under load).
+        assert await wait_for(lambda: _outbox_empty(store.outbox), within=5.0)
     finally:
         await store.lifecycle.close()
     events = await read_all(settings, f"{settings.bus.nats_subject_prefix}.acme.created")
