@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import grpc
 import pytest
 from google.protobuf import struct_pb2
@@ -31,8 +29,8 @@ from services.ingest.bootstrap import build_app as build_ingest
 from services.recall.bootstrap import build_app as build_recall
 from tests.conftest import make_settings, plane_of, signed
 from tests.fakes import outbox_size
-from tests.waiting import wait_for
 from tests.integration.test_nats_bus import read_all
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
