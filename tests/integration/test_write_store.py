@@ -118,6 +118,24 @@ async def test_supersede_is_all_or_nothing(store):
     assert not await store.writer.supersede(intruder, 2, memory(other_id), edge, events, now_us=1)
 
 
+async def test_a_keyed_supersede_of_a_stale_version_claims_no_key(store):
+    """The key is claimed with the write or not at all: a supersede whose old
+    memory moved on (an enrichment bumped its version) leaves the key free
+    for the retry, which then writes and records it."""
+    old_id, new_id = ids(2)
+    await put(store, [memory(old_id)])
+    old = await store.reader.get_memory("default", old_id)
+    closed = replace(old, t_invalid=T0, superseded_at=T0, version=2, metadata={"superseded_by": new_id})
+    new = memory(new_id, content="the replacement")
+    edge = Relation(old_id, new_id, "EVOLVED_INTO", 1.0, T0, {})
+    events = [MemoryEvent.for_memory(EventKind.CREATED, new, T0), MemoryEvent.associated("default", edge)]
+    claim = IdempotencyClaim("default", "supersede-key", "owner-1", "hash", expires_us=10**18)
+    assert not await store.writer.supersede(closed, 7, new, edge, events, now_us=5, claim=claim)
+    assert await store.writer.get_idempotency("default", "supersede-key", now_us=5) is None
+    assert await store.writer.supersede(closed, 1, new, edge, events, now_us=5, claim=claim)
+    assert await store.writer.get_idempotency("default", "supersede-key", now_us=5) == ("hash", [new_id])
+
+
 async def test_idempotency_claim_lets_exactly_one_request_write(store):
     def attempt(owner: str, memory_id: str):
         claim = IdempotencyClaim("default", "key-1", owner, "hash", expires_us=10**18)

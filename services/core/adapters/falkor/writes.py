@@ -317,12 +317,18 @@ class FalkorMemoryWriter(FalkorLookup):
         # aggregate keeps the guard's verdict as its key: over no rows (the
         # guard refused), it then makes none, where a bare count makes one.
         keep = "guard_ok, " if guard is not None else ""
+        # The key is claimed only once the old memory matched at its version: a claim
+        # MERGEd before that match stayed written when the match failed (an enrichment
+        # moved the version), and the retry then read it as IDEMPOTENT_RESULT_GONE.
+        claim_part = claim_part.replace("WITH k WHERE", "WITH k, old WHERE")
         body = (
             "OPTIONAL MATCH (dup:Memory {id: $new_id}) WHERE dup.tenant = $tenant"
             f" WITH {keep}count(dup) AS taken WHERE taken = 0 "
+            + """
+            MATCH (old:Memory {id: $old_id}) WHERE old.tenant = $tenant AND old.version = $version
+            """
             + claim_part
             + f"""
-            MATCH (old:Memory {{id: $old_id}}) WHERE old.tenant = $tenant AND old.version = $version
             SET old += $old_row
             CREATE (new:Memory) SET new = $new_row
             CREATE (old)-[e:{relation.type}]->(new) SET e = $edge
