@@ -10,7 +10,8 @@ from services.core.adapters.embedders import embedder_from
 from services.core.adapters.falkor import EntityBounds, FalkorGraph, ScratchSpec
 from services.core.adapters.falkor.migration import GraphCopy
 from services.core.adapters.nats_bus import NatsEventBus, dead_letter_subject
-from services.core.adapters.nats_consumer import ConsumerSpec, GapRepair, Handler, JetStreamConsumer
+from services.core.adapters.nats_consumer import ConsumerSpec, Handler, JetStreamConsumer
+from services.core.adapters.nats_gap_watch import GapRepair
 from services.core.adapters.nats_watch import JetStreamEventWatch, WatchTuning
 from services.core.adapters.openai_llm import OpenAILanguageModel, language_model_from
 from services.core.adapters.qdrant_index import QdrantClientIndex

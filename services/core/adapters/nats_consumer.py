@@ -11,7 +11,8 @@ dead-letter publish keeps the message (a nak with delay) and JetStream
 delivers it again, past max_attempts, when it is dead-lettered without being
 handled again. JetStream stops after max_attempts + dead_letter_attempts
 deliveries; its max-deliveries advisory then dead-letters the message from
-the stream. `python -m services.core.dlq replay` re-drives dead letters.
+the stream (services.core.adapters.nats_dead_letter). `python -m
+services.core.dlq replay` re-drives dead letters.
 While a batch is handled the consumer heartbeats (in-progress acks), so a
 long batch is not redelivered under it.
 
@@ -20,53 +21,33 @@ before the consumer read it: before each fetch (the one that would step over
 the hole) the consumer compares its position with the stream's first
 sequence (services.core.domain.retention), counts and records the gap
 (services.core.adapters.nats_retention) and runs its repair from the graph
-(`on_gap`) beside the events that are still there.
+(`on_gap`) beside the events that are still there
+(services.core.adapters.nats_gap_watch).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from typing import Any
 
 import structlog
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
-from prometheus_client import Counter
 
 from memgrid.v1 import events_pb2
-from services.core.adapters.nats_retention import (
-    BEHIND,
-    GAPS,
-    LOST,
-    SEEN_KEY,
-    gap_record,
-    kept_metadata,
-    read_gap,
-    seen_of,
-    write_gap,
-    write_metadata,
-)
+from services.core.adapters.nats_dead_letter import CONSUMED, DeadLetters
+from services.core.adapters.nats_gap_watch import GapRepair, GapWatch
+from services.core.adapters.nats_retention import kept_metadata
 from services.core.codec import event_from_pb
 from services.core.domain.delivery import Delivery, Outcome
-from services.core.domain.retention import ConsumerGap, events_lost
-from services.core.domain.times import format_iso
 
 log = structlog.get_logger()
 
-CONSUMED = Counter("memgrid_events_consumed_total", "Memory events handled by a consumer", ["consumer", "outcome"])
-
-
 Handler = Callable[[list[Delivery]], Awaitable[list[Outcome]]]
-#: How often, at most, a quiet consumer records how far it knows it missed nothing (a consumer update).
-SEEN_RECORD_SECONDS = 60.0
-#: Brings what a consumer derives from events in line with the graph, after events were lost.
-GapRepair = Callable[[ConsumerGap], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,11 +77,6 @@ class ConsumerSpec:
         return self.max_attempts + self.dead_letter_attempts
 
 
-def _header(value: str) -> str:
-    """A header value: one line (NATS headers hold no CR or LF)."""
-    return " ".join(str(value).split())
-
-
 class JetStreamConsumer:
     def __init__(
         self,
@@ -122,26 +98,18 @@ class JetStreamConsumer:
         self._handler = handler
         self._before_fetch = before_fetch
         self._task: asyncio.Task | None = None
-        self._sub = None
+        self._sub: Any = None
         self._stopping = False
         self.inflight = 0
-        self._advisories = None
         #: The consumer's ack wait as JetStream applies it (its first backoff when one is set).
         self._ack_wait = spec.ack_wait_seconds
-        self.dead_lettered = 0
-        self._on_gap = on_gap
-        #: The last stream sequence JetStream delivered to (or skipped past for) this consumer, as known here.
-        self._seen = 0
-        #: The stream's last sequence at the last check (before the last fetch).
-        self._end = 0
-        #: The last `_seen` kept in the consumer's metadata (SEEN_KEY), and when.
-        self._seen_recorded = 0
-        self._recorded_at = float("-inf")
-        #: The gap the repair task works on next, and that task.
-        self._gap: ConsumerGap | None = None
-        self._repair: asyncio.Task | None = None
-        self.gaps = 0
-        self.repaired = 0
+        self._dead_letters = DeadLetters(bus, stream, spec)
+        self._gaps = GapWatch(bus, stream, spec.durable, spec.backoff_seconds, on_gap)
+
+    @property
+    def dead_lettered(self) -> int:
+        """Messages this consumer dead-lettered (its own failures and JetStream's advisories)."""
+        return self._dead_letters.count
 
     async def _subscribe(self) -> None:
         js = self._bus.jetstream
@@ -187,172 +155,10 @@ class JetStreamConsumer:
                 await js.add_consumer(self._stream, config)
         info = await js.consumer_info(self._stream, spec.durable)
         self._ack_wait = float(info.config.ack_wait or spec.ack_wait_seconds)
-        self._seen = max(self._seen, seen_of(info))
-        self._resume_repair(read_gap(info.config.metadata))
-        await self._check_gap()
+        self._gaps.bound(info)
+        await self._gaps.check()
         self._sub = await js.pull_subscribe_bind(durable=spec.durable, stream=self._stream)
-        await self._watch_advisories()
-
-    async def _check_gap(self) -> None:
-        """Whether retention removed events this consumer has not read yet
-        (services.core.domain.retention); asked before the fetch that would
-        step over them without a word."""
-        js = self._bus.jetstream
-        state = (await js.stream_info(self._stream)).state
-        first, self._end = int(state.first_seq), int(state.last_seq)
-        if not events_lost(self._seen, first):
-            return
-        # Its exact position: JetStream also steps past other subjects' events, which are no loss.
-        info = await js.consumer_info(self._stream, self._spec.durable)
-        self._seen = max(self._seen, seen_of(info))
-        if not events_lost(self._seen, first):
-            return
-        gap = ConsumerGap(self._spec.durable, self._seen + 1, first, datetime.now(UTC))
-        self._seen = first - 1  # reported once: the next fetch goes on from the first event held
-        log.error(
-            "events lost to the stream's retention; repairing from the graph",
-            consumer=gap.consumer,
-            lost=gap.lost,
-            next_sequence=gap.next_sequence,
-            first_sequence=gap.first_sequence,
-        )
-        GAPS.labels(gap.consumer).inc()
-        LOST.labels(gap.consumer).inc(gap.lost)
-        BEHIND.labels(gap.consumer).set(1)
-        self.gaps += 1
-        await self._record(gap_record(gap))
-        self._start_repair(gap)
-
-    async def _idle(self) -> None:
-        """After an empty fetch: when nothing of this consumer's waits, every
-        event up to the stream's end before the fetch was delivered or was
-        another subject's. JetStream's own position stays at the last event it
-        delivered, so without this a quiet consumer would take the other
-        subjects' events expiring past it for lost ones of its own."""
-        end = self._end
-        info = await self._bus.jetstream.consumer_info(self._stream, self._spec.durable)
-        if int(info.num_pending) != 0:
-            return
-        self._seen = max(self._seen, end, seen_of(info))
-        if self._seen > self._seen_recorded and time.monotonic() - self._recorded_at >= SEEN_RECORD_SECONDS:
-            # Kept with the consumer, now and then, for a restart and for /health to read.
-            self._recorded_at = time.monotonic()
-            try:
-                await write_metadata(self._bus.jetstream, self._stream, self._spec.durable, SEEN_KEY, str(self._seen))
-            except Exception as exc:  # the next quiet fetch tries again
-                log.info("could not record a consumer's position", consumer=self._spec.durable, error=str(exc))
-            else:
-                self._seen_recorded = self._seen
-
-    def _resume_repair(self, record: dict | None) -> None:
-        """A recorded gap whose repair never finished (the process stopped
-        during it): repaired now. One repair is enough while it runs here."""
-        if record is None or record.get("repaired_at") or self._gap is not None:
-            return
-        if self._repair is not None and not self._repair.done():
-            return
-        try:
-            gap = ConsumerGap(
-                self._spec.durable,
-                int(record["next_sequence"]),
-                int(record["first_sequence"]),
-                datetime.fromisoformat(record["detected_at"]),
-            )
-        except (KeyError, TypeError, ValueError):
-            log.error("unreadable gap record", consumer=self._spec.durable, record=record)
-            return
-        log.warning("a repair after lost events did not finish; repairing again", consumer=gap.consumer)
-        BEHIND.labels(gap.consumer).set(1)
-        self._start_repair(gap)
-
-    def _start_repair(self, gap: ConsumerGap) -> None:
-        if self._on_gap is None:
-            return  # reported (log, metrics, record) and left to an operator
-        self._gap = gap  # a repair running now goes again for it, from the graph as it is then
-        if self._repair is None or self._repair.done():
-            self._repair = asyncio.create_task(self._repairing())
-
-    async def _repairing(self) -> None:
-        delays = self._spec.backoff_seconds or [1.0]
-        failures = 0
-        while self._gap is not None:
-            gap, self._gap = self._gap, None
-            try:
-                await self._on_gap(gap)
-            except Exception as exc:  # a store is away: the same gap again, after a pause
-                log.warning("repair after lost events failed; trying again", consumer=gap.consumer, error=str(exc))
-                self._gap = self._gap or gap
-                await asyncio.sleep(delays[min(failures, len(delays) - 1)])
-                failures += 1
-                continue
-            if self._gap is None:
-                BEHIND.labels(gap.consumer).set(0)
-                self.repaired += 1
-                log.info("repaired after lost events", consumer=gap.consumer, lost=gap.lost)
-                await self._record(gap_record(gap, format_iso(datetime.now(UTC))))
-
-    async def _record(self, record: dict) -> None:
-        """Keep the gap with the consumer (for /health, and a repair a restart must finish)."""
-        try:
-            await write_gap(self._bus.jetstream, self._stream, self._spec.durable, record)
-        except Exception as exc:  # the log and the metrics still say it
-            log.warning("could not record a gap on the consumer", consumer=self._spec.durable, error=str(exc))
-
-    async def _watch_advisories(self) -> None:
-        """Dead-letter what JetStream gave up on (its max-deliveries advisory):
-        a message whose every delivery failed before memgrid could dead-letter
-        it (the bus was down, the process died). One replica takes each advisory
-        (a queue group); the dead letter's id makes a second one a duplicate."""
-        nc = getattr(self._bus, "nats", None)
-        if nc is None or self._advisories is not None:
-            return
-        subject = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{self._stream}.{self._spec.durable}"
-        self._advisories = await nc.subscribe(subject, queue=f"{self._spec.durable}-dlq", cb=self._on_max_deliveries)
-
-    async def _on_max_deliveries(self, advisory) -> None:
-        try:
-            notice = json.loads(advisory.data)
-            sequence = int(notice["stream_seq"])
-            deliveries = int(notice.get("deliveries", self._spec.max_deliver))
-        except (ValueError, KeyError, TypeError, AttributeError):
-            log.error("unreadable max-deliveries advisory", consumer=self._spec.durable, data=advisory.data[:200])
-            return
-        delays = self._spec.backoff_seconds or [1.0]
-        for attempt in range(self._spec.dead_letter_attempts):
-            try:
-                original = await self._bus.jetstream.get_msg(self._stream, sequence)
-            except NotFoundError:
-                log.error("a message JetStream gave up on is gone from the stream", sequence=sequence)
-                return
-            except Exception as exc:  # the bus is away: tried again after a pause
-                log.error("could not read a message to dead-letter", sequence=sequence, error=str(exc))
-                await asyncio.sleep(delays[min(attempt, len(delays) - 1)])
-                continue
-            try:
-                await self._publish_dead_letter(
-                    data=original.data or b"",
-                    subject=original.subject,
-                    headers=original.headers,
-                    sequence=sequence,
-                    deliveries=deliveries,
-                    reason=f"JetStream stopped after {deliveries} deliveries",
-                )
-            except Exception as exc:  # tried again after a pause: the message is still in the stream
-                log.error(
-                    "dead-letter publish failed; trying again",
-                    consumer=self._spec.durable,
-                    sequence=sequence,
-                    error=str(exc),
-                )
-                await asyncio.sleep(delays[min(attempt, len(delays) - 1)])
-                continue
-            self.dead_lettered += 1
-            CONSUMED.labels(self._spec.durable, "dead_lettered").inc()
-            return
-        # The message is still in the stream (limits retention); say where, loudly.
-        log.critical(
-            "could not dead-letter a message", consumer=self._spec.durable, stream=self._stream, sequence=sequence
-        )
+        await self._dead_letters.watch_advisories()
 
     async def _exists(self, durable: str) -> bool:
         try:
@@ -369,59 +175,6 @@ class JetStreamConsumer:
             return 0
         return int(info.num_pending) + int(info.num_ack_pending)
 
-    async def _publish_dead_letter(
-        self, *, data: bytes, subject: str, headers: dict | None, sequence: int, deliveries: int, reason: str
-    ) -> None:
-        """Publish a dead letter: the message as it was, its headers (the
-        original Nats-Msg-Id kept as Memgrid-Original-Msg-Id), why and from
-        where. Its own Nats-Msg-Id (consumer and stream sequence) makes a
-        second dead letter of the same message a duplicate JetStream drops."""
-        kept = {k: v for k, v in (headers or {}).items() if not k.startswith("Memgrid-")}
-        original_id = kept.pop("Nats-Msg-Id", None)
-        kept.update(
-            {
-                "Nats-Msg-Id": f"{self._spec.durable}:{self._stream}:{sequence}",
-                "Memgrid-Reason": _header(reason)[:500],
-                "Memgrid-Subject": subject,
-                "Memgrid-Stream": self._stream,
-                "Memgrid-Stream-Seq": str(sequence),
-                "Memgrid-Consumer": self._spec.durable,
-                "Memgrid-Deliveries": str(deliveries),
-            }
-        )
-        if original_id:
-            kept["Memgrid-Original-Msg-Id"] = original_id
-        await self._bus.jetstream.publish(self._spec.dead_letter_subject, data, headers=kept)
-
-    async def _dead_letter(self, msg, reason: str) -> None:
-        """Dead-letter a delivery, then acknowledge it; when the publish fails,
-        keep it (nak with delay: JetStream delivers it again, and that
-        delivery, past max_attempts, is dead-lettered in turn)."""
-        meta = msg.metadata
-        try:
-            await self._publish_dead_letter(
-                data=msg.data,
-                subject=msg.subject,
-                headers=msg.headers,
-                sequence=meta.sequence.stream,
-                deliveries=meta.num_delivered,
-                reason=reason,
-            )
-        except Exception as exc:
-            log.error(
-                "dead-letter publish failed; the message is kept and tried again",
-                consumer=self._spec.durable,
-                sequence=meta.sequence.stream,
-                error=str(exc),
-            )
-            backoff = self._spec.backoff_seconds or [1.0]
-            await msg.nak(delay=backoff[-1])
-            CONSUMED.labels(self._spec.durable, "dead_letter_failed").inc()
-            return
-        await msg.ack()
-        self.dead_lettered += 1
-        CONSUMED.labels(self._spec.durable, "dead_lettered").inc()
-
     async def _heartbeat(self, msgs) -> None:
         """Report the batch in progress until cancelled, so JetStream's ack wait
         restarts instead of running out while a long batch is handled."""
@@ -436,11 +189,11 @@ class JetStreamConsumer:
         """Fetch and handle one batch; returns how many messages it saw."""
         if self._before_fetch is not None:
             await self._before_fetch()
-        await self._check_gap()
+        await self._gaps.check()
         try:
             msgs = await self._sub.fetch(self._spec.batch_size, timeout=self._spec.fetch_timeout_seconds)
         except NatsTimeout:
-            await self._idle()
+            await self._gaps.idle()
             return 0
         except TimeoutError:
             # nats-py raises the builtin one too when nothing came. On a live
@@ -448,22 +201,22 @@ class JetStreamConsumer:
             # the consumer pause a second and subscribe again, and recall's
             # projection fell behind enrichment's neighbour search.
             if self._bus.connected:
-                await self._idle()
+                await self._gaps.idle()
                 return 0
             raise
         deliveries, handled = [], []
-        self._seen = max([self._seen, *(int(m.metadata.sequence.stream) for m in msgs)])
+        self._gaps.delivered(int(m.metadata.sequence.stream) for m in msgs)
         for msg in msgs:
             try:
                 event = event_from_pb(events_pb2.MemoryEvent.FromString(msg.data))
             except Exception as exc:  # a message no one can read: keep it aside, don't loop on it
-                await self._dead_letter(msg, f"undecodable: {exc}")
+                await self._dead_letters.dead_letter(msg, f"undecodable: {exc}")
                 continue
             attempt = msg.metadata.num_delivered
             if attempt > self._spec.max_attempts:
                 # Handled max_attempts times already: its dead-letter publish failed, or the
                 # process died before it could say. Dead-lettered, not handled yet again.
-                await self._dead_letter(
+                await self._dead_letters.dead_letter(
                     msg, f"not handled in {self._spec.max_attempts} attempts (ENRICHMENT_MAX_ATTEMPTS)"
                 )
                 continue
@@ -496,7 +249,7 @@ class JetStreamConsumer:
             self.inflight = 0
         for msg, delivery, outcome in zip(handled, deliveries, outcomes, strict=True):
             if outcome is Outcome.RETRY and delivery.attempt >= self._spec.max_attempts:
-                await self._dead_letter(msg, reason)
+                await self._dead_letters.dead_letter(msg, reason)
             elif outcome is Outcome.RETRY:
                 backoff = self._spec.backoff_seconds
                 delay = backoff[min(delivery.attempt - 1, len(backoff) - 1)] if backoff else 1.0
@@ -537,13 +290,5 @@ class JetStreamConsumer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._sub.unsubscribe(), timeout=self._spec.fetch_timeout_seconds + 1)
             self._sub = None
-        if self._advisories is not None:
-            with contextlib.suppress(Exception):
-                await self._advisories.unsubscribe()
-            self._advisories = None
-        if self._repair is not None:
-            # Its gap stays recorded as not repaired: the next start repairs again.
-            self._repair.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._repair
-            self._repair = None
+        await self._dead_letters.stop()
+        await self._gaps.stop()
