@@ -39,8 +39,9 @@ import structlog
 
 from services.consolidate.gzip_lines import GzipLines
 from services.core.background import BackgroundLoop
-from services.core.domain import archive
-from services.core.domain.archive import ArchiveDecoder, ArchiveEncoder, ArchiveError, Header, Manifest
+from services.core.domain import archive_names
+from services.core.domain.archive import ArchiveEncoder, ArchiveError, Header, Manifest
+from services.core.domain.archive_decoder import ArchiveDecoder, check_header
 from services.core.domain.errors import FailedPrecondition, InvalidArgument
 from services.core.domain.times import format_iso, to_micros
 from services.core.ports.archive import GraphBackup
@@ -122,15 +123,15 @@ class BackupFiles:
 
     def path_of(self, name: str) -> Path:
         """The path of a listed archive; NotFound when there is none by that name."""
-        path = self.directory / archive.check_name(name)
+        path = self.directory / archive_names.check_name(name)
         if not path.is_file():
-            raise archive.missing_backup(name)
+            raise archive_names.missing_backup(name)
         return path
 
     def upload_path(self, upload: str) -> Path:
-        path = self.uploads / archive.check_name(upload)
+        path = self.uploads / archive_names.check_name(upload)
         if not path.is_file():
-            raise archive.missing_backup(upload)
+            raise archive_names.missing_backup(upload)
         return path
 
     def info(self, name: str) -> BackupInfo:
@@ -139,7 +140,7 @@ class BackupFiles:
         side = path.with_name(name + MANIFEST_SUFFIX)
         try:
             data = json.loads(side.read_text(encoding="utf-8"))
-            header = archive.check_header(data["header"])
+            header = check_header(data["header"])
             raw = data["manifest"]
             manifest = Manifest(
                 raw["nodes"], raw["edges"], raw["tenants"], raw["lines"], raw["sha256"], int(raw.get("bytes") or 0)
@@ -152,15 +153,15 @@ class BackupFiles:
         """Every archive's name, newest first."""
         if not self.directory.is_dir():
             return []
-        names = [p.name for p in self.directory.iterdir() if p.is_file() and archive.name_group(p.name)]
-        return sorted(names, key=lambda n: (archive.name_time(n), n), reverse=True)
+        names = [p.name for p in self.directory.iterdir() if p.is_file() and archive_names.name_group(p.name)]
+        return sorted(names, key=lambda n: (archive_names.name_time(n), n), reverse=True)
 
     def listing(self) -> list[BackupInfo]:
         return [self.info(name) for name in self.names()]
 
     def prune(self, keep: int) -> list[str]:
         """Delete all but the `keep` newest archives of each tenant (and of every tenant's)."""
-        doomed = archive.to_prune(self.names(), keep)
+        doomed = archive_names.to_prune(self.names(), keep)
         for name in doomed:
             (self.directory / name).unlink(missing_ok=True)
             (self.directory / (name + MANIFEST_SUFFIX)).unlink(missing_ok=True)
@@ -179,8 +180,8 @@ class BackupFiles:
         renamed from .partial). Its handle and size so far."""
         make_dir(self.uploads)
         if not upload:
-            upload = archive.archive_name("upload", at).replace("upload-", f"upload{uuid.uuid4().hex[:8]}-", 1)
-        partial = self.uploads / (archive.check_name(upload) + ".partial")
+            upload = archive_names.archive_name("upload", at).replace("upload-", f"upload{uuid.uuid4().hex[:8]}-", 1)
+        partial = self.uploads / (archive_names.check_name(upload) + ".partial")
         if (self.uploads / upload).exists():  # complete: never rewritten under a restore reading it
             raise FailedPrecondition("UPLOAD_COMPLETE", f"the upload {upload!r} is complete already", field="upload")
         size = partial.stat().st_size if partial.exists() else 0
@@ -372,7 +373,7 @@ class BackupWriter:
         began = time.perf_counter()
         directory = self.files.directory
         await asyncio.to_thread(make_dir, directory)
-        path = (directory / archive.archive_name(tenant, started)).resolve()
+        path = (directory / archive_names.archive_name(tenant, started)).resolve()
         partial = path.with_name(path.name + ".partial")
         header = Header(
             created_at=format_iso(started),

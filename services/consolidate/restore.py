@@ -16,9 +16,9 @@ their properties as archived (ids, validity windows, supersession times,
 versions, embeddings: nothing is recomputed, so a superseded or expired
 memory stays so), then the edges between them.
 
-A node already stored under the same identity (archive.identity: its id,
+A node already stored under the same identity (archive_restore.identity: its id,
 key or tag within its tenant) is matched, not duplicated: the archive's
-version replaces it only when newer (archive.is_newer), so a merge never
+version replaces it only when newer (archive_restore.is_newer), so a merge never
 overwrites a newer record. Edges between two matched nodes are merged
 (never doubled); the others are created. A tenant that keeps an audit log
 already keeps its own: the archive's entries are not written beside it.
@@ -40,8 +40,9 @@ from typing import Any, BinaryIO
 
 import structlog
 
-from services.core.domain import archive, archive_checks
-from services.core.domain.archive import ArchiveDecoder, ArchiveEdge, ArchiveNode, Header, Manifest
+from services.core.domain import archive, archive_checks, archive_restore
+from services.core.domain.archive import ArchiveEdge, ArchiveNode, Header, Manifest
+from services.core.domain.archive_decoder import ArchiveDecoder
 from services.core.domain.errors import InvalidArgument
 from services.core.ports.archive import GraphRestore
 
@@ -156,7 +157,7 @@ class Restorer:
                 if archive.AUDIT_LABELS.intersection(record.labels):
                     chains.add(record, line)
                     audit_refs.setdefault(record.tenant, []).append(record.ref)
-                if archive.identity(record) is None:
+                if archive_restore.identity(record) is None:
                     keyless[(record.labels, record.tenant)] += 1
         manifest = decoder.finish()
         assert decoder.header is not None  # noqa: S101  narrows the type: finish() raised if there was no header
@@ -210,14 +211,14 @@ class Restorer:
     ) -> AsyncIterator[RestoreProgress]:
         began = time.perf_counter()
         plan = await self._verify(source, declared_bytes)
-        archive.check_tenants(plan.tenants, caller, every_tenant)
+        archive_restore.check_tenants(plan.tenants, caller, every_tenant)
         if plan.signature != "signed" and not allow_unsigned:
             raise unsigned(plan.signature)
         if not merge:
             for tenant in sorted(plan.tenants):
                 held = await self._graph.count_memories(tenant)
                 if held:
-                    raise archive.tenant_not_empty(tenant, held)
+                    raise archive_restore.tenant_not_empty(tenant, held)
         progress = RestoreProgress(
             "verify",
             nodes_total=plan.manifest.node_count,
@@ -351,7 +352,7 @@ class _PageWriter:
                 ref, properties = stored
                 self._ids[node.ref] = ref
                 self._matched.add(node.ref)
-                if archive.is_newer(node.properties, properties):
+                if archive_restore.is_newer(node.properties, properties):
                     replace.append((ref, node.properties))
                     progress.updated += 1
                 else:
@@ -372,7 +373,7 @@ class _PageWriter:
         for i, node in enumerate(members):
             if not await self._holds(label, node.tenant):
                 continue  # the graph held no such node of the tenant: nothing to match
-            key = archive.identity(node)
+            key = archive_restore.identity(node)
             if key is not None:
                 asks[key[0]].append(i)
             elif self._plan.keyless[(node.labels, node.tenant)] == 1:

@@ -12,7 +12,7 @@ from services.consolidate.backup import BackupInfo, BackupWriter, read_chunks
 from services.consolidate.restore import RestoreProgress, Restorer
 from services.consolidate.scheduler import ConsolidationRunner, TaskReport
 from services.core.codec import ts_to_pb
-from services.core.domain.archive import missing_backup
+from services.core.domain.archive_names import missing_backup
 from services.core.domain.consolidation import RunRecord, tasks_for_mode
 from services.core.domain.errors import InvalidArgument
 from services.core.domain.times import parse_iso, to_micros

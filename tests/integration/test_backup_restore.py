@@ -21,7 +21,8 @@ import pytest
 from devstack.servers import free_port, start_falkordb
 from services.consolidate.backup import BackupFiles, BackupScheduler, BackupWriter, read_archive
 from services.consolidate.restore import Restorer
-from services.core.domain.archive import ArchiveError, to_prune
+from services.core.domain.archive import ArchiveError
+from services.core.domain.archive_names import to_prune
 from services.core.domain.embedding_codec import encode_embedding
 from services.core.domain.errors import AlreadyExists, PermissionDenied
 from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation

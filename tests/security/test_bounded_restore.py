@@ -27,7 +27,8 @@ import pytest
 
 from services.consolidate.backup import BackupFiles, read_archive
 from services.consolidate.bootstrap import build_app as build_consolidate
-from services.core.domain.archive import ArchiveDecoder, ArchiveError
+from services.core.domain.archive import ArchiveError
+from services.core.domain.archive_decoder import ArchiveDecoder
 from services.core.domain.errors import FailedPrecondition, InvalidArgument
 from services.core.grpc.server import start
 from tests.conftest import plane_of

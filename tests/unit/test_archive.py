@@ -10,20 +10,16 @@ import pytest
 
 from services.core.domain.archive import (
     VERSION,
-    ArchiveDecoder,
     ArchiveEdge,
     ArchiveEncoder,
     ArchiveError,
     ArchiveNode,
     Header,
     Manifest,
-    archive_name,
-    check_name,
-    check_tenants,
-    identity,
-    is_newer,
-    to_prune,
 )
+from services.core.domain.archive_decoder import ArchiveDecoder
+from services.core.domain.archive_names import archive_name, check_name, to_prune
+from services.core.domain.archive_restore import check_tenants, identity, is_newer
 from services.core.domain.errors import InvalidArgument, PermissionDenied
 
 AT = datetime(2026, 3, 18, 15, 30, 0, 123456, tzinfo=UTC)

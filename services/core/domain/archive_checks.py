@@ -1,7 +1,7 @@
 """What a restore checks of each record it reads, pure: an archive is
 untrusted input (docs/backup.md, "An archive is untrusted input").
 
-The decoder (archive.ArchiveDecoder) refuses the whole archive for what only
+The decoder (archive_decoder.ArchiveDecoder) refuses the whole archive for what only
 a forgery holds: a label or edge type no backup writes, a tenant that is no
 tenant's name, an edge joining two tenants. Here, what one record alone can
 get wrong, so that record (and the edges touching it) is left out and
