@@ -20,20 +20,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
-from collections import deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import grpc
 import structlog
 from prometheus_client import Counter, Gauge
 
+from gateway.stream_frames import KEEPALIVE, event_json, gap_json, notice_json, sse
+from gateway.stream_subscriber import Gap, Notice, Subscriber, TenantTotals
 from memgrid.v1 import recall_service_pb2 as pb
 from memgrid.v1 import recall_service_pb2_grpc as pb_grpc
 from services.core.codec import event_from_pb
-from services.core.domain.model import EventKind, MemoryEvent
 from services.core.domain.times import format_iso
 from services.core.domain.watch import SequencedEvent, WatchGap, WatchHeartbeat, WatchOpened
 from services.core.grpc.claims import ClaimSigner
@@ -44,52 +43,9 @@ log = structlog.get_logger()
 STREAM_EVENTS = Counter("memgrid_stream_events_total", "Memory events relayed over SSE", ["outcome"])
 STREAM_SUBSCRIBERS = Gauge("memgrid_stream_subscribers", "Open SSE streams")
 
-#: AutoMem's names for the kinds it streams (its clients switch on `type`).
-_AUTOMEM_TYPES = {
-    EventKind.CREATED: "memory.store",
-    EventKind.UPDATED: "memory.update",
-    EventKind.DELETED: "memory.delete",
-    EventKind.ASSOCIATED: "memory.associate",
-    EventKind.ENRICHED: "enrichment.complete",
-}
-
 WatchItem = WatchOpened | WatchGap | SequencedEvent | WatchHeartbeat
 #: Opens a watch: (tenant, after_sequence or None for new events only, kinds) -> its items, opened first.
 WatchOpener = Callable[[str, int | None, list[str]], AsyncIterator[WatchItem]]
-
-
-def event_json(event: MemoryEvent) -> dict:
-    """A memory event as the stream's data (thin, like the event itself)."""
-    relation = event.relation
-    return {
-        "event_id": event.event_id,
-        "kind": event.kind.value,
-        "type": _AUTOMEM_TYPES.get(event.kind, f"memory.{event.kind.value}"),
-        "memory_id": event.memory_id,
-        "version": event.version,
-        "occurred_at": format_iso(event.occurred_at),
-        "timestamp": format_iso(event.occurred_at),
-        "tenant": event.tenant,
-        "content_changed": event.content_changed,
-        "has_embedding": event.has_embedding,
-        "relation": None
-        if relation is None
-        else {
-            "source_id": relation.source_id,
-            "target_id": relation.target_id,
-            "type": relation.type,
-            "strength": relation.strength,
-        },
-    }
-
-
-def sse(kind: str, data: dict, event_id: int | None = None) -> str:
-    """One SSE frame; with `event_id`, the id a reconnecting client sends back as Last-Event-ID."""
-    head = "" if event_id is None else f"id: {event_id}\n"
-    return f"{head}event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
-
-
-KEEPALIVE = ": keepalive\n\n"
 
 
 def recall_watch(stub: pb_grpc.RecallServiceStub, claims: ClaimSigner) -> WatchOpener:
@@ -118,121 +74,6 @@ def recall_watch(stub: pb_grpc.RecallServiceStub, claims: ClaimSigner) -> WatchO
             call.cancel()  # the client left or the hub gave up: recall closes the consumer
 
     return watch
-
-
-@dataclass(slots=True)
-class Gap:
-    """Events dropped at this point of a subscriber's stream."""
-
-    count: int = 0
-    first: datetime | None = None
-    last: datetime | None = None
-    first_sequence: int = 0
-    last_sequence: int = 0
-
-    def add(self, item: SequencedEvent) -> None:
-        self.count += 1
-        self.first = self.first or item.event.occurred_at
-        self.last = item.event.occurred_at
-        self.first_sequence = self.first_sequence or item.sequence
-        self.last_sequence = item.sequence
-
-
-@dataclass(slots=True)
-class Notice:
-    """A change of the stream's watch on recall: `interrupted` or `resumed`."""
-
-    kind: str
-    since: datetime
-    until: datetime | None = None
-    #: For `resumed`: the sequence the new watch delivers after.
-    after_sequence: int | None = None
-
-
-@dataclass(eq=False)
-class Subscriber:
-    """One open stream: a buffer of at most `size` events, with the gaps
-    where newer events were dropped, and notices, in order. `received` is the
-    last stream sequence taken from recall (buffered or dropped): a new watch
-    starts after it, so nothing is received twice."""
-
-    id: int
-    tenant: str
-    size: int
-    connected_at: datetime
-    kinds: list[str] = field(default_factory=list)
-    received: int = 0
-    watching: bool = True
-    delivered: int = 0
-    dropped: int = 0
-    items: deque = field(default_factory=deque)
-    queued: int = 0
-    closed: bool = False
-    _wake: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def offer(self, item: SequencedEvent) -> bool:
-        """Buffer the event, or count it dropped when the buffer is full."""
-        self.received = item.sequence
-        if self.queued < self.size:
-            self.items.append(item)
-            self.queued += 1
-            self._wake.set()
-            return True
-        if not self.items or not isinstance(self.items[-1], Gap):
-            self.items.append(Gap())
-        self.items[-1].add(item)
-        self.dropped += 1
-        self._wake.set()
-        return False
-
-    def lost(self, gap: WatchGap) -> None:
-        """The stream no longer holds what this subscriber asked for."""
-        self.received = gap.resumed_after
-        self.items.append(gap)
-        self._wake.set()
-
-    def notice(self, notice: Notice) -> None:
-        """Queue a notice. Notices the client has not read yet collapse
-        (interrupted, resumed, interrupted is still interrupted since the
-        first), so a flapping connection cannot grow the buffer."""
-        last = self.items[-1] if self.items else None
-        before = self.items[-2] if len(self.items) > 1 else None
-        unread = isinstance(last, Notice) and (
-            last.kind == "interrupted" or (isinstance(before, Notice) and before.kind == "interrupted")
-        )
-        if notice.kind == "interrupted" and unread:
-            if last.kind == "resumed":
-                self.items.pop()  # lost again before the client read that it had resumed
-        elif notice.kind == "resumed" and isinstance(last, Notice) and last.kind == "interrupted":
-            self.items.append(Notice("resumed", last.since, notice.until, notice.after_sequence))
-        else:
-            self.items.append(notice)
-        self._wake.set()
-
-    def close(self) -> None:
-        self.closed = True
-        self._wake.set()
-
-    async def next(self, wait_seconds: float):
-        """The next item, or None when `wait_seconds` pass with nothing to send."""
-        if not self.items:
-            self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), wait_seconds)
-            except TimeoutError:
-                return None
-            if not self.items:
-                return None
-        item = self.items.popleft()
-        if isinstance(item, SequencedEvent):
-            self.queued -= 1
-        return item
-
-
-@dataclass(slots=True)
-class TenantTotals:
-    delivered: int = 0
-    dropped: int = 0
 
 
 @dataclass(slots=True)
@@ -476,34 +317,6 @@ class StreamHub:
                 for s in subscribers
             ],
         }
-
-
-def gap_json(gap: WatchGap) -> dict:
-    """The `gap` event: events after the client's Last-Event-ID it will never
-    get (`reread`: what it holds may be stale; read again what it needs, from
-    the memories' routes, then go on from this event's id)."""
-    if gap.reason == "reset":
-        why = "the requested event id is beyond the event stream's end (the stream was recreated); new events follow"
-    else:
-        why = "the event stream no longer holds events this old (retention); the oldest it holds follow"
-    return {
-        "requested_after": gap.requested_after,
-        "resumed_after": gap.resumed_after,
-        "reason": gap.reason,
-        "message": f"{why}. Events were lost: re-read the memories you hold (GET /memory/{{id}}, /memories/export)",
-        "reread": True,
-    }
-
-
-def notice_json(notice: Notice) -> dict:
-    if notice.kind == "resumed":
-        why = "the watch on recall was re-opened after the last event received; nothing was lost"
-    else:
-        why = "the gateway lost its watch on recall; it calls again from the last event received"
-    data = {"reason": why, "since": format_iso(notice.since), "until": format_iso(notice.until)}
-    if notice.after_sequence is not None:
-        data["last_event_id"] = notice.after_sequence
-    return data
 
 
 def _describe(exc: Exception) -> str:

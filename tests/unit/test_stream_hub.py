@@ -12,7 +12,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gateway.routes.stream import resume_point
-from gateway.stream import Notice, StreamHub, Subscriber, event_json, sse
+from gateway.stream import StreamHub
+from gateway.stream_frames import event_json, sse
+from gateway.stream_subscriber import Notice, Subscriber
 from services.core.domain.model import EventKind, MemoryEvent, Relation
 from services.core.domain.watch import SequencedEvent, WatchGap, WatchHeartbeat, WatchOpened
 
