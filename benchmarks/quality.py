@@ -363,6 +363,7 @@ def online_rankings(
     wait_timeout: float,
     pool: int = DEFAULT_POOL,
     timestamps: bool = True,
+    ks: Sequence[int] = DEFAULT_KS,
 ) -> tuple[dict[str, list[str]], dict[str, dict[str, list[PoolItem]]], dict]:
     """memgrid's /recall rankings (dia_ids) per question key, each question's
     deep pool (`pool` results with their components) by conversation, and
@@ -405,8 +406,40 @@ def online_rankings(
             if n % 50 == 0 or n == len(questions):
                 progress(f"recall: {n}/{len(questions)} questions")
         stats["query_seconds"] = time.perf_counter() - started
+        stats["asked_at"] = _asked_at_each_k(client, questions, by_id, ks)
     stats["latency"] = latencies
     return rankings, pools, stats
+
+
+def _asked_at_each_k(
+    client: httpx.Client, questions: Sequence[Question], by_id: dict[str, tuple[str, str]], ks: Sequence[int]
+) -> dict[int, dict[str, list[str]]]:
+    """Each question asked again with limit k, for each cut-off k: what an
+    agent asking for k results sees (the shortlist's depth follows the
+    limit, so the top k of a deep pool can differ from a reply of k)."""
+    asked: dict[int, dict[str, list[str]]] = {}
+    for k in ks:
+        asked[k] = {}
+        for question in questions:
+            params = {"query": question.text, "tags": tag_of(question.sample_id), "limit": k}
+            body = client.get("/recall", params=params).raise_for_status().json()
+            asked[k][question.key] = [
+                by_id[m][1] for m in result_ids(body) if by_id.get(m, (None, None))[0] == question.sample_id
+            ]
+        progress(f"recall asked at limit {k}: {len(questions)} questions")
+    return asked
+
+
+def asked_figures(
+    asked: dict[int, dict[str, list[str]]], questions: Sequence[Question], ks: Sequence[int]
+) -> dict[str, dict[str, float]]:
+    """R@k from the replies asked with limit k; any@5 and session@5 from those of limit 5."""
+    by_k = {k: figures(asked[k], questions, ks) for k in ks}
+    loose_k = 5 if 5 in by_k else max(ks)
+    return {
+        name: {f"R@{k}": by_k[k][name][f"R@{k}"] for k in ks} | {m: by_k[loose_k][name][m] for m in LOOSE}
+        for name in by_k[ks[0]]
+    }
 
 
 def table(results: dict[str, dict[str, dict[str, float]]], counts: dict[str, int], ks: Sequence[int]) -> str:
@@ -476,14 +509,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, dict[str, dict[str, float]]] = {}
     summary: dict = {}
     latency: list[float] = []
+    asked: dict[str, dict[str, float]] = {}
     if args.from_pools or not args.offline_only:
         if args.from_pools:
             memgrid, pools = load_pools(args.from_pools)
         else:
             memgrid, pools, stats = online_rankings(
-                conversations, depth, args.wait_timeout, args.pool, not args.no_timestamps
+                conversations, depth, args.wait_timeout, args.pool, not args.no_timestamps, ks
             )
             latency = stats.pop("latency")
+            asked = asked_figures(stats.pop("asked_at"), questions, ks)
             summary["memgrid"] = stats | {
                 "latency_ms_p50": 1000 * float(np.percentile(latency, 50)),
                 "latency_ms_p95": 1000 * float(np.percentile(latency, 95)),
@@ -491,6 +526,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.save_pools:
                 save_pools(args.save_pools, memgrid, pools)
         results["memgrid (served)"] = figures(memgrid, questions, ks)
+        if asked:
+            results["memgrid (asked at k)"] = asked
         start, reach = served_weights()
         folds, chosen = held_out(pools, objective_for(questions), start, reach)
         results["memgrid held-out folds"] = figures(folds, questions, ks)

@@ -123,11 +123,12 @@ class BenchStack:
 
     def __enter__(self) -> BenchStack:
         print(f"starting the stack in {self.data} ...", file=sys.stderr, flush=True)
+        self._log = tempfile.TemporaryFile()  # devstack's output, shown only when it fails to start
         self.process = subprocess.Popen(  # noqa: S603  this venv's python -m devstack, the benchmark's arguments
             [sys.executable, "-m", "devstack", *self.devstack_args],
             env=self.env,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=self._log,
         )
         deadline = time.monotonic() + self.startup_seconds
         while True:
@@ -138,7 +139,9 @@ class BenchStack:
                 pass
             if time.monotonic() > deadline or self.process.poll() is not None:
                 self.__exit__()
-                raise RuntimeError("the stack did not become healthy")
+                self._log.seek(0)
+                tail = self._log.read().decode(errors="replace")[-2000:]
+                raise RuntimeError(f"the stack did not become healthy; devstack's last output:\n{tail}")
             time.sleep(0.3)
 
     def __exit__(self, *exc) -> None:
@@ -146,6 +149,8 @@ class BenchStack:
             self.process.send_signal(signal.SIGTERM)
             self.process.wait(timeout=60)
         shutil.rmtree(self.data, ignore_errors=True)  # a 100k run leaves half a gigabyte
+        if getattr(self, "_log", None) is not None:
+            self._log.close()
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
