@@ -3,6 +3,7 @@ gateway's error envelope turned into a CliError with the exit code it means."""
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,18 +136,18 @@ class Client:
 class _Streamed:
     def __init__(self, client: Client, method: str, path: str, kw: dict):
         self._client, self._method, self._path, self._kw = client, method, path, kw
-        self._cm = None
+        self._cm: AbstractContextManager[httpx.Response] | None = None
 
     def __enter__(self) -> httpx.Response:
         try:
-            self._cm = self._client._http.stream(self._method, self._path, **self._kw)
-            reply = self._cm.__enter__()
+            self._cm = cm = self._client._http.stream(self._method, self._path, **self._kw)
+            reply = cm.__enter__()
         except httpx.TransportError as exc:
             raise CliError(f"cannot reach memgrid at {self._client.target.url}: {exc}", UNAVAILABLE) from None
         if reply.status_code >= 400:
             reply.read()
             error = _refused(reply)
-            self._cm.__exit__(None, None, None)
+            cm.__exit__(None, None, None)
             raise error
         return reply
 

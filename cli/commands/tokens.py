@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 import typer
+from rich.console import Console
 
 from cli.client import CONFLICT, NOT_FOUND, USAGE, CliError
 from cli.output import session, table
@@ -99,7 +100,7 @@ def create(
         raise CliError(f"a token with id {token_id!r} is in the file already", CONFLICT)
     token = secrets.token_urlsafe(32)
     digest = token_digest(token).hex()
-    entry = {"token_sha256": digest, "role": role}
+    entry: dict[str, str | int] = {"token_sha256": digest, "role": role}
     if tenant is not None:
         entry = {"token_sha256": digest, "tenant": tenant, "role": role}
     if memory_limit is not None:
@@ -107,16 +108,15 @@ def create(
     if token_id is not None:
         entry["id"] = token_id
     _save(path, [*entries, entry])
-    s.emit(
-        {"status": "success", "token": token, "token_sha256": digest, "tenant": tenant, "role": role},
-        lambda out: (
-            out.print(token),
-            s.note(
-                f"the {'operator token' if tenant is None else f'token for tenant {tenant} ({role})'}; "
-                f"it is shown only now, {path} keeps its digest"
-            ),
-        ),
-    )
+
+    def render(out: Console) -> None:
+        out.print(token)
+        s.note(
+            f"the {'operator token' if tenant is None else f'token for tenant {tenant} ({role})'}; "
+            f"it is shown only now, {path} keeps its digest"
+        )
+
+    s.emit({"status": "success", "token": token, "token_sha256": digest, "tenant": tenant, "role": role}, render)
 
 
 @app.command("list")
