@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gateway.responses import Json
+from services.core.domain.errors import DomainError
 from services.core.grpc.errors import error_info
 
 log = structlog.get_logger()
@@ -47,6 +48,13 @@ def envelope(code: int, message: str, reason: str | None = None, details: dict |
     if details:
         body["details"] = details
     return Json(body, status_code=code)
+
+
+def from_domain(error: DomainError) -> ApiError:
+    """A domain rule's refusal, answered by the gateway with the status the
+    services would give it (GRPC_TO_HTTP), its reason and its message: the
+    rule and its words stay the domain's."""
+    return ApiError(GRPC_TO_HTTP.get(grpc.StatusCode[error.status], 500), error.message, error.reason)
 
 
 async def api_error_handler(request: Request, exc: ApiError) -> Json:

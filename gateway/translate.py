@@ -9,11 +9,15 @@ from typing import Any
 import numpy as np
 from google.protobuf import struct_pb2
 
-from gateway.envelope import ApiError
+from gateway.envelope import ApiError, from_domain
 from memgrid.v1 import ingest_service_pb2, memory_pb2
 from services.core.codec import ts_from_pb
+from services.core.domain.batch import at_index
+from services.core.domain.drafts import require_content, unit_interval_number
+from services.core.domain.errors import DomainError
 from services.core.domain.model import TIME_FIELDS
 from services.core.domain.times import format_iso
+from services.core.domain.updates import validate_archived
 
 #: Fields of a memory draft the REST surface accepts; others are ignored
 #: (clients send id, format, offset... which the reference ignores too).
@@ -44,20 +48,33 @@ def require_object(body: Any, what: str = "request body") -> dict:
 VALUE_FIELDS = ("tags", "embedding")
 
 
-def draft_from_json(body: dict, *, where: str = "") -> memory_pb2.MemoryDraft:
-    """A MemoryDraft from a JSON object; a wrong JSON type is a 400 naming the field.
-    The body comes from decode_json, so its numbers fit a double and its
-    strings hold no NUL: once the types are checked, every field can be set."""
+def draft_from_json(body: dict, *, where: str = "", index: int | None = None) -> memory_pb2.MemoryDraft:
+    """A MemoryDraft from a JSON object; a wrong JSON type is a 400 naming the
+    field, after `where` (a batch item's `index` by default, which must carry
+    content). The rules the domain owns are its own, their refusal mapped
+    (from_domain). The body comes from decode_json, so its numbers fit a
+    double and its strings hold no NUL: once the types are checked, every
+    field can be set."""
+    if index is not None:
+        where = where or f"Memory at index {index}: "
+    try:
+        return _draft(body, where, batch_item=index is not None)
+    except DomainError as error:
+        raise from_domain(error if index is None else at_index(index, error)) from None
+
+
+def _draft(body: dict, where: str, *, batch_item: bool) -> memory_pb2.MemoryDraft:
     shaped = {k: body[k] for k in DRAFT_FIELDS if k in body and body[k] is not None}
     if body.get("metadata") is not None:
         shaped["metadata_json"] = json.dumps(body["metadata"])
+    if batch_item:  # the proto's content cannot say "not sent"
+        require_content(shaped.get("content"))
     for name in ("content", "type", "timestamp", "t_valid", "t_invalid", "updated_at", "last_accessed"):
         if name in shaped and not isinstance(shaped[name], str):
             raise ApiError(400, f"{where}'{name}' must be a string", "NOT_A_STRING")
     for name in ("importance", "confidence"):
-        value = shaped.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise ApiError(400, f"{where}'{name}' must be a number between 0 and 1", "NOT_A_NUMBER")
+        if shaped.get(name) is not None:
+            unit_interval_number(shaped[name], name)
     values = {name: shaped.pop(name) for name in VALUE_FIELDS if name in shaped}
     draft = memory_pb2.MemoryDraft(**shaped)
     for name, value in values.items():
@@ -139,9 +156,10 @@ def update_from_json(body: dict) -> tuple[memory_pb2.MemoryDraft, list[str]]:
     draft = draft_from_json(body)
     archived = body.get("archived")
     if archived is not None:
-        if not isinstance(archived, bool):
-            raise ApiError(400, "'archived' must be a boolean", "NOT_A_BOOLEAN")
-        draft.archived = archived
+        try:
+            draft.archived = validate_archived(archived)
+        except DomainError as error:
+            raise from_domain(error) from None
     trust_state = body.get("trust_state")
     if trust_state is not None:
         if not isinstance(trust_state, str):

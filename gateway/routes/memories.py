@@ -9,7 +9,7 @@ import uuid
 from fastapi import APIRouter, Depends, Request
 
 from gateway.auth import Caller
-from gateway.envelope import ApiError
+from gateway.envelope import ApiError, from_domain
 from gateway.openapi import (
     BOOLEAN,
     INTEGER,
@@ -36,6 +36,8 @@ from gateway.routes.roles import escalate, require
 from gateway.translate import draft_from_json, iso, memory_to_json, relation_to_json, require_object, update_from_json
 from memgrid.v1 import ingest_service_pb2 as ingest
 from memgrid.v1 import recall_service_pb2 as recall
+from services.core.domain.errors import InvalidArgument
+from services.core.domain.tags import require_tags
 
 router = APIRouter(route_class=JsonRoute)
 
@@ -228,9 +230,7 @@ async def batch_create(request: Request, who: Caller = Depends(require("write"))
         where = f"Memory at index {index}: "
         if not isinstance(item, dict):
             raise ApiError(400, f"{where}must be a JSON object", "NOT_AN_OBJECT")
-        if item.get("content") is None:
-            raise ApiError(400, f"Memory at index {index} missing 'content'", "CONTENT_REQUIRED")
-        drafts.append(draft_from_json(item, where=where))
+        drafts.append(draft_from_json(item, index=index))
         key = item.get("idempotency_key")
         if key is not None and not isinstance(key, str):
             raise ApiError(400, f"{where}'idempotency_key' must be a string", "NOT_A_STRING")
@@ -283,8 +283,10 @@ async def list_by_tag(request: Request, who: Caller = Depends(require("read"))):
     importance desc, timestamp desc, id asc, paged with limit (1..200,
     default 20) and offset; each flagged with its state (and replaced_by)."""
     tags = query_tags(request, "tags")
-    if not tags:
-        raise ApiError(400, "'tags' is required", "TAGS_REQUIRED")
+    try:
+        require_tags(tags)
+    except InvalidArgument as error:
+        raise from_domain(error) from None
     reply = await clients(request).recall.ListMemoriesByTag(
         recall.ListMemoriesByTagRequest(
             tags=tags,

@@ -7,10 +7,11 @@ import math
 
 from fastapi import Request
 
-from gateway.envelope import ApiError
+from gateway.envelope import ApiError, from_domain
 from gateway.routes.body import INT32_MAX, INT32_MIN, no_nul
 from services.core.domain.drafts import check_tag_limits
 from services.core.domain.errors import InvalidArgument
+from services.core.domain.values import finite_number
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off", "")
@@ -31,7 +32,7 @@ def query_tags(request: Request, name: str) -> list[str]:
     try:
         return check_tag_limits(tags, request.app.state.settings.limits, name)
     except InvalidArgument as exc:
-        raise ApiError(400, exc.message, exc.reason) from None
+        raise from_domain(exc) from None
 
 
 def query_text(request: Request, name: str) -> str:
@@ -70,9 +71,10 @@ def query_float(request: Request, name: str) -> float | None:
         value = float(text)
     except ValueError:
         raise ApiError(400, f"'{name}' must be a number, not {text!r}", "NOT_A_NUMBER") from None
-    if not math.isfinite(value):
-        raise ApiError(400, f"'{name}' must be a finite number", "NOT_A_NUMBER")
-    return value
+    try:
+        return finite_number(value, name)
+    except InvalidArgument as exc:
+        raise from_domain(exc) from None
 
 
 def query_bool(request: Request, name: str) -> bool:

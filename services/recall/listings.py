@@ -14,6 +14,7 @@ from services.core.domain.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS, M
 from services.core.domain.recall_ranking import Candidate
 from services.core.domain.recall_request import RecallPolicy, Scope, clamp_limit, clean_tags
 from services.core.domain.state import State, resolve_state_mode
+from services.core.domain.tags import require_tags
 from services.core.domain.trust import parse_trust_states
 from services.core.ports.reads import ListingReads
 from services.recall.access import AccessRecorder
@@ -106,8 +107,7 @@ class Listings:
         withholds what is not current (a superseded one replaced by its head)."""
         history = resolve_state_mode(state_mode, default_history=True)
         wanted = clean_tags(tags)
-        if not wanted:
-            raise InvalidArgument("TAGS_REQUIRED", "'tags' is required", field="tags")
+        require_tags(wanted)
         if offset < 0:
             raise InvalidArgument("INVALID_ARGUMENT", "offset must be 0 or more", field="offset")
         limit = clamp_limit(limit, self._limits.by_tag_default, self._limits.by_tag_max)

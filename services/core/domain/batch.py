@@ -13,11 +13,14 @@ from services.core.domain.model import Memory
 
 
 def at_index(index: int, error: DomainError) -> DomainError:
-    """The same error, its message naming the batch item."""
+    """The same error, its message naming the batch item (a missing content
+    in the words the spec gives: "Memory at index 2 missing 'content'")."""
     details = {k: v for k, v in error.details.items() if k != "field"}
-    return type(error)(
-        error.reason, f"Memory at index {index}: {error.message}", field=error.field, index=index, **details
-    )
+    if error.reason == "CONTENT_REQUIRED":
+        message = f"Memory at index {index} missing '{error.field}'"
+    else:
+        message = f"Memory at index {index}: {error.message}"
+    return type(error)(error.reason, message, field=error.field, index=index, **details)
 
 
 def batch_item(draft: Draft) -> Draft:

@@ -52,11 +52,17 @@ class Draft:
     original_content: str | None = None
 
 
-def validate_content(content: Any, limits: Limits, field: str = "content") -> str:
-    """1..hard-limit characters of text."""
+def require_content(content: Any, field: str = "content") -> Any:
+    """Content that was sent (None is CONTENT_REQUIRED; a batch item's
+    message is the spec's, batch.at_index)."""
     if content is None:
         raise InvalidArgument("CONTENT_REQUIRED", f"'{field}' is required", field=field)
-    if not isinstance(content, str):
+    return content
+
+
+def validate_content(content: Any, limits: Limits, field: str = "content") -> str:
+    """1..hard-limit characters of text."""
+    if not isinstance(require_content(content, field), str):
         raise InvalidArgument("CONTENT_NOT_TEXT", f"'{field}' must be a string", field=field)
     if not content.strip():
         raise InvalidArgument("CONTENT_EMPTY", f"'{field}' must not be empty", field=field, min_length=1)
@@ -71,11 +77,17 @@ def validate_content(content: Any, limits: Limits, field: str = "content") -> st
     return content
 
 
-def validate_unit_interval(value: Any, field: str) -> float:
-    """A finite number in 0..1 (booleans are not numbers here)."""
+def unit_interval_number(value: Any, field: str) -> int | float:
+    """The type half of validate_unit_interval, which the gateway checks a
+    JSON body by: a number (booleans are not numbers here)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidArgument("NOT_A_NUMBER", f"'{field}' must be a number between 0 and 1", field=field)
-    number = float(value)
+    return value
+
+
+def validate_unit_interval(value: Any, field: str) -> float:
+    """A finite number in 0..1 (booleans are not numbers here)."""
+    number = float(unit_interval_number(value, field))
     if not math.isfinite(number) or not 0.0 <= number <= 1.0:
         raise InvalidArgument(
             "OUT_OF_RANGE",

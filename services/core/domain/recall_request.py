@@ -20,6 +20,7 @@ from services.core.domain.model import Memory
 from services.core.domain.recall_text import tokens
 from services.core.domain.timewindow import Window
 from services.core.domain.trust import VISIBLE_BY_DEFAULT, parse_trust_states, visible
+from services.core.domain.values import finite_number
 
 SORTS = ("score", "time_desc", "time_asc", "updated_desc", "updated_asc")
 INTENTS = ("recall", "browse")
@@ -281,10 +282,10 @@ def build_request(
         active_path=active_path, query=" ".join(texts[:1]),
     )  # fmt: skip
     embedding = embedding or None  # an empty vector is no query
-    if min_score is not None and not math.isfinite(min_score):
-        raise InvalidArgument("INVALID_ARGUMENT", "min_score must be a number", field="min_score")
-    if recency_bias is not None and (not math.isfinite(recency_bias) or recency_bias < 0):
-        raise InvalidArgument("INVALID_ARGUMENT", "recency_bias must be a number >= 0", field="recency_bias")
+    if min_score is not None:
+        finite_number(min_score, "min_score")
+    if recency_bias is not None and finite_number(recency_bias, "recency_bias") < 0:
+        raise InvalidArgument("INVALID_ARGUMENT", "'recency_bias' must be a number >= 0", field="recency_bias")
     has_query = bool(texts) or embedding is not None
     default_sort = "time_desc" if not has_query and not window.empty else "score"
     scope = Scope(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from services.core.domain.errors import InvalidArgument
 
@@ -56,6 +56,11 @@ def required_tag_keys(tags: Iterable[object], field: str = "tags") -> list[str]:
     """The keys (tag_key) of the tags a match by tag names, sorted, without
     blanks, repeats or anything but strings; none is TAGS_REQUIRED."""
     keys = sorted({key for t in tags if isinstance(t, str) and (key := tag_key(t))})
-    if not keys:
-        raise InvalidArgument("TAGS_REQUIRED", f"'{field}' must name at least one tag", field=field)
+    require_tags(keys, field)
     return keys
+
+
+def require_tags(tags: Sequence[str], field: str = "tags") -> None:
+    """Tags a read or a delete by tag names, already cleaned: none is TAGS_REQUIRED."""
+    if not tags:
+        raise InvalidArgument("TAGS_REQUIRED", f"'{field}' must name at least one tag", field=field)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from services.core.domain.drafts import (
     Draft,
@@ -125,10 +126,15 @@ def update_kind(before: Memory, after: Memory, content_changed: bool) -> EventKi
     return EventKind.ARCHIVED if after.archived else EventKind.RESTORED
 
 
-def _archive_changes(memory: Memory, value, now: datetime) -> dict:
+def validate_archived(value: Any) -> bool:
+    """archived as a PATCH sends it: true or false (the gateway checks a JSON body by it)."""
     if not isinstance(value, bool):
         raise InvalidArgument("INVALID_ARCHIVED", "'archived' must be true or false", field="archived")
-    if not value:
+    return value
+
+
+def _archive_changes(memory: Memory, value, now: datetime) -> dict:
+    if not validate_archived(value):
         if not memory.archived:
             return {"archived": False, "archived_at": None}
         # A restore is a use (last_accessed, which decay counts), and its old
