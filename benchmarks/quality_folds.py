@@ -24,7 +24,7 @@ import numpy as np
 from services.core.domain.recall_context import Timed, neighbourhood
 
 #: The components whose weights the folds choose (the rest keep the served defaults).
-FITTED = ("keyword", "speaker", "neighbourhood", "exact", "tag")
+FITTED = ("keyword", "speaker", "neighbourhood", "exact", "tag", "related")
 GRID = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.55, 0.7, 0.85, 1.0)
 ROUNDS = 2
 

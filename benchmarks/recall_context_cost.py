@@ -1,9 +1,10 @@
-"""What recall's context levers cost a recall, in one run: beside the
-stack's recall, a second recall process over the same FalkorDB, with the
-speaker and neighbourhood components weighed 0, the neighbourhood window 0
-and the nameless query off (each query embedded and searched once: the
-ranking recall served before them), its own vector index rebuilt from the
-same graph; after the same warm-up queries, the same distinct queries are
+"""What recall's newest ranking lever costs a recall, in one run: beside the
+stack's recall, a second recall process over the same FalkorDB with the
+lever off (LEFT_OUT weighed 0 and BASELINE_ENV set: today the related-words
+component, so the baseline is the ranking served before it; the earlier
+levers, speaker, neighbourhood and the nameless query, were measured the
+same way against a baseline without them, docs/performance.md), its own
+vector index rebuilt from the same graph; after the same warm-up queries, the same distinct queries are
 sent to each in turn over gRPC (SearchMemories, as the gateway calls it),
 each going first every other time, so both see the same machine at the same
 moment, and the ratio of their p95s is the cost.
@@ -26,8 +27,9 @@ from devstack.servers import free_port
 from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
 from services.core.settings import Settings
 
-#: The components the baseline leaves out.
-LEFT_OUT = ("speaker", "neighbourhood")
+#: The components the baseline leaves out, and the settings it changes besides.
+LEFT_OUT = ("related",)
+BASELINE_ENV = {"RECALL_RELATED_CACHE_WORDS": "0"}
 #: People the queries ask about: a question naming one is embedded twice as served (as asked and nameless).
 NAMES = ("Caroline", "Melanie", "Jon", "Gina", "Maria", "John")
 
@@ -51,9 +53,8 @@ def baseline_env(stack: BenchStack, data_dir: Path, port: int) -> dict[str, str]
         "RECALL_METRICS_PORT": str(free_port()),
         "PROJECTOR_DURABLE": "bench-baseline-projector",
         "RECALL_WEIGHTS": json.dumps(weights),
-        "RECALL_NEIGHBOURHOOD_SECONDS": "0",
-        "RECALL_NAMELESS_QUERY_SHARE": "0",
         "RECALL_INDEX_CHECK_SECONDS": "0",
+        **BASELINE_ENV,
     }
 
 
@@ -103,7 +104,7 @@ def run(stack: BenchStack, queries: list[str], warmup: list[str], label: str) ->
         finally:
             process.terminate()
             process.wait(timeout=60)
-    line(f"{label}, SearchMemories without speaker/neighbourhood/nameless", percentiles(samples["baseline"]))
+    line(f"{label}, SearchMemories without {'/'.join(LEFT_OUT)}", percentiles(samples["baseline"]))
     line(f"{label}, SearchMemories as served", percentiles(samples["served"]))
     ratio = p95(samples["served"]) / p95(samples["baseline"])
     line(f"{label}, p95 as served / without", f"{ratio:5.2f}x")

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 
 from services.core.adapters.dead_letters import DeadLetterQueue
 from services.core.adapters.edge_index import EdgeVectorIndex
-from services.core.adapters.embedders import embedder_from
+from services.core.adapters.embedders import LocalMiniLMEmbedder, PlaceholderEmbedder, embedder_from
 from services.core.adapters.falkor import EntityBounds, FalkorGraph, ScratchSpec
 from services.core.adapters.falkor.migration import GraphCopy
 from services.core.adapters.nats_bus import NatsEventBus, dead_letter_subject
@@ -216,6 +216,17 @@ def consumer_spec(
 def embedder(models: ModelSettings, vector_size: int, *, parallel: int = 1) -> Embedder:
     """The embedder EMBEDDING_PROVIDER names (`parallel` parts of a call side by side, one core each)."""
     return embedder_from(models, vector_size, parallel=parallel)
+
+
+def word_embedder(query_embedder: Embedder) -> Embedder:
+    """What embeds single words for recall's related-words component: the
+    query embedder when it runs here (local MiniLM, or the tests'
+    placeholder), else a local MiniLM of its own, so a recall never sends
+    hundreds of words to a remote provider (the words' vectors are only
+    compared with each other, never with the memories')."""
+    if isinstance(query_embedder, (LocalMiniLMEmbedder, PlaceholderEmbedder)):
+        return query_embedder
+    return LocalMiniLMEmbedder(intra_op_threads=1)
 
 
 def entity_extractor(enrichment: EnrichmentSettings) -> EntityExtractor:

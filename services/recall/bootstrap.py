@@ -13,7 +13,15 @@ from services.core.ports.models import Embedder
 from services.core.ports.vector import VectorIndex
 from services.core.replica import projector_durable, projector_inactive_seconds, stream_durables
 from services.core.settings import Settings
-from services.core.wiring import consumer_spec, event_bus, event_consumer, event_watch, graph_store, vector_index
+from services.core.wiring import (
+    consumer_spec,
+    event_bus,
+    event_consumer,
+    event_watch,
+    graph_store,
+    vector_index,
+    word_embedder,
+)
 from services.core.wiring import embedder as embedder_of
 from services.recall.access import AccessRecorder
 from services.recall.audit import AuditLimits, AuditReads
@@ -34,6 +42,7 @@ from services.recall.servicer import RecallServicer
 from services.recall.text_arms import TextArms
 from services.recall.trust_reads import TrustReads
 from services.recall.vector_arm import VectorArm
+from services.recall.word_vectors import WordVectors
 
 #: The settings groups this service reads (its main loads only these, with process and plane).
 GROUPS = ("process", "plane", "graph", "bus", "vectors", "consumers", "memory", "models", "recall")
@@ -76,6 +85,11 @@ def build_app(
         reader=reader,
         text=text_arms,
         vector=VectorArm(vectors=vectors, embedder=embedder, query_cache_size=settings.recall.recall_query_cache_size),
+        words=WordVectors(
+            word_embedder(embedder),
+            max_words=settings.recall.recall_related_cache_words,
+            new_per_recall=settings.recall.recall_related_new_words,
+        ),
         state=state,
         policy=policy,
         access=access,

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from prometheus_client import Histogram
 
 from services.core.domain import recall_ranking as ranking
+from services.core.domain import related_words
 from services.core.domain.model import Memory, Relation
 from services.core.domain.projection import VectorHit
 from services.core.domain.recall_assembly import append_new, per_query_cap
@@ -31,6 +32,7 @@ from services.recall.current_state import CurrentStatePass
 from services.recall.expansion import Expansion
 from services.recall.text_arms import TEXT_ARMS, TextArms
 from services.recall.vector_arm import VectorArm
+from services.recall.word_vectors import WordVectors
 
 STAGE_SECONDS = Histogram(
     "memgrid_recall_stage_seconds",
@@ -94,7 +96,9 @@ class RankedRecall:
         policy: RecallPolicy,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         access: AccessRecorder | None = None,
+        words: WordVectors | None = None,
     ):
+        self._words = words
         self._reader = reader
         self._text = text
         self._vector = vector
@@ -199,6 +203,25 @@ class RankedRecall:
             candidate.outside_tag_scope = True
         return added
 
+    async def _related(self, request: RecallRequest, candidates: list[Candidate], weights: dict[str, float]) -> None:
+        """The related-words component of the hydrated candidates (0 without
+        a query, a weight, or word vectors)."""
+        if weights.get("related", 0.0) <= 0 or not request.has_query or self._words is None or not self._words.enabled:
+            return
+        asked = related_words.question_words(request.queries)
+        texts = {c.id: c.memory.content for c in candidates if c.memory is not None}
+        if not asked or not texts:
+            return
+        vocabulary = related_words.vocabulary(texts.values(), asked)
+        vectors = await self._words.lookup([*asked, *vocabulary])
+        policy = self._policy
+        terms = related_words.related_terms(
+            asked, vocabulary, vectors, threshold=policy.related_threshold, per_word=policy.related_per_word
+        )
+        scores = related_words.related_scores(terms, texts, k1=policy.bm25_k1, b=policy.bm25_b)
+        for candidate in candidates:
+            candidate.related = scores.get(candidate.id, 0.0)
+
     async def _context_memories(self, request: RecallRequest) -> list[Memory]:
         """Memories with the context's priority tags (the most important
         first, within the caller's scope), to join the candidates, so a
@@ -253,6 +276,8 @@ class RankedRecall:
         known = await self._hydrate(tenant, pool)
         watch.lap("hydrate")
         candidates = list(pool.values())
+        await self._related(request, candidates, weights)
+        watch.lap("related")
         for candidate in candidates:
             ranking.score(candidate, request, self._policy, weights)
         ranking.with_neighbourhood(candidates, self._policy, weights, search=request.has_query)

@@ -44,12 +44,12 @@ WEEK_AGO = NOW - timedelta(days=7)
 RECALL_WEIGHTS = {
     "vector": 0.45, "keyword": 0.25, "metadata": 0.05, "tag": 0.05, "exact": 0.05, "relation": 0.1,
     "importance": 0.03, "confidence": 0.01, "recency": 0.02, "trust": 0.02, "context": 0.1, "relevance": 0.0,
-    "speaker": 0.1, "neighbourhood": 0.0,
+    "speaker": 0.1, "neighbourhood": 0.0, "related": 0.1,
 }  # fmt: skip
 BROWSE_WEIGHTS = {
     "vector": 0.3, "keyword": 0.1, "metadata": 0.03, "tag": 0.05, "exact": 0.02, "relation": 0.05,
     "importance": 0.15, "confidence": 0.02, "recency": 0.3, "trust": 0.03, "context": 0.1, "relevance": 0.0,
-    "speaker": 0.0, "neighbourhood": 0.0,
+    "speaker": 0.0, "neighbourhood": 0.0, "related": 0.0,
 }  # fmt: skip
 
 
@@ -82,6 +82,8 @@ def policy(**changes) -> RecallPolicy:
         "keyword_candidates": 100,
         "bm25_k1": 1.2,
         "bm25_b": 0.75,
+        "related_threshold": 0.4,
+        "related_per_word": 8,
         # What RecallPolicy's own defaults were before the settings became their one source.
         "max_queries": 10,
         "max_query_words": 64,

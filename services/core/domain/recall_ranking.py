@@ -22,7 +22,7 @@ from services.core.domain.trust import TrustState
 #: Score components, in the order score_components reports them.
 COMPONENTS = (
     "vector", "keyword", "metadata", "tag", "exact", "relation", "importance", "confidence", "recency", "trust",
-    "context", "relevance", "speaker", "neighbourhood",
+    "context", "relevance", "speaker", "neighbourhood", "related",
 )  # fmt: skip
 #: The arms that find candidates by the query (match_type is the strongest of these).
 ARMS = ("vector", "keyword", "metadata", "tag")
@@ -52,6 +52,8 @@ class Candidate:
     expanded_from_entity: str | None = None
     #: Found by scope_fallback, outside the caller's tags.
     outside_tag_scope: bool = False
+    #: The related-words component (services/core/domain/related_words.py), set before scoring.
+    related: float = 0.0
 
     def add(self, arm: str, score: float, raw: float | None = None, query: int | None = None) -> None:
         if query is not None:
@@ -179,6 +181,7 @@ def score(candidate: Candidate, request: RecallRequest, policy: RecallPolicy, we
         # Only a weighed speaker is looked for (its weight is 0 in browse).
         "speaker": speaker_named(memory, query_words) if weights.get("speaker", 0.0) > 0 else 0.0,
         "neighbourhood": 0.0,  # set by with_neighbourhood, once every candidate is scored
+        "related": candidate.related,
     }
     candidate.components = {name: round(components[name], 6) for name in COMPONENTS}
     candidate.final = sum(weights.get(name, 0.0) * value for name, value in components.items())

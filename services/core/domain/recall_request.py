@@ -54,6 +54,9 @@ class RecallPolicy:
     keyword_scan: int
     bm25_k1: float
     bm25_b: float
+    #: The related-words component: the least cosine of a related word, and how many a question word brings.
+    related_threshold: float
+    related_per_word: int
     max_queries: int  # queries of one recall (query and queries together)
     max_query_words: int  # words of one query
     max_priority_ids: int

@@ -89,21 +89,31 @@ class RecallSettings(Group):
     # BM25 for short passages (Anserini's MS MARCO passage defaults; memories are short).
     recall_bm25_k1: float = 0.9
     recall_bm25_b: float = 0.4
+    # The related-words component (services/core/domain/related_words.py): a
+    # question's words stand for their neighbours among the shortlist's words
+    # within this cosine (single words embedded by the query embedder), the
+    # nearest few a word; chosen leave-one-conversation-out on LoCoMo dev.
+    recall_related_threshold: float = Field(default=0.4, ge=-1.0, le=1.0)
+    recall_related_per_word: int = Field(default=8, ge=0)
+    # Word vectors kept by a recall process, and the unseen words one recall
+    # embeds at most (the rest wait for a later recall: a cold start's cost is bounded).
+    recall_related_cache_words: int = Field(default=50_000, ge=0)
+    recall_related_new_words: int = Field(default=1_000, ge=0)
     # Weight sets per intent over the score components (services/core/domain/recall_ranking.py COMPONENTS).
     # relevance (consolidation's decayed relevance_score) weighs 0 in both: the
     # rankings measured without it stay as they are until a weight is chosen.
-    # keyword, tag, exact, speaker and neighbourhood of `recall` were chosen
+    # keyword, tag, exact, speaker, neighbourhood and related of `recall` were chosen
     # leave-one-conversation-out on LoCoMo dev (`make bench-quality`, docs/performance.md).
     recall_weights: dict[str, dict[str, float]] = {
         "recall": {
-            "vector": 0.40, "keyword": 0.30, "metadata": 0.01, "tag": 0.05, "exact": 0.02, "relation": 0.03,
+            "vector": 0.40, "keyword": 0.20, "metadata": 0.01, "tag": 0.10, "exact": 0.02, "relation": 0.03,
             "importance": 0.02, "confidence": 0.0, "recency": 0.01, "trust": 0.01, "context": 0.10, "relevance": 0.0,
-            "speaker": 0.30, "neighbourhood": 1.0,
+            "speaker": 0.20, "neighbourhood": 1.0, "related": 0.15,
         },
         "browse": {
             "vector": 0.30, "keyword": 0.10, "metadata": 0.03, "tag": 0.05, "exact": 0.02, "relation": 0.05,
             "importance": 0.15, "confidence": 0.02, "recency": 0.30, "trust": 0.03, "context": 0.10, "relevance": 0.0,
-            "speaker": 0.0, "neighbourhood": 0.0,
+            "speaker": 0.0, "neighbourhood": 0.0, "related": 0.0,
         },
     }  # fmt: skip
     # The neighbourhood component (services/core/domain/recall_context.py): a
@@ -257,6 +267,8 @@ class RecallSettings(Group):
             keyword_scan=self.recall_keyword_scan,
             bm25_k1=self.recall_bm25_k1,
             bm25_b=self.recall_bm25_b,
+            related_threshold=self.recall_related_threshold,
+            related_per_word=self.recall_related_per_word,
             disputed_weight=self.recall_disputed_weight,
             fiction_weight=self.recall_fiction_weight,
             neighbourhood_seconds=self.recall_neighbourhood_seconds,
