@@ -135,3 +135,16 @@ async def test_without_a_weight_or_with_a_failing_embedder_the_component_stays_0
     assert swim.related == 0.0
     await ranked(TableEmbedder(fail=True))._related(request, [swim], {"related": 1.0})
     assert swim.related == 0.0
+
+
+def test_words_are_embedded_here_even_when_the_query_embedder_is_remote():
+    from services.core.adapters.embedders import LocalMiniLMEmbedder, OpenAIEmbedder, PlaceholderEmbedder
+    from services.core.wiring import word_embedder
+
+    local, placeholder = LocalMiniLMEmbedder(), PlaceholderEmbedder(384)
+    assert word_embedder(local) is local
+    assert word_embedder(placeholder) is placeholder
+    remote = OpenAIEmbedder(
+        api_key="k", base_url="http://127.0.0.1:9", model="m", dimension=384, batch_size=8, timeout_seconds=1
+    )
+    assert isinstance(word_embedder(remote), LocalMiniLMEmbedder)
