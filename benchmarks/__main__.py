@@ -7,14 +7,20 @@ import argparse
 import sys
 from pathlib import Path
 
-from benchmarks import backup, consolidation, enrichment, import_export, recall_latency, scale, write_path
+from benchmarks import backup, consolidation, enrichment, import_export, recall_latency, scale, write_ab, write_path
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", choices=("write", "enrichment", "recall", "consolidate", "import", "backup", "scale"))
+    parser.add_argument(
+        "--only", choices=("write", "write-ab", "enrichment", "recall", "consolidate", "import", "backup", "scale")
+    )
     parser.add_argument("-n", type=int, default=500, help="sequential requests per latency figure")
     parser.add_argument("--batches", type=int, default=10, help="500-item batches for throughput")
+    parser.add_argument("--ab-base", default=write_ab.BEFORE_TRUST, help="the commit the write A/B compares with")
+    parser.add_argument("--ab-memories", type=int, default=10_000, help="memories the write A/B seeds on each side")
+    parser.add_argument("--ab-creates", type=int, default=500, help="single creates on each side")
+    parser.add_argument("--ab-chunks", type=int, default=5, help="turns the seeding takes, sides alternating")
     parser.add_argument("--enrich-count", type=int, default=2000, help="memories for enrichment throughput")
     parser.add_argument("--rate", type=float, default=20.0, help="stores/s for time-to-searchable")
     parser.add_argument("--steady", type=int, default=300, help="stores at that rate")
@@ -37,6 +43,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.only in (None, "write"):
         write_path.run(args.n, args.batches)
+    if args.only in (None, "write-ab"):
+        write_ab.run(args.ab_base, args.ab_memories, args.ab_creates, args.ab_chunks)
     if args.only in (None, "enrichment"):
         enrichment.run(args.enrich_count, args.rate, args.steady)
     if args.only in (None, "recall"):

@@ -93,6 +93,8 @@ class BenchStack:
             self.env[f"{name.upper()}_METRICS_PORT"] = str(free_port())
         self.url = f"http://127.0.0.1:{self.env['PORT']}"
         self.process: subprocess.Popen | None = None
+        #: Where devstack runs (None: here); with PYTHONPATH, another checkout's code (benchmarks/write_ab.py).
+        self.cwd: Path | None = None
 
     #: How long the stack may take to answer /health (recall optimises its index first).
     startup_seconds = 120.0
@@ -127,6 +129,7 @@ class BenchStack:
         self.process = subprocess.Popen(  # noqa: S603  this venv's python -m devstack, the benchmark's arguments
             [sys.executable, "-m", "devstack", *self.devstack_args],
             env=self.env,
+            cwd=self.cwd,
             stdout=subprocess.DEVNULL,
             stderr=self._log,
         )
