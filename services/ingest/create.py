@@ -3,15 +3,14 @@ query with its events, its idempotency claim and its tombstone check."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 
 from services.core.domain.batch import check_batch, in_batch_order, keyed_items
 from services.core.domain.drafts import Draft, validate_batch_size
-from services.core.domain.errors import Aborted
+from services.core.domain.errors import Aborted, DomainError
 from services.core.domain.limits import Limits
 from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.domain.times import to_micros
@@ -68,6 +67,26 @@ class Creation:
         memories = await self.new.idempotency.replay(tenant, key, request_hash, now)
         return Created.replay(memories) if memories is not None else None
 
+    async def _or_replay(
+        self, tenant: str, key: str, request_hash: str, now: datetime, write: Awaitable[Created]
+    ) -> Created:
+        """`write`'s outcome. A key is not looked up before the write (every
+        create through the gateway has one, and the lookup was a round trip
+        to FalkorDB each): the write claims it in its own query, and a lost
+        claim is answered by the first result. A refusal before the claim
+        (the tenant's limit, a tombstone, a rule, the language model) is
+        answered by the key's first result where there is one, or its
+        IDEMPOTENCY_KEY_REUSED, as a lookup first would have answered."""
+        try:
+            return await write
+        except DomainError:
+            if not key:
+                raise
+            replay = await self._replay(tenant, key, request_hash, now)
+            if replay is None:
+                raise
+            return replay
+
     async def create_memory(
         self,
         tenant: str,
@@ -82,8 +101,25 @@ class Creation:
         `memory_limit` memories, and (AlreadyExists) when a tombstone holds
         its content, unless `force`."""
         now = self.clock()
-        if replay := await self._replay(tenant, idempotency_key, request_hash, now):
-            return replay
+        return await self._or_replay(
+            tenant,
+            idempotency_key,
+            request_hash,
+            now,
+            self._create(tenant, draft, idempotency_key, request_hash, now, memory_limit, force=force),
+        )
+
+    async def _create(
+        self,
+        tenant: str,
+        draft: Draft,
+        idempotency_key: str,
+        request_hash: str,
+        now: datetime,
+        memory_limit: int | None,
+        *,
+        force: bool,
+    ) -> Created:
         memory, summarised = await self.new.preparation.prepare(tenant, draft, now)
         return await self._store(
             tenant, [memory], [summarised], idempotency_key, request_hash, now, memory_limit, force=force
@@ -108,10 +144,23 @@ class Creation:
         validate_batch_size(len(drafts), self.limits)
         keyed = keyed_items(item_keys, len(drafts))
         now = self.clock()
-        if replay := await self._replay(tenant, idempotency_key, request_hash, now):
-            return replay
+        batch = self._batch(tenant, drafts, keyed, idempotency_key, request_hash, now, memory_limit, force=force)
+        return await self._or_replay(tenant, idempotency_key, request_hash, now, batch)
+
+    async def _batch(
+        self,
+        tenant: str,
+        drafts: list[Draft],
+        keyed: dict[str, tuple[int, str]],
+        idempotency_key: str,
+        request_hash: str,
+        now: datetime,
+        memory_limit: int | None,
+        *,
+        force: bool,
+    ) -> Created:
         drafts = check_batch(drafts, tenant=tenant, now=now, limits=self.limits)
-        prepared = await asyncio.gather(*(self.new.preparation.prepare(tenant, d, now) for d in drafts))
+        prepared = await self.new.preparation.prepare_all(tenant, drafts, now)
         memories = in_batch_order([m for m, _ in prepared])
         summaries = [s for _, s in prepared]
         everyone = list(range(len(memories)))
