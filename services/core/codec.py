@@ -93,8 +93,14 @@ def memory_from_pb(pb: memory_pb2.Memory) -> Memory:
 def _value_or_none(message, field: str):
     if not message.HasField(field):
         return None
-    value = json_format.MessageToDict(getattr(message, field))
-    return value
+    value = getattr(message, field)
+    # A list of strings (a draft's tags, nearly always) read directly: what
+    # MessageToDict makes of it, without its generic walk (4% of ingest's CPU in a batch).
+    if value.WhichOneof("kind") == "list_value":
+        items = value.list_value.values
+        if all(item.WhichOneof("kind") == "string_value" for item in items):
+            return [item.string_value for item in items]
+    return json_format.MessageToDict(value)
 
 
 def draft_from_pb(pb: memory_pb2.MemoryDraft) -> Draft:

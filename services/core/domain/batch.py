@@ -25,6 +25,8 @@ def at_index(index: int, error: DomainError) -> DomainError:
 
 def batch_item(draft: Draft) -> Draft:
     """A batch item takes no embedding or validity window: what it sends of them is dropped."""
+    if draft.embedding is None and draft.t_valid is None and draft.t_invalid is None:
+        return draft  # nothing to drop
     return replace(draft, embedding=None, t_valid=None, t_invalid=None)
 
 

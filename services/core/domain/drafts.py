@@ -148,6 +148,8 @@ def check_tag_limits(tags: list[str], limits: Limits, field: str = "tags") -> li
 
 def check_metadata_size(metadata: dict, limits: Limits, field: str = "metadata") -> dict:
     """At most max_metadata_bytes of UTF-8 JSON, as the graph stores it."""
+    if not metadata:  # "{}", within any limit: most writes send none
+        return metadata
     size = len(json.dumps(metadata, ensure_ascii=False).encode("utf-8", "surrogatepass"))
     if size > limits.max_metadata_bytes:
         raise InvalidArgument(
