@@ -98,8 +98,16 @@ def seed(stack: BenchStack, tag: str, first: int, count: int) -> tuple[float, di
         elapsed = time.perf_counter() - started
     finally:
         client.close()
-    after = _stack_cpu(stack)
-    return elapsed, {name: after.get(name, 0.0) - before.get(name, 0.0) for name in after}
+    return elapsed, _used(before, _stack_cpu(stack))
+
+
+def _used(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {name: after[name] - before.get(name, 0.0) for name in after}
+
+
+def _per(used: dict[str, float], count: int) -> str:
+    """CPU milliseconds each process used per item (those above 0.005 s in all)."""
+    return ", ".join(f"{p} {v * 1000 / count:.3f}" for p, v in sorted(used.items()) if v > 0.005)
 
 
 def run(base: str, memories: int, creates: int, chunks: int) -> None:
@@ -134,10 +142,11 @@ def _measure(stacks: dict[str, BenchStack], memories: int, creates: int, chunks:
                 cpu[name][process] = cpu[name].get(process, 0.0) + value
         turn += 1
         progress(f"seeded {seeded['old']}/{memories} on each side")
-    for name in stacks:
-        stacks[name].settle()
+    for stack in stacks.values():
+        stack.settle()
     samples: dict[str, list[float]] = {"old": [], "new": []}
     clients = {name: KeepAlive(stack.url, TOKEN) for name, stack in stacks.items()}
+    before = {name: _stack_cpu(stack) for name, stack in stacks.items()}
     try:
         for i in range(creates):
             for name in ("old", "new") if i % 2 else ("new", "old"):
@@ -147,11 +156,16 @@ def _measure(stacks: dict[str, BenchStack], memories: int, creates: int, chunks:
     finally:
         for client in clients.values():
             client.close()
+    for stack in stacks.values():
+        stack.settle()  # the creates' events published and projected, their outbox cleared, their entries sealed
+    create_cpu = {name: _used(before[name], _stack_cpu(stack)) for name, stack in stacks.items()}
     rate = {name: memories / seconds[name] for name in seconds}
     p50 = {name: statistics.median(samples[name]) for name in samples}
     for name in ("old", "new"):
-        used = ", ".join(f"{p} {v * 1000 / memories:.3f}" for p, v in sorted(cpu[name].items()) if v > 0.005)
-        line(f"  {name}: batch seeding", f"{rate[name]:9.0f} memories/s  (CPU ms a memory: {used})")
+        line(
+            f"  {name}: batch seeding", f"{rate[name]:9.0f} memories/s  (CPU ms a memory: {_per(cpu[name], memories)})"
+        )
         line(f"  {name}: POST /memory", percentiles(samples[name]))
+        line("", f"(CPU ms a create: {_per(create_cpu[name], creates)})")
     line("batch seeding, new / old", f"{rate['new'] / rate['old']:8.2f}x  (target >= {1 / 1.15:.2f}x)")
     line("create p50, new / old", f"{p50['new'] / p50['old']:8.2f}x  (target <= 1.15x)")
