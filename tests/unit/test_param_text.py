@@ -13,9 +13,7 @@ _scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False
 _keys = st.text(min_size=1).filter(lambda k: "`" not in k)
 _values = st.recursive(
     _scalars,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.tuples(inner, inner)
-    | st.dictionaries(_keys, inner, max_size=4),
+    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner) | st.dictionaries(_keys, inner, max_size=4),
     max_leaves=20,
 )
 
