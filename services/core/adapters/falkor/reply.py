@@ -42,7 +42,7 @@ def _key(key: str) -> str:
     text = _KEYS.get(key)
     if text is None:
         # The library's checks (no empty key, no backtick) and form, once a key.
-        text = stringify_param_value({key: None})[1:-len(":null}")] + ":"
+        text = stringify_param_value({key: None})[1 : -len(":null}")] + ":"
         if len(_KEYS) < 10_000:
             _KEYS[key] = text
     return text
