@@ -21,6 +21,9 @@ def main() -> int:
     parser.add_argument("--ab-memories", type=int, default=10_000, help="memories the write A/B seeds on each side")
     parser.add_argument("--ab-creates", type=int, default=500, help="single creates on each side")
     parser.add_argument("--ab-chunks", type=int, default=5, help="turns the seeding takes, sides alternating")
+    parser.add_argument(
+        "--ab-env", action="append", default=[], metavar="NAME=VALUE", help="a setting both A/B stacks start with"
+    )
     parser.add_argument("--enrich-count", type=int, default=2000, help="memories for enrichment throughput")
     parser.add_argument("--rate", type=float, default=20.0, help="stores/s for time-to-searchable")
     parser.add_argument("--steady", type=int, default=300, help="stores at that rate")
@@ -44,7 +47,8 @@ def main() -> int:
     if args.only in (None, "write"):
         write_path.run(args.n, args.batches)
     if args.only in (None, "write-ab"):
-        write_ab.run(args.ab_base, args.ab_memories, args.ab_creates, args.ab_chunks)
+        env = dict(pair.split("=", 1) for pair in args.ab_env)
+        write_ab.run(args.ab_base, args.ab_memories, args.ab_creates, args.ab_chunks, env)
     if args.only in (None, "enrichment"):
         enrichment.run(args.enrich_count, args.rate, args.steady)
     if args.only in (None, "recall"):

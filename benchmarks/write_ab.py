@@ -69,9 +69,9 @@ def checked_out(commit: str):
         tree.parent.rmdir()
 
 
-def stack_of(tree: Path) -> BenchStack:
-    """The stack of the code in `tree`, started as every side is started."""
-    stack = BenchStack(ENRICHMENT_ENABLED="false", PYTHONPATH=f"{tree}:{tree / 'gen'}")
+def stack_of(tree: Path, env: dict[str, str] | None = None) -> BenchStack:
+    """The stack of the code in `tree`, started as every side is started (`env` on both)."""
+    stack = BenchStack(ENRICHMENT_ENABLED="false", PYTHONPATH=f"{tree}:{tree / 'gen'}", **(env or {}))
     stack.cwd = tree
     return stack
 
@@ -110,17 +110,20 @@ def _per(used: dict[str, float], count: int) -> str:
     return ", ".join(f"{p} {v * 1000 / count:.3f}" for p, v in sorted(used.items()) if v > 0.005)
 
 
-def run(base: str, memories: int, creates: int, chunks: int) -> None:
+def run(base: str, memories: int, creates: int, chunks: int, env: dict[str, str] | None = None) -> None:
     """Seed `memories` on each side in `chunks` turns (old, new, new, old, ...;
     each after its stack is quiet), then `creates` single creates on each,
-    alternately (neither always first); print both sides and the ratios."""
+    alternately (neither always first); print both sides and the ratios.
+    `env`: settings both stacks start with (one the old code lacks changes the new side only)."""
     commit = _git("rev-parse", "--short", base)
     head = _git("rev-parse", "--short", "HEAD")
     dirty = " (with uncommitted changes)" if _git("status", "--porcelain", "--untracked-files=no") else ""
     print(f"\nwrite path A/B: {commit} (old) against {head}{dirty} (new), {memories} memories, {creates} creates")
+    if env:
+        print("both stacks with " + " ".join(f"{k}={v}" for k, v in env.items()))
     with checked_out(base) as old_tree:
         trees = {"old": old_tree, "new": ROOT}
-        stacks = {name: stack_of(tree) for name, tree in trees.items()}
+        stacks = {name: stack_of(tree, env) for name, tree in trees.items()}
         with stacks["old"], stacks["new"]:
             _measure(stacks, memories, creates, chunks)
 
