@@ -157,8 +157,8 @@ class RankedRecall:
         for index, hits in enumerate(vector_hits):
             counts["vector"] += len(hits)
             ranking.merge(pool, "vector", ((h.id, h.score) for h in hits), query=index)
-        for arm, index, hits in text_hits:
-            ranking.merge(pool, arm, ((h.id, h.score) for h in hits), normalise=True, query=index)
+        for arm, index, matches in text_hits:
+            ranking.merge(pool, arm, ((m.id, m.score) for m in matches), normalise=True, query=index)
         debug["arms"] = counts
         return pool
 
@@ -190,11 +190,11 @@ class RankedRecall:
         pool = {i: c for i, c in pool.items() if i not in taken}
         known = await self._hydrate(scope.tenant, pool)
         tags_only = replace(scope, exclude_tags=(), window=Window(), as_of=None)
-        fills = [c for c in pool.values() if not in_scope(c.memory, tags_only)]
+        fills = [c for c in pool.values() if not in_scope(c.hydrated, tags_only)]
         for candidate in fills:
             ranking.score(candidate, request, self._policy, weights)
         fills = await self._state.apply(scope.tenant, fills, scope, debug, known)
-        fills = [c for c in fills if not in_scope(c.memory, tags_only) and in_scope(c.memory, unscoped)]
+        fills = [c for c in fills if not in_scope(c.hydrated, tags_only) and in_scope(c.hydrated, unscoped)]
         if request.min_score is not None:
             fills = [c for c in fills if c.final >= request.min_score]
         added, _ = append_new(results, ranking.order(fills, "score"))

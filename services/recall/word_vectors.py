@@ -56,12 +56,12 @@ class WordVectors:
                 norm = float(np.linalg.norm(array))
                 self._vectors[word] = array / norm if norm > 0 else array
             WORDS_EMBEDDED.inc(len(embedded))
-        found = {}
+        found: dict[str, np.ndarray] = {}
         for word in wanted:
-            vector = self._vectors.get(word)
-            if vector is not None:
+            known = self._vectors.get(word)
+            if known is not None:
                 self._vectors.move_to_end(word)
-                found[word] = vector
+                found[word] = known
         while len(self._vectors) > self._max_words:
             self._vectors.popitem(last=False)
         return found

@@ -64,6 +64,13 @@ class Candidate:
             self.arms[arm] = score
 
     @property
+    def hydrated(self) -> Memory:
+        """The memory, read from the graph (every candidate past hydration has one)."""
+        if self.memory is None:
+            raise ValueError(f"candidate {self.id} has not been read from the graph")
+        return self.memory
+
+    @property
     def match_type(self) -> str:
         if self.state_replaces:
             return "state_replacement"
@@ -206,10 +213,10 @@ def with_neighbourhood(
     if not search or weight <= 0 or policy.neighbourhood_seconds <= 0:
         return
     scored = [c for c in candidates if c.memory is not None]
-    timed = [Timed(c.memory.timestamp.timestamp(), c.final, c.memory.recorded_at.timestamp()) for c in scored]
+    timed = [Timed(c.hydrated.timestamp.timestamp(), c.final, c.hydrated.recorded_at.timestamp()) for c in scored]
     best = neighbourhood(timed, policy.neighbourhood_seconds, policy.neighbourhood_adjacent)
     for candidate, near in zip(scored, best, strict=True):
-        lift = weight * trust_weight(candidate.memory, policy)
+        lift = weight * trust_weight(candidate.hydrated, policy)
         candidate.components["neighbourhood"] = round(near, 6)
         candidate.final = (candidate.final + lift * near) / (1.0 + lift)
 
@@ -250,10 +257,12 @@ def dedupe(candidates: list[Candidate]) -> list[Candidate]:
 def order(candidates: list[Candidate], sort: str) -> list[Candidate]:
     """Sort by score (ties: importance, newer, id) or by time."""
     if sort == "score":
-        return sorted(candidates, key=lambda c: (-c.final, -c.memory.importance, -c.memory.timestamp.timestamp(), c.id))
+        return sorted(
+            candidates, key=lambda c: (-c.final, -c.hydrated.importance, -c.hydrated.timestamp.timestamp(), c.id)
+        )
     attribute = "timestamp" if sort.startswith("time") else "updated_at"
     newest_first = sort.endswith("desc")
-    return sorted(candidates, key=lambda c: (getattr(c.memory, attribute).timestamp(), c.id), reverse=newest_first)
+    return sorted(candidates, key=lambda c: (getattr(c.hydrated, attribute).timestamp(), c.id), reverse=newest_first)
 
 
 def source_of(candidate: Candidate) -> str:

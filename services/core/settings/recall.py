@@ -91,14 +91,17 @@ class RecallSettings(Group):
     recall_bm25_b: float = 0.4
     # The related-words component (services/core/domain/related_words.py): a
     # question's words stand for their neighbours among the shortlist's words
-    # within this cosine (single words embedded by the query embedder), the
-    # nearest few a word; chosen leave-one-conversation-out on LoCoMo dev.
+    # within this cosine (single words embedded by the local MiniLM), the
+    # nearest few a word; chosen leave-one-conversation-out on LoCoMo dev
+    # over five runs (benchmarks/quality_related.py, docs/performance.md).
     recall_related_threshold: float = Field(default=0.4, ge=-1.0, le=1.0)
     recall_related_per_word: int = Field(default=8, ge=0)
-    # Word vectors kept by a recall process, and the unseen words one recall
-    # embeds at most (the rest wait for a later recall: a cold start's cost is bounded).
+    # Word vectors kept by a recall process (0 turns the component off), and
+    # the unseen words one recall embeds at most (the rest wait for a later
+    # recall): about 2 ms of CPU a word, so a cold process, or a query of
+    # words never seen, costs at most about half a second.
     recall_related_cache_words: int = Field(default=50_000, ge=0)
-    recall_related_new_words: int = Field(default=1_000, ge=0)
+    recall_related_new_words: int = Field(default=256, ge=0)
     # Weight sets per intent over the score components (services/core/domain/recall_ranking.py COMPONENTS).
     # relevance (consolidation's decayed relevance_score) weighs 0 in both: the
     # rankings measured without it stay as they are until a weight is chosen.
