@@ -7,7 +7,9 @@ processes the same way (devstack.servers for FalkorDB and NATS, one
 node or a loopback cluster of `nats_nodes`,
 `python -m services.<name>.main` and `python -m gateway.main` for the rest)
 and keeps each one's handle. The service claim key is set in the
-environment, so every process signs and checks with the one key.
+environment, so every process signs and checks with the one key. FalkorDB
+may be a Redis Cluster on loopback (`falkordb_cluster`), whose nodes are
+the processes falkordb-0, falkordb-1, ...
 """
 
 from __future__ import annotations
@@ -25,7 +27,16 @@ from pathlib import Path
 import httpx
 
 from devstack.replicas import Replica, address, replicas_of
-from devstack.servers import NatsCluster, ServerProcess, free_port, start_falkordb, start_nats, wait_for_port
+from devstack.servers import (
+    FalkorCluster,
+    NatsCluster,
+    ServerProcess,
+    free_port,
+    start_falkordb,
+    start_nats,
+    wait_for_port,
+)
+from services.core.domain.graph_layout import GraphLayout
 from services.core.settings import SERVICE_NAMES
 
 TOKEN = "reliability-token"
@@ -40,7 +51,11 @@ class ProcessStack:
     are the processes nats-0, nats-1, ... (self.nats_cluster), each killable
     on its own, and NATS_URL lists them all. With `replicas` ({"recall": 2}),
     a service runs as that many processes (recall, recall-1, ...: devstack.replicas),
-    each killable on its own, and its *_ADDR lists them all."""
+    each killable on its own, and its *_ADDR lists them all. With
+    `falkordb_cluster` ((masters, replicas each)), FalkorDB is a Redis Cluster
+    on loopback (self.falkor_cluster, devstack.servers.FalkorCluster) whose
+    nodes are the processes falkordb-0, falkordb-1, ..., each killable on its
+    own, and FALKORDB_HOST lists them all."""
 
     def __init__(
         self,
@@ -48,6 +63,7 @@ class ProcessStack:
         *,
         nats_nodes: int = 1,
         replicas: dict[str, int] | None = None,
+        falkordb_cluster: tuple[int, int] | None = None,
         **env_overrides: str,
     ):
         self._owns_dir = data_dir is None
@@ -57,6 +73,17 @@ class ProcessStack:
         sync_interval = env_overrides.get("NATS_SYNC_INTERVAL", "always")
         self.nats_cluster = NatsCluster(self.data / "nats", nats_nodes, sync_interval) if nats_nodes > 1 else None
         nats_names = [f"nats-{i}" for i in range(nats_nodes)] if self.nats_cluster else ["nats"]
+        self.falkor_cluster = (
+            FalkorCluster(
+                self.data / "falkordb",
+                *falkordb_cluster,
+                appendfsync=env_overrides.get("FALKORDB_APPENDFSYNC", "everysec"),
+            )
+            if falkordb_cluster
+            else None
+        )
+        cluster = self.falkor_cluster
+        falkor_names = [f"falkordb-{i}" for i in range(cluster.size)] if cluster else ["falkordb"]
         counts = {name: 1 for name in SERVICE_NAMES} | (replicas or {})
         #: Each service's replicas (one process each), with their ports and data dirs.
         self.replicas: dict[str, list[Replica]] = {
@@ -65,7 +92,7 @@ class ProcessStack:
         }
         self._replica = {r.name: r for group in self.replicas.values() for r in group}
         #: Every process of this stack, in start order.
-        self.processes = ("falkordb", *nats_names, *self._replica, "gateway")
+        self.processes = (*falkor_names, *nats_names, *self._replica, "gateway")
         nats_url = self.nats_cluster.url if self.nats_cluster else f"nats://127.0.0.1:{self.nats_port}"
         self.env = {
             **os.environ,
@@ -74,6 +101,11 @@ class ProcessStack:
             "PORT": str(free_port()),
             "GATEWAY_METRICS_PORT": str(free_port()),
             "FALKORDB_PORT": str(self.falkordb_port),
+            **(
+                {"FALKORDB_HOST": ",".join(f"127.0.0.1:{p}" for p in self.falkor_cluster.ports)}
+                if self.falkor_cluster
+                else {}
+            ),
             "NATS_URL": nats_url,
             "SERVICE_CLAIM_KEY": secrets.token_urlsafe(48),
             "LOG_LEVEL": "WARNING",
@@ -106,6 +138,8 @@ class ProcessStack:
                 self.data / "falkordb",
                 appendfsync=self.env.get("FALKORDB_APPENDFSYNC", "everysec"),
             )
+        elif self.falkor_cluster and name.startswith("falkordb-"):
+            self.servers[name] = self.falkor_cluster.start_node(int(name.removeprefix("falkordb-")))
         elif self.nats_cluster and name.startswith("nats-"):
             self.servers[name] = self.nats_cluster.start_node(int(name.removeprefix("nats-")))
         elif name == "nats":
@@ -187,6 +221,11 @@ class ProcessStack:
     def __enter__(self) -> ProcessStack:
         try:
             for name in self.processes:
+                if self.falkor_cluster and name.startswith("falkordb-"):
+                    continue
+                if self.falkor_cluster and name == self.processes[self.falkor_cluster.size]:
+                    self.falkor_cluster.start()  # every node, joined: every slot served and replicated
+                    self.servers |= {f"falkordb-{i}": node for i, node in self.falkor_cluster.nodes.items()}
                 self.start(name)
                 if self.nats_cluster and name == f"nats-{self.nats_cluster.size - 1}":
                     self.nats_cluster.wait_healthy(60)  # JetStream up (a meta leader) before the services start
@@ -222,6 +261,32 @@ class ProcessStack:
             if time.monotonic() - started > within:
                 raise TimeoutError(f"the stack was not healthy within {within}s (logs in {self.data})")
             time.sleep(0.2)
+
+    def graph_query(self, cypher: str) -> list[list]:
+        """A read-only query's rows over every graph of the stack's layout (FALKORDB_GRAPH_LAYOUT), each
+        graph asked of the master serving it now: what the graph holds, read straight from FalkorDB."""
+        import redis
+
+        layout = GraphLayout(
+            self.env.get("FALKORDB_GRAPH", "memories"),
+            self.env.get("FALKORDB_GRAPH_LAYOUT", "shared"),
+            int(self.env.get("FALKORDB_GRAPH_BUCKETS", "64")),
+        )
+        rows: list[list] = []
+        for graph in layout.graphs():
+            if self.falkor_cluster:
+                port = self.falkor_cluster.ports[self.falkor_cluster.master_of_slot(self.falkor_cluster.keyslot(graph))]
+            else:
+                port = self.falkordb_port
+            client = redis.Redis(host="127.0.0.1", port=port, decode_responses=True, socket_timeout=10)
+            try:
+                rows.extend(client.execute_command("GRAPH.RO_QUERY", graph, cypher)[1])
+            except redis.ResponseError as exc:
+                if "empty key" not in str(exc):  # a graph nothing was written to yet holds no rows
+                    raise
+            finally:
+                client.close()
+        return rows
 
     def projector_durable(self, name: str = "recall") -> str:
         """The durable consumer feeding recall replica `name`'s embedded index (services/core/replica.py)."""

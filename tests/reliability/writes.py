@@ -15,7 +15,6 @@ import uuid
 from dataclasses import dataclass
 
 import httpx
-from falkordb import FalkorDB
 
 from tests.reliability.procstack import ProcessStack
 
@@ -62,9 +61,8 @@ async def write_load(client: httpx.AsyncClient, label: str, stop: asyncio.Event,
 
 
 def graph_rows(stack: ProcessStack) -> list[tuple[str, str, object]]:
-    """(id, content, enriched_at) of every Memory node, read straight from FalkorDB."""
-    graph = FalkorDB(host="127.0.0.1", port=stack.falkordb_port).select_graph("memories")
-    return [tuple(r) for r in graph.ro_query("MATCH (m:Memory) RETURN m.id, m.content, m.enriched_at").result_set]
+    """(id, content, enriched_at) of every Memory node, read straight from FalkorDB (every graph of its layout)."""
+    return [tuple(r) for r in stack.graph_query("MATCH (m:Memory) RETURN m.id, m.content, m.enriched_at")]
 
 
 async def converged(stack: ProcessStack, acked: dict[str, str]):

@@ -31,6 +31,21 @@ CLUSTER_REFUSALS = (
 )
 
 
+def seeds(host: str, port: int) -> list[tuple[str, int]]:
+    """The nodes FALKORDB_HOST names: one host, or several `host[:port]`, comma-separated, each on
+    `port` (FALKORDB_PORT) unless it gives its own. A cluster's client tries them in turn, so a
+    process starts while the first one is down (docs/scaling.md)."""
+    nodes = []
+    for item in (part.strip() for part in host.split(",")):
+        if not item:
+            continue
+        name, colon, own = item.rpartition(":")
+        nodes.append((name, int(own)) if colon and own.isdigit() and name else (item, port))
+    if not nodes:
+        raise ValueError("FALKORDB_HOST names no host")
+    return nodes
+
+
 class ClusterRoutes:
     """The master serving each graph, from the cluster's slot map, and a client per master."""
 

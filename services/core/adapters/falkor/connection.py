@@ -14,9 +14,9 @@ from typing import Any
 import redis.exceptions as redis_errors
 import structlog
 from falkordb.asyncio import FalkorDB
-from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 
-from services.core.adapters.falkor.cluster import CLUSTER_REFUSALS, ClusterRoutes
+from services.core.adapters.falkor.cluster import CLUSTER_REFUSALS, ClusterRoutes, seeds
 from services.core.adapters.falkor.reply import params_header, read_reply
 from services.core.adapters.falkor.routing import GraphRouter
 from services.core.adapters.retry import with_backoff
@@ -105,11 +105,16 @@ class FalkorConnection:
         write_replicas: int = 0,
         write_replicas_timeout_ms: int = 1000,
     ):
-        """`unix_socket_path`: connect there rather than to host:port (a backup's scratch replica);
+        """`host`: one host, or several `host[:port]`, comma-separated (a cluster's nodes, tried in
+        turn when the connection opens: cluster.seeds);
+        `unix_socket_path`: connect there rather than to host:port (a backup's scratch replica);
         `layout`: how tenants map to graphs (FALKORDB_GRAPH_LAYOUT; None: every tenant in `graph`);
         `write_replicas`: how many replicas must hold a write before it is acknowledged
         (FALKORDB_WRITE_REPLICAS, WAIT; 0: none waited for)."""
-        self._connect_args: dict[str, Any] = {"host": host, "port": port, "password": password}
+        #: The nodes FALKORDB_HOST names; _connect_args holds the one that answered last (the first until then).
+        self._seeds = seeds(host, port)
+        first_host, first_port = self._seeds[0]
+        self._connect_args: dict[str, Any] = {"host": first_host, "port": first_port, "password": password}
         if unix_socket_path:
             self._connect_args["unix_socket_path"] = unix_socket_path
         #: Sent with every query (GRAPH.QUERY ... TIMEOUT); 0 sends none.
@@ -130,7 +135,7 @@ class FalkorConnection:
         self.routes: ClusterRoutes | None = None
         self._write_replicas = max(0, int(write_replicas))
         self._replicas_timeout_ms = max(1, int(write_replicas_timeout_ms))
-        self.where = f"{unix_socket_path or f'{host}:{port}'}/{graph}"
+        self.where = f"{unix_socket_path or ','.join(f'{h}:{p}' for h, p in self._seeds)}/{graph}"
         self.wait_seconds = wait_seconds
         self._initial = retry_initial_seconds
         self._max = retry_max_seconds
@@ -199,10 +204,29 @@ class FalkorConnection:
     async def _open(self) -> FalkorDB:
         if self._db is None:
             # The client probes the server synchronously when built: keep that off the loop.
-            self._db = await asyncio.to_thread(FalkorDB, **self._connect_args)
+            self._db = await asyncio.to_thread(self._connect)
             if isinstance(self._db.connection, RedisCluster):
                 self.routes = ClusterRoutes(self._db.connection, self._connect_args)
         return self._db
+
+    def _connect(self) -> FalkorDB:
+        """A client of the first node that answers, in FALKORDB_HOST's order; on a cluster it knows
+        them all, so it can read the slot map from another once this one goes. The last node's
+        error when none answers."""
+        if "unix_socket_path" in self._connect_args or len(self._seeds) == 1:
+            return FalkorDB(**self._connect_args)
+        startup = [ClusterNode(h, p) for h, p in self._seeds]
+        for index, (host, port) in enumerate(self._seeds):
+            try:
+                db = FalkorDB(**{**self._connect_args, "host": host, "port": port}, startup_nodes=startup)
+            except redis_errors.ConnectionError as exc:
+                log.info("falkordb node not answering, trying the next", node=f"{host}:{port}", error=str(exc))
+                if index == len(self._seeds) - 1:
+                    raise
+                continue
+            self._connect_args |= {"host": host, "port": port}
+            return db
+        raise AssertionError("unreachable: seeds() names at least one node")
 
     def _graph(self, name: str):
         graph = self._graphs.get(name)
