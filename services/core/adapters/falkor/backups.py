@@ -5,7 +5,11 @@ The point in time is a scratch replica (scratch_replica.py): a redis-server
 of consolidate's own syncs from FalkorDB, is cut loose, and holds the store
 at one point of its write history, every write up to it and none after,
 whatever runs meanwhile. The export reads it, not the store, and it is
-deleted after.
+deleted after. On a Redis Cluster each master gets a scratch replica of its
+own, all synced and then cut loose together, and each graph is read from
+the copy of the master that held it: every shard at one point of its own
+history (not one instant across shards), so every tenant, whose records
+share one graph (FALKORDB_GRAPH_LAYOUT), at one point of its own.
 
 An earlier version snapshotted with GRAPH.COPY, whose fork (from one of the
 module's own threads) hung the whole server under concurrent writes in the
@@ -122,6 +126,21 @@ class FalkorSnapshot:
         return [ArchiveEdge(kind, base + int(a), base + int(b), dict(props)) for a, kind, b, props in result.result_set]
 
 
+class _ShardCopies(FalkorConnection):
+    """A cluster's snapshot: each graph read from the copy of the master that held it."""
+
+    def __init__(self, live: FalkorConnection, copies: dict[str, FalkorConnection]):
+        super().__init__(host="127.0.0.1", port=0, graph=live.graph_name, layout=live.router.layout)
+        self._copies = copies
+
+    async def query(self, cypher: str, params: dict[str, Any] | None = None, *, tenant=None, graph=None, **options):
+        target = self.router.route(params, tenant=tenant, graph=graph)
+        return await self._copies[target].query(cypher, params, graph=target, **options)
+
+    async def close(self) -> None:
+        """The copies are closed by the snapshot that made them."""
+
+
 class FalkorGraphBackup:
     """GraphBackup on FalkorDB: snapshots are scratch replicas (the module's docstring)."""
 
@@ -139,30 +158,42 @@ class FalkorGraphBackup:
         BACKUP_SNAPSHOT_TIMEOUT_SECONDS; the message quotes the scratch's
         log, which says why: a refused password, an unreachable store) or
         BACKUP_SNAPSHOT_FAILED (the scratch exited)."""
-        args = self._conn._connect_args  # noqa: SLF001 - the package's own connection
+        password = self._conn._connect_args.get("password")  # noqa: SLF001 - the package's own connection
         async with self._lock:
-            replica = ScratchReplica(
-                self._scratch, master_host=args["host"], master_port=args["port"], password=args.get("password")
-            )
+            shards = await self._conn.shards()
+            replicas: list[tuple[ScratchReplica, tuple[str, ...]]] = []
+            copies: dict[str, FalkorConnection] = {}
             try:
-                await replica.start()
-                seconds = await replica.synced()
-                await replica.freeze()
-                log.info("backup snapshot taken", graph=self._conn.graph_name, sync_seconds=round(seconds, 3))
-                copy = FalkorConnection(
-                    host=args["host"],
-                    port=args["port"],
-                    unix_socket_path=replica.socket_path,
+                # One after another: a scratch's start sweeps what earlier backups left under the root.
+                for (host, port), graphs in shards.items():
+                    replica = ScratchReplica(self._scratch, master_host=host, master_port=port, password=password)
+                    replicas.append((replica, graphs))
+                    await replica.start()
+                seconds = await asyncio.gather(*(replica.synced() for replica, _ in replicas))
+                await asyncio.gather(*(replica.freeze() for replica, _ in replicas))
+                log.info(
+                    "backup snapshot taken",
                     graph=self._conn.graph_name,
-                    layout=self._conn.router.layout,
-                    query_timeout_ms=self._conn._timeout_ms,  # noqa: SLF001
+                    shards=len(replicas),
+                    sync_seconds=round(max(seconds), 3),
                 )
-                try:
-                    yield FalkorSnapshot(copy)
-                finally:
-                    await copy.close()
+                for replica, graphs in replicas:
+                    copy = FalkorConnection(
+                        host="127.0.0.1",
+                        port=0,
+                        unix_socket_path=replica.socket_path,
+                        graph=self._conn.graph_name,
+                        layout=self._conn.router.layout,
+                        query_timeout_ms=self._conn._timeout_ms,  # noqa: SLF001
+                    )
+                    copies |= dict.fromkeys(graphs, copy)
+                yield FalkorSnapshot(
+                    next(iter(copies.values())) if len(replicas) == 1 else _ShardCopies(self._conn, copies)
+                )
             finally:
-                await replica.stop()
+                for copy in {id(c): c for c in copies.values()}.values():
+                    await copy.close()
+                await asyncio.gather(*(replica.stop() for replica, _ in replicas), return_exceptions=True)
 
 
 class FalkorGraphRestore:

@@ -66,6 +66,15 @@ class ClusterRoutes:
             )
         return client
 
+    async def masters(self, graphs: tuple[str, ...]) -> dict[tuple[str, int], tuple[str, ...]]:
+        """The master serving each of `graphs` now, read from a fresh slot map: (host, port) -> its graphs."""
+        await self.refresh()
+        shards: dict[tuple[str, int], list[str]] = {}
+        for graph in graphs:
+            node = self._cluster.get_node_from_key(graph)
+            shards.setdefault((node.host, int(node.port)), []).append(graph)
+        return {address: tuple(held) for address, held in shards.items()}
+
     def node_of(self, graph: str) -> str:
         """host:port of the master serving `graph` by the current map (for logs and tests)."""
         return self._cluster.get_node_from_key(graph).name

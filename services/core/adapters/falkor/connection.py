@@ -201,6 +201,18 @@ class FalkorConnection:
                 ) from exc
             raise
 
+    async def shards(self) -> dict[tuple[str, int], tuple[str, ...]]:
+        """Where the layout's graphs live now: (host, port) of each server holding some, with them.
+        One server holds every graph; on a Redis Cluster, each master its buckets. A store that
+        does not answer is taken for one server at the first address (its callers report it)."""
+        try:
+            await self._open()
+        except (redis_errors.RedisError, OSError) as exc:
+            log.warning("falkordb unreachable: taken for one server", where=self.where, error=str(exc))
+        if self.routes is None:
+            return {(self._connect_args["host"], int(self._connect_args["port"])): self.graphs()}
+        return await self.routes.masters(self.graphs())
+
     async def _open(self) -> FalkorDB:
         if self._db is None:
             # The client probes the server synchronously when built: keep that off the loop.
