@@ -26,9 +26,9 @@ def lose_replies(connection: FalkorConnection, times: int) -> list[str]:
     send = connection._send
     left = [times]
 
-    async def send_then_drop(graph, cypher, params):
+    async def send_then_drop(graph, cypher, params, *options):
         sent.append(cypher)
-        reply = await send(graph, cypher, params)
+        reply = await send(graph, cypher, params, *options)
         if left[0] > 0:
             left[0] -= 1
             raise redis_errors.ConnectionError("Connection closed by server.")

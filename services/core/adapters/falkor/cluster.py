@@ -17,6 +17,8 @@ import redis.asyncio as aredis
 import redis.exceptions as redis_errors
 import structlog
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 log = structlog.get_logger()
 
@@ -61,8 +63,10 @@ class ClusterRoutes:
         node = self._cluster.get_node_from_key(graph)
         client = self._clients.get(node.name)
         if client is None:
+            # No retries of its own (redis-py's default backs off for seconds on a dead node): the query's
+            # retry reads the slot map again first, which the client's own retry would not.
             client = self._clients[node.name] = aredis.Redis(
-                host=node.host, port=node.port, decode_responses=True, **self._args
+                host=node.host, port=node.port, decode_responses=True, retry=Retry(NoBackoff(), 0), **self._args
             )
         return client
 
@@ -79,11 +83,15 @@ class ClusterRoutes:
         """host:port of the master serving `graph` by the current map (for logs and tests)."""
         return self._cluster.get_node_from_key(graph).name
 
-    async def refresh(self) -> None:
-        """Read the slot map again (after a node failed or a slot moved); a failure leaves the old one."""
+    async def refresh(self, failed_graph: str | None = None) -> None:
+        """Read the slot map again (after a node failed or a slot moved), asking last the node that
+        served `failed_graph` (it may be the dead one); a failure leaves the old map."""
         try:
-            self._cluster.nodes_manager.slots_cache.clear()
-            await self._cluster.nodes_manager.initialize()
+            failed = self._cluster.get_node_from_key(failed_graph).name if failed_graph else None
+        except (redis_errors.RedisError, LookupError):
+            failed = None
+        try:
+            await self._cluster.nodes_manager.initialize(last_failed_node_name=failed)
         except (redis_errors.RedisError, OSError) as exc:
             log.warning("falkordb cluster map not refreshed", error=str(exc))
 

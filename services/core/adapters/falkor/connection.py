@@ -154,6 +154,7 @@ class FalkorConnection:
         idempotent: bool | None = None,
         tenant: str | None = None,
         graph: str | None = None,
+        wait_replicas: bool = True,
     ):
         """Run one query (retried while FalkorDB is coming up, for at most
         `deadline` seconds, by default the request retry budget) on `graph`,
@@ -165,13 +166,17 @@ class FalkorConnection:
         it once does; a create keyed by id is). None: idempotent when the query
         has no write clause. A write that is not is sent again only where it
         surely never reached the server; otherwise the caller gets
-        FALKORDB_WRITE_UNCONFIRMED, never a second, blind attempt."""
+        FALKORDB_WRITE_UNCONFIRMED, never a second, blind attempt.
+
+        `wait_replicas` False: a write not waited for (FALKORDB_WRITE_REPLICAS) however the
+        connection is set, for what every start makes again (the schema and its migrations), so
+        a process starts while a shard has lost its replica."""
         repeatable = is_read(cypher) if idempotent is None else idempotent
         target = self.router.route(params, tenant=tenant, graph=graph)
         try:
             return await with_backoff(
                 "falkordb",
-                lambda: self._attempt(cypher, params, target),
+                lambda: self._attempt(cypher, params, target, wait_replicas),
                 retryable=_retryable if repeatable else _not_sent,
                 deadline_seconds=self._request_retry if deadline is None else deadline,
                 initial_seconds=self._initial,
@@ -247,15 +252,15 @@ class FalkorConnection:
             graph = self._graphs[name] = self._db.select_graph(name)
         return graph
 
-    async def _attempt(self, cypher: str, params: dict[str, Any] | None, target: str):
+    async def _attempt(self, cypher: str, params: dict[str, Any] | None, target: str, wait_replicas: bool = True):
         await self._open()
         graph = self._graph(target)
         # The library's query(), with a faster reader for all-scalar replies (reply.py).
         try:
-            response = await self._send(graph, cypher, params)
+            response = await self._send(graph, cypher, params, wait_replicas)
         except (redis_errors.ConnectionError, redis_errors.TimeoutError, *CLUSTER_REFUSALS):
             if self.routes is not None:  # a master failed or a slot moved: where is the graph now?
-                await self.routes.refresh()
+                await self.routes.refresh(failed_graph=graph.name)
             raise
         except redis_errors.ResponseError as exc:
             # The server's TIMEOUT_MAX is below ours (lowered since start-up, or met
@@ -269,10 +274,10 @@ class FalkorConnection:
             response = await self._send(graph, cypher, params)
         return await read_reply(graph, response)
 
-    async def _send(self, graph, cypher: str, params: dict[str, Any] | None):
+    async def _send(self, graph, cypher: str, params: dict[str, Any] | None, wait_replicas: bool = True):
         timeout = ("TIMEOUT", str(self._timeout_ms)) if self._timeout_ms else ()
         command = ("GRAPH.QUERY", graph.name, params_header(params) + cypher, "--compact", *timeout)
-        waits = self._write_replicas > 0 and not is_read(cypher)
+        waits = wait_replicas and self._write_replicas > 0 and not is_read(cypher)
         if self.routes is None and not waits:
             return await graph.execute_command(*command)
         client = await self.routes.client_for(graph.name) if self.routes else self._db.connection
@@ -322,6 +327,11 @@ class FalkorConnection:
             initial_seconds=self._initial,
             max_seconds=self._max,
         )
+
+    @property
+    def write_replicas(self) -> int:
+        """How many replicas each write waits for (FALKORDB_WRITE_REPLICAS)."""
+        return self._write_replicas
 
     @property
     def graph_name(self) -> str:

@@ -62,18 +62,24 @@ class FalkorLifecycle(FalkorLookup):
 
     async def ensure_schema(self) -> None:
         """Wait for FalkorDB (it answers LOADING after a restart), check its
-        query timeouts, then create indexes, in every graph of the layout."""
+        query timeouts, then create indexes, in every graph of the layout.
+
+        Each graph is waited for (DEPENDENCY_WAIT_SECONDS): on a cluster, a
+        shard failing over serves its graphs again within seconds. The schema's
+        writes wait for no replica (FALKORDB_WRITE_REPLICAS): every start makes
+        them again, and a shard that lost its replica must not stop a start."""
         graphs = self._conn.graphs()
         await self._conn.query("RETURN 1", deadline=self._conn.wait_seconds, graph=graphs[0])
         await self._conn.check_timeouts()
         await self._conn.check_durability()
         for graph in graphs:
+            await self._conn.query("RETURN 1", deadline=self._conn.wait_seconds, graph=graph)
             await self._ensure_graph(graph)
 
     async def _ensure_graph(self, graph: str) -> None:
         for label, prop in _INDEXES:
             try:
-                await self._conn.query(f"CREATE INDEX FOR (n:{label}) ON (n.{prop})", graph=graph)
+                await self._conn.query(f"CREATE INDEX FOR (n:{label}) ON (n.{prop})", graph=graph, wait_replicas=False)
             except redis_errors.ResponseError as exc:
                 if "already indexed" not in str(exc):
                     raise
@@ -92,6 +98,7 @@ class FalkorLifecycle(FalkorLookup):
             await self._conn.query(
                 f"CALL db.idx.fulltext.createNodeIndex({{label: 'Memory', language: 'english'}}, {fields})",
                 graph=graph,
+                wait_replicas=False,
             )
         await self.ensure_constraints(graph)
         # Records written before superseded_at was kept: reads look for supersession edges only where it is set.
@@ -99,6 +106,7 @@ class FalkorLifecycle(FalkorLookup):
             "MATCH (n:Memory)-[s:INVALIDATED_BY|EVOLVED_INTO]->(:Memory) WHERE n.superseded_at IS NULL "
             "SET n.superseded_at = s.created_at",
             graph=graph,
+            wait_replicas=False,
         )
         await self.migrate_factuality(graph=graph)
 
@@ -220,6 +228,7 @@ class FalkorLifecycle(FalkorLookup):
                     """,
                     {"items": items},
                     graph=graph,
+                    wait_replicas=False,
                 )
                 moved += written.result_set[0][0]
         return moved
