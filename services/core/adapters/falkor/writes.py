@@ -164,6 +164,7 @@ class FalkorMemoryWriter(FalkorLookup):
         )
         if not result.result_set:
             return None
+        await self._replicated(tenant, [key], now_us)
         request_hash, ids = result.result_set[0]
         return request_hash, list(ids)
 
@@ -177,7 +178,22 @@ class FalkorMemoryWriter(FalkorLookup):
             """,
             {"tenant": tenant, "keys": keys, "now": now_us},
         )
+        await self._replicated(tenant, [row[0] for row in result.result_set], now_us)
         return {key: (request_hash, list(ids)) for key, request_hash, ids in result.result_set}
+
+    async def _replicated(self, tenant: str, keys: list[str], now_us: int) -> None:
+        """With FALKORDB_WRITE_REPLICAS, make sure a replica holds what the held `keys` answer for
+        before a replay is acknowledged: the first write may have been refused as unreplicated
+        (its 503 is what the client retries). A write to the keys, waited for like any write,
+        does it: a replica that holds it holds every write before it in the graph's shard.
+        FALKORDB_WRITE_UNREPLICATED when none does."""
+        if keys and self._conn.write_replicas:
+            await self._conn.query(
+                "UNWIND $keys AS key MATCH (k:IdempotencyKey {key: key}) WHERE k.tenant = $tenant"
+                " SET k.replayed_at = $now",
+                {"tenant": tenant, "keys": keys, "now": now_us},
+                idempotent=True,
+            )
 
     async def claim_idempotency(self, claims: list[tuple[IdempotencyClaim, list[str]]], now_us: int) -> set[str]:
         """Claim each key for its memory ids (an expired key is taken over);

@@ -1,7 +1,8 @@
-"""A backup of a FalkorDB cluster restores every tenant of every shard,
-each tenant at one point in time, taken while writes go on.
+"""The graph store on a FalkorDB cluster: a backup restores every tenant of
+every shard, each tenant at one point in time, taken while writes go on; a
+write no replica holds is never acknowledged, retried or not.
 
-The graph store runs in the bucket layout on 3 masters with a replica each
+For the backup, the graph store runs in the bucket layout on 3 masters with a replica each
 (loopback), with tenants on every master. Each tenant's writer stores its
 memories one after another (memory n only once n-1 is acknowledged) while
 an every-tenant backup is taken: a scratch replica per master, synced and
@@ -26,7 +27,9 @@ from services.consolidate.backup import BackupFiles, BackupWriter, read_archive
 from services.consolidate.restore import Restorer
 from services.core.adapters.falkor import FalkorGraph
 from services.core.adapters.falkor.scratch_replica import ScratchSpec
+from services.core.domain.errors import Unavailable
 from services.core.domain.graph_layout import GraphLayout
+from services.core.domain.idempotency import IdempotencyClaim
 from services.core.domain.model import EventKind, MemoryEvent
 from tests.factories import memory_at
 
@@ -42,7 +45,7 @@ def memory_id(tenant: str, n: int) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"memgrid-cluster-backup/{tenant}/{n}"))
 
 
-def store_on(cluster, base: str, scratch) -> FalkorGraph:
+def store_on(cluster, base: str, scratch, **options) -> FalkorGraph:
     host, port = cluster.startup
     nodes = ",".join(f"127.0.0.1:{p}" for p in cluster.ports)
     assert host == "127.0.0.1" and port == cluster.ports[0]
@@ -53,6 +56,7 @@ def store_on(cluster, base: str, scratch) -> FalkorGraph:
         layout=GraphLayout(base, "bucket", BUCKETS),
         write_replicas=1,
         backup_scratch=ScratchSpec(root=scratch, sync_timeout_seconds=60),
+        **options,
     )
 
 
@@ -133,3 +137,43 @@ async def test_an_every_tenant_backup_of_the_cluster_restores_each_tenant_at_a_p
     finally:
         await store.lifecycle.close()
         await fresh.lifecycle.close()
+
+
+async def test_a_keyed_write_no_replica_holds_is_refused_again_when_replayed(falkordb_cluster, tmp_path):
+    """A write whose master has lost its replica is refused (FALKORDB_WRITE_UNREPLICATED) though it is
+    on the master; the client sends it again with its Idempotency-Key, and the replay (which finds the
+    key) must not acknowledge it either until a replica holds it: else a master lost then loses an
+    acknowledged write."""
+    cluster = falkordb_cluster
+    base = f"rp{uuid.uuid4().hex[:6]}"
+    store = store_on(cluster, base, tmp_path / "scratch", write_replicas_timeout_ms=300)
+    await store.lifecycle.ensure_schema()
+    tenant = "tenant-replayed"
+    master = cluster.master_of_slot(cluster.keyslot(GraphLayout(base, "bucket", BUCKETS).graph_for(tenant)))
+    [replica] = cluster.replicas_of(master)
+    now = datetime.now(UTC)
+    now_us = int(now.timestamp() * 1e6)
+    claim = IdempotencyClaim(tenant, "key-1", "owner-1", "hash-1", now_us + 60_000_000)
+    memory = memory_at(memory_id(tenant, 0), now, tenant=tenant, content="written while the replica was down")
+    try:
+        cluster.nodes[replica].kill()
+        with pytest.raises(Unavailable) as refused:
+            await store.writer.create_memories(
+                [memory], [MemoryEvent.for_memory(EventKind.CREATED, memory, now)], now_us=now_us, claim=claim
+            )
+        assert refused.value.reason == "FALKORDB_WRITE_UNREPLICATED"
+        with pytest.raises(Unavailable) as replayed:
+            await store.writer.get_idempotency(tenant, "key-1", now_us)
+        assert replayed.value.reason == "FALKORDB_WRITE_UNREPLICATED"
+    finally:
+        cluster.start_node(replica)
+        cluster.wait_ok(30)
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:  # the replica back and in sync: the replay answers
+        try:
+            assert await store.writer.get_idempotency(tenant, "key-1", now_us) == ("hash-1", [memory.id])
+            break
+        except Unavailable:
+            assert asyncio.get_running_loop().time() < deadline, "the replay still refused with the replica back"
+            await asyncio.sleep(0.2)
+    await store.lifecycle.close()
