@@ -417,7 +417,10 @@ class FalkorCluster:
         raise LookupError(f"no running node knows a master for slot {slot}")
 
     def keyslot(self, key: str) -> int:
-        return int(self.client(next(iter(self.nodes))).execute_command("CLUSTER", "KEYSLOT", key))
+        """The hash slot of `key` (CLUSTER KEYSLOT's, computed here: it needs no node up)."""
+        from redis.crc import key_slot
+
+        return key_slot(key.encode())
 
     def replicas_of(self, master: int) -> list[int]:
         """The nodes replicating node `master`, by its own ROLE."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import secrets
 import time
 import uuid
@@ -79,6 +80,18 @@ def tokens(tenants: list[str]) -> dict[str, str]:
     return {tenant: secrets.token_urlsafe(24) for tenant in tenants}
 
 
+def stack_env() -> dict[str, str]:
+    """The stack's settings; the graph store's are the prod overlay's (tests/deploy checks they agree)."""
+    return {
+        "FALKORDB_GRAPH_LAYOUT": "bucket",
+        "FALKORDB_GRAPH_BUCKETS": str(BUCKETS),
+        "FALKORDB_WRITE_REPLICAS": "1",
+        "CONSUMER_ACK_WAIT_SECONDS": "6",
+        "CONSUMER_HEARTBEAT_SECONDS": "2",
+        "CONSOLIDATION_TICK_SECONDS": "0",
+    }
+
+
 @pytest.fixture(scope="module")
 def tenant_tokens() -> dict[str, str]:
     return tokens(TENANTS)
@@ -92,17 +105,8 @@ def stack(tmp_path_factory, tenant_tokens):
         for tenant, token in tenant_tokens.items()
     ]
     path.write_text(json.dumps(entries))
-    env = {
-        "FALKORDB_GRAPH_LAYOUT": "bucket",
-        "FALKORDB_GRAPH_BUCKETS": str(BUCKETS),
-        "FALKORDB_WRITE_REPLICAS": "1",
-        "MEMGRID_TOKENS_FILE": str(path),
-        "ADMIN_API_TOKEN": ADMIN,
-        "CONSUMER_ACK_WAIT_SECONDS": "6",
-        "CONSUMER_HEARTBEAT_SECONDS": "2",
-        "CONSOLIDATION_TICK_SECONDS": "0",
-    }
-    with ProcessStack(falkordb_cluster=(3, 1), **env) as s:
+    env = {**stack_env(), "MEMGRID_TOKENS_FILE": str(path), "ADMIN_API_TOKEN": ADMIN}
+    with ProcessStack(falkordb_cluster=(MASTERS, 1), **env) as s:
         yield s
 
 
@@ -193,6 +197,39 @@ async def until(check, within: float, what: str) -> float:
     raise AssertionError(f"{what}: not within {within} s")
 
 
+def cpu_seconds(stack: ProcessStack) -> dict[str, tuple[int, float]]:
+    """(pid, CPU seconds so far: user and system) of each running process of the stack."""
+    tick = os.sysconf("SC_CLK_TCK")
+    seconds = {}
+    for name, pid in stack.pids().items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        seconds[name] = (pid, (int(fields[11]) + int(fields[12])) / tick)
+    return seconds
+
+
+def cpu_used(marks: list[dict[str, tuple[int, float]]]) -> dict[str, float]:
+    """CPU seconds each process used between the first and the last of `marks`, a restarted one's
+    (another pid) counted from its start; the killed one's after its last mark is not known."""
+    used: dict[str, float] = {}
+    for before, after in zip(marks, marks[1:], strict=False):
+        for name, (pid, cpu) in after.items():
+            start = before[name][1] if name in before and before[name][0] == pid else 0.0
+            used[name] = used.get(name, 0.0) + cpu - start
+    return used
+
+
+def cost_per_write(used: dict[str, float], writes: int) -> dict[str, float]:
+    """CPU ms per write by kind of process (the FalkorDB nodes together, each service, the gateway)."""
+    kinds: dict[str, float] = {}
+    for name, seconds in used.items():
+        kind = "falkordb" if name.startswith("falkordb") else name
+        kinds[kind] = kinds.get(kind, 0.0) + seconds
+    return {kind: round(1000 * seconds / max(1, writes), 1) for kind, seconds in sorted(kinds.items())}
+
+
 def longest_gap(times: list[float], start: float, end: float) -> float:
     """The longest stretch within [start, end] without one of `times`."""
     marks = sorted([start, *(t for t in times if start <= t <= end), end])
@@ -223,10 +260,13 @@ async def test_a_master_killed_under_rest_writes_loses_nothing_and_stops_no_othe
     victim_buckets = sum(1 for g in layout.graphs() if cluster.master_of_slot(cluster.keyslot(g)) == VICTIM)
     clients = {t: client(stack, token) for t, token in tenant_tokens.items()}
     load = Load()
+    marks = [cpu_seconds(stack)]
+    began = time.monotonic()
     try:
         tasks = [asyncio.create_task(writer(clients[t], load, t)) for t in TENANTS]
         tasks += [asyncio.create_task(reader({t: clients[t] for t in spared}, load, i)) for i in range(READERS)]
         await asyncio.sleep(BEFORE_SECONDS)
+        marks.append(cpu_seconds(stack))
         killed_at = time.monotonic()
         stack.kill(f"falkordb-{VICTIM}")
         promoted = await until(lambda: cluster.role(replica) == "master", PROMOTED_WITHIN, "replica promoted")
@@ -245,6 +285,7 @@ async def test_a_master_killed_under_rest_writes_loses_nothing_and_stops_no_othe
         load.stop.set()
         await asyncio.gather(*tasks)
         stopped = time.monotonic()
+        marks.append(cpu_seconds(stack))
 
         acked = [w for w in load.writes if w.memory_id]
         given_up = [w for w in load.writes if not w.memory_id]
@@ -314,6 +355,10 @@ async def test_a_master_killed_under_rest_writes_loses_nothing_and_stops_no_othe
         "victim_tenants_written_again_s": round(written - killed_at, 2),
         "converged_after_load_s": round(converge, 2),
         "write_p50_ms": round(1000 * sorted(w.done - w.started for w in acked)[len(acked) // 2], 1),
+        "load_seconds": round(stopped - began, 1),
+        "recalls": len(load.reads),
+        # CPU over the load (writes and recalls), by kind of process; ms per acknowledged write.
+        "cpu_ms_per_write": cost_per_write(cpu_used(marks), len(acked)),
     }
     await asyncio.to_thread(FIGURES.parent.mkdir, parents=True, exist_ok=True)
     await asyncio.to_thread(FIGURES.write_text, json.dumps(figures, indent=2))
@@ -325,3 +370,55 @@ async def test_a_master_killed_under_rest_writes_loses_nothing_and_stops_no_othe
     assert not given_up, [(w.tenant, w.refused[-3:]) for w in given_up[:3]]
     assert reads_during and not failed_reads, [(r.tenant, r.status) for r in failed_reads[:5]]
     assert figures["write_outage_other_tenants_s"] < 5.0, figures
+
+
+async def test_services_start_while_a_node_is_down_and_a_backup_visits_every_shard(stack, tenant_tokens):
+    """The node FALKORDB_HOST names first is down (a replica since the failover above): enrich and
+    consolidate, started again meanwhile, come up on the other nodes; the stack is healthy; a write
+    to a tenant of a shard with both nodes is acknowledged and enriched; one to the shard that lost
+    its replica is refused (FALKORDB_WRITE_REPLICAS=1); an every-tenant backup holds every memory."""
+    cluster = stack.falkor_cluster
+    layout = GraphLayout("memories", "bucket", BUCKETS)
+    assert cluster.role(VICTIM) == "slave"
+    orphaned = next(m for m in cluster.nodes if m != VICTIM and VICTIM in cluster.replicas_of(m))
+    stack.kill(f"falkordb-{VICTIM}")
+    began = time.monotonic()
+    for name in ("enrich", "consolidate"):
+        await asyncio.to_thread(stack.stop, name)
+        await asyncio.to_thread(stack.start, name)
+    listening = time.monotonic() - began
+    healthy = listening + await asyncio.to_thread(stack.wait_healthy, 60)
+    whole = next(t for t in TENANTS if cluster.master_of_slot(cluster.keyslot(layout.graph_for(t))) != orphaned)
+    lonely = next(t for t in TENANTS if cluster.master_of_slot(cluster.keyslot(layout.graph_for(t))) == orphaned)
+    clients = {t: client(stack, tenant_tokens[t]) for t in (whole, lonely)}
+    operator = httpx.AsyncClient(base_url=stack.url, headers={**stack.headers, "X-Admin-Token": ADMIN}, timeout=120)
+    try:
+        stored = await clients[whole].post("/memory", json={"content": f"{whole} written with a node down"})
+        assert stored.status_code == 201, stored.text
+        memory = stored.json()["memory_id"]
+
+        async def enriched():
+            reply = await clients[whole].get(f"/memory/{memory}")
+            return reply.status_code == 200 and reply.json()["memory"].get("enriched_at")
+
+        await wait_for(enriched, within=60, every=0.5)
+        refused = await clients[lonely].post("/memory", json={"content": f"{lonely} written with no replica"})
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["reason"] == "FALKORDB_WRITE_UNREPLICATED", refused.text
+
+        backup = await operator.post("/backup", json={"every_tenant": True})
+        assert backup.status_code in (200, 201), backup.text
+        in_graph = await asyncio.to_thread(stack.graph_query, "MATCH (m:Memory) RETURN m.tenant, count(m)")
+        per_tenant = {tenant: int(count) for tenant, count in in_graph}
+        listing = (await operator.get("/backups")).json()
+        print(
+            f"\nwith falkordb-{VICTIM} down: started in {listening:.1f} s, healthy {healthy:.1f} s; "
+            f"backup {backup.json()}"
+        )
+        assert backup.json()["memories"] == sum(per_tenant.values()), (backup.json(), per_tenant)
+        assert listing
+    finally:
+        for http in (*clients.values(), operator):
+            await http.aclose()
+        await asyncio.to_thread(stack.start, f"falkordb-{VICTIM}")
+        await until(lambda: cluster.role(VICTIM) == "slave", 30, "the node a replica again")

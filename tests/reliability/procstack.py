@@ -37,7 +37,7 @@ from devstack.servers import (
     wait_for_port,
 )
 from services.core.domain.graph_layout import GraphLayout
-from services.core.settings import SERVICE_NAMES
+from services.core.settings import SERVICE_NAMES, Settings
 
 TOKEN = "reliability-token"
 #: Every process of a stack, in start order.
@@ -78,6 +78,8 @@ class ProcessStack:
                 self.data / "falkordb",
                 *falkordb_cluster,
                 appendfsync=env_overrides.get("FALKORDB_APPENDFSYNC", "everysec"),
+                # TIMEOUT_MAX at the queries' own timeout, as the devstack and the manifests load the module.
+                query_timeout_ms=Settings(_env_file=None).graph.falkordb_query_timeout_ms,
             )
             if falkordb_cluster
             else None

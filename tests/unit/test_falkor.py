@@ -1,4 +1,4 @@
-"""The pure row mapping of the FalkorDB adapter: Memory <-> node properties."""
+"""The pure parts of the FalkorDB adapter: Memory <-> node properties, retry rules, FALKORDB_HOST."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import struct
 import pytest
 import redis.exceptions as redis_errors
 
+from services.core.adapters.falkor.cluster import seeds
 from services.core.adapters.falkor.connection import _not_sent, _retryable, is_read, timed_out
 from services.core.adapters.falkor.rows import decode_embedding, encode_embedding, memory_to_row, row_to_memory
 from services.core.domain.text_policy import rarest_within
@@ -194,3 +195,23 @@ def test_rarest_within_takes_the_rarest_words_while_their_matches_fit():
     assert rarest_within(["common", "mid", "rare", "rare", "absent"], df, 50) == ["absent", "rare", "mid"]
     assert rarest_within(["common", "mid"], df, 10) == ["mid"]  # the rarest always
     assert rarest_within(["common", "mid", "rare"], df, 10_000) == ["rare", "mid", "common"]
+
+
+@pytest.mark.parametrize(
+    ("host", "nodes"),
+    [
+        ("falkordb", [("falkordb", 6379)]),
+        ("10.0.0.5:7000", [("10.0.0.5", 7000)]),
+        (
+            "falkordb-0.falkordb, falkordb-1.falkordb:7001,,falkordb-2.falkordb",
+            [("falkordb-0.falkordb", 6379), ("falkordb-1.falkordb", 7001), ("falkordb-2.falkordb", 6379)],
+        ),
+    ],
+)
+def test_falkordb_host_names_one_node_or_several(host, nodes):
+    assert seeds(host, 6379) == nodes
+
+
+def test_falkordb_host_must_name_a_node():
+    with pytest.raises(ValueError, match="FALKORDB_HOST"):
+        seeds(" , ", 6379)

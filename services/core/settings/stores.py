@@ -13,8 +13,12 @@ class GraphSettings(Group):
     """The graph store: FalkorDB, how its queries are bounded and retried, the audit log."""
 
     # FalkorDB: every memory, edge and audit entry, and the outbox.
-    falkordb_host: str = "127.0.0.1"  # FalkorDB's address ...
-    falkordb_port: int = 6379  # ... and port
+    #
+    # FalkorDB's address, or a Redis Cluster's nodes: several `host[:port]`, comma-separated, each on
+    # FALKORDB_PORT unless it names its own. They are tried in turn, so a process starts while one is down;
+    # the cluster's client learns the others from the one that answers (docs/scaling.md, FalkorDB).
+    falkordb_host: str = "127.0.0.1"
+    falkordb_port: int = 6379  # FalkorDB's port (of each node FALKORDB_HOST names without one)
     falkordb_password: str | None = None  # unset: no AUTH
     falkordb_graph: str = "memories"  # the graph's name in FalkorDB (the layout's graphs' stem)
     # How tenants map to FalkorDB graphs (docs/scaling.md, FalkorDB). shared: every tenant in FALKORDB_GRAPH,
