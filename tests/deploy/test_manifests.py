@@ -209,7 +209,7 @@ def test_prod_recall_shares_a_qdrant_cluster_and_dev_recall_owns_an_embedded_ind
     assert "persistentVolumeClaim" in volumes["data"]
 
 
-def test_prod_keeps_the_stream_on_a_three_node_nats_cluster_and_falkordb_with_a_replica(objects):
+def test_prod_keeps_the_stream_on_a_three_node_nats_cluster(objects):
     prod = objects["prod"]
     nats = named(prod, "StatefulSet", "nats")
     assert nats["spec"]["replicas"] == 3
@@ -217,15 +217,45 @@ def test_prod_keeps_the_stream_on_a_three_node_nats_cluster_and_falkordb_with_a_
     assert any(a.startswith("--routes=") for a in args)
     assert "store_dir" in nats_jetstream_block(prod, nats)  # JetStream is on (its block in the config file)
     assert settings_of(prod, named(prod, "Deployment", "ingest")).bus.nats_stream_replicas == 3
-    replica = named(prod, "StatefulSet", "falkordb-replica")
-    redis_args = {e["name"]: e.get("value") for e in container(replica)["env"]}["REDIS_ARGS"]
-    assert "--replicaof falkordb-0.falkordb-nodes 6379" in redis_args
-    # The services reach the primary only.
-    assert named(prod, "Service", "falkordb")["spec"]["selector"]["memgrid.io/falkordb-role"] == "primary"
     for overlay in OVERLAYS:
         assert settings_of(
             objects[overlay], named(objects[overlay], "Deployment", "ingest")
         ).bus.nats_stream_replicas == (3 if overlay == "prod" else 1)
+
+
+def test_prod_runs_falkordb_as_the_cluster_the_cluster_tests_ran(objects):
+    """3 masters with a replica each, a master failed after FalkorCluster's node timeout, the other shards
+    serving meanwhile; the services list every node, in the bucket layout of the stack's kill test,
+    waiting for a replica on each write (tests/cluster/test_stack_on_falkordb_cluster.py)."""
+    from devstack.servers import FalkorCluster
+    from tests.cluster import test_stack_on_falkordb_cluster as tested
+
+    prod = objects["prod"]
+    falkordb = named(prod, "StatefulSet", "falkordb")
+    masters, replicas = tested.MASTERS, 1
+    assert falkordb["spec"]["replicas"] == masters * (1 + replicas)
+    args = redis_args(falkordb)
+    assert args["--cluster-enabled"] == "yes"
+    assert args["--cluster-node-timeout"] == str(FalkorCluster.node_timeout_ms)
+    assert args["--cluster-require-full-coverage"] == "no"
+    assert args["--cluster-allow-reads-when-down"] == "no"
+    [join] = kinds(prod, "Job")
+    script = container(join)["command"][-1]
+    assert f"--cluster-replicas {replicas}" in script
+    assert f"for i in {' '.join(str(i) for i in range(masters * (1 + replicas)))}" in script
+    headless = named(prod, "Service", falkordb["spec"]["serviceName"])
+    assert headless["spec"]["clusterIP"] == "None"
+    assert {"redis", "cluster-bus"} == {port["name"] for port in headless["spec"]["ports"]}
+    for name in SERVICE_NAMES:
+        graph = settings_of(prod, memgrid_deployments(prod)[name]).graph
+        pods = [f"falkordb-{i}.{headless['metadata']['name']}" for i in range(falkordb["spec"]["replicas"])]
+        assert graph.falkordb_host.split(",") == pods, name
+        assert graph.falkordb_graph_layout == tested.stack_env()["FALKORDB_GRAPH_LAYOUT"] == "bucket"
+        assert graph.falkordb_graph_buckets == int(tested.stack_env()["FALKORDB_GRAPH_BUCKETS"]), name
+        assert graph.falkordb_write_replicas == int(tested.stack_env()["FALKORDB_WRITE_REPLICAS"]) == 1, name
+    # dev: one node, the shared graph.
+    dev = settings_of(objects["dev"], memgrid_deployments(objects["dev"])["ingest"]).graph
+    assert dev.falkordb_graph_layout == "shared" and "," not in dev.falkordb_host
 
 
 #: The gRPC service a readiness probe asks for, where not the overall status: recall's own turns SERVING
@@ -431,7 +461,7 @@ def test_the_stores_persist_as_the_settings_defaults_say_like_the_devstack(objec
     nats = named(docs, "StatefulSet", "nats")
     assert nats_jetstream_block(docs, nats)["sync_interval"] == defaults["nats_sync_interval"].default
     falkordbs = [s for s in kinds(docs, "StatefulSet") if s["metadata"]["name"].startswith("falkordb")]
-    assert len(falkordbs) == (2 if overlay == "prod" else 1)  # the replica persists as the primary does
+    assert len(falkordbs) == 1  # prod's cluster nodes are one StatefulSet's pods
     for falkordb in falkordbs:
         args = redis_args(falkordb)
         assert args["--appendonly"] == "yes", falkordb["metadata"]["name"]
