@@ -69,6 +69,8 @@ WRITE_PAUSE_SECONDS, READ_PAUSE_SECONDS = 0.6, 0.5
 READERS = 2
 #: A refused write is sent again with its key for this long, then given up (counted, never acknowledged).
 RETRY_FOR_SECONDS = 30.0
+#: The stack's CPU is read with no load for this long first.
+IDLE_SECONDS = 5.0
 #: Load before the kill, and after the victim's tenants are written again.
 BEFORE_SECONDS, AFTER_SECONDS = 5.0, 5.0
 PROMOTED_WITHIN, WRITTEN_WITHIN, CONVERGE_WITHIN = 20.0, 40.0, 120.0
@@ -221,8 +223,9 @@ def cpu_used(marks: list[dict[str, tuple[int, float]]]) -> dict[str, float]:
     return used
 
 
-def cost_per_write(used: dict[str, float], writes: int) -> dict[str, float]:
-    """CPU ms per write by kind of process (the FalkorDB nodes together, each service, the gateway)."""
+def cost_per_write(used: dict[str, float], writes: float) -> dict[str, float]:
+    """CPU ms per write (or per second) by kind of process (the FalkorDB nodes together, each service, the
+    gateway)."""
     kinds: dict[str, float] = {}
     for name, seconds in used.items():
         kind = "falkordb" if name.startswith("falkordb") else name
@@ -260,6 +263,9 @@ async def test_a_master_killed_under_rest_writes_loses_nothing_and_stops_no_othe
     victim_buckets = sum(1 for g in layout.graphs() if cluster.master_of_slot(cluster.keyslot(g)) == VICTIM)
     clients = {t: client(stack, token) for t, token in tenant_tokens.items()}
     load = Load()
+    idle = [cpu_seconds(stack)]  # what the stack costs with no load: sweeps, consumers, the cluster's gossip
+    await asyncio.sleep(IDLE_SECONDS)
+    idle.append(cpu_seconds(stack))
     marks = [cpu_seconds(stack)]
     began = time.monotonic()
     try:
@@ -357,8 +363,14 @@ async def test_a_master_killed_under_rest_writes_loses_nothing_and_stops_no_othe
         "write_p50_ms": round(1000 * sorted(w.done - w.started for w in acked)[len(acked) // 2], 1),
         "load_seconds": round(stopped - began, 1),
         "recalls": len(load.reads),
-        # CPU over the load (writes and recalls), by kind of process; ms per acknowledged write.
+        # CPU by kind of process: idle, ms a second; over the load (writes and recalls), ms per acknowledged
+        # write, with and without the idle share.
+        "cpu_ms_per_second_idle": cost_per_write(cpu_used(idle), IDLE_SECONDS),
         "cpu_ms_per_write": cost_per_write(cpu_used(marks), len(acked)),
+        "cpu_ms_per_write_above_idle": cost_per_write(
+            {k: v - cpu_used(idle).get(k, 0.0) * (stopped - began) / IDLE_SECONDS for k, v in cpu_used(marks).items()},
+            len(acked),
+        ),
     }
     await asyncio.to_thread(FIGURES.parent.mkdir, parents=True, exist_ok=True)
     await asyncio.to_thread(FIGURES.write_text, json.dumps(figures, indent=2))
