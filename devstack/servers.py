@@ -380,9 +380,19 @@ class FalkorCluster:
         return "127.0.0.1", self.ports[0]
 
     def client(self, index: int):
+        """A plain client of node `index`, which fails at once when the node is down (redis-py's own
+        retries back off for seconds on each call)."""
         import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
 
-        return redis.Redis(host="127.0.0.1", port=self.ports[index], socket_timeout=2, decode_responses=True)
+        return redis.Redis(
+            host="127.0.0.1",
+            port=self.ports[index],
+            socket_timeout=2,
+            decode_responses=True,
+            retry=Retry(NoBackoff(), 0),
+        )
 
     def start_node(self, index: int, timeout: float = 20.0) -> ServerProcess:
         self.nodes[index] = start_falkordb(
@@ -423,9 +433,9 @@ class FalkorCluster:
         return key_slot(key.encode())
 
     def replicas_of(self, master: int) -> list[int]:
-        """The nodes replicating node `master`, by its own ROLE."""
-        _, _, replicas = self.client(master).execute_command("ROLE")
-        return [self.ports.index(int(port)) for _, port, _ in replicas]
+        """The nodes replicating node `master`, by its own ROLE (none when it is a replica itself)."""
+        role = self.client(master).execute_command("ROLE")
+        return [self.ports.index(int(port)) for _, port, _ in role[2]] if role[0] == "master" else []
 
     def wait_ok(self, timeout: float = 60.0, indexes: list[int] | None = None) -> float:
         """Wait until each running node (or those of `indexes`) says cluster_state:ok, every slot served; seconds."""

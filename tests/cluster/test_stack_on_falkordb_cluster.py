@@ -395,9 +395,9 @@ async def test_services_start_while_a_node_is_down_and_a_backup_visits_every_sha
     orphaned = next(m for m in cluster.nodes if m != VICTIM and VICTIM in cluster.replicas_of(m))
     stack.kill(f"falkordb-{VICTIM}")
     began = time.monotonic()
-    for name in ("enrich", "consolidate"):
-        await asyncio.to_thread(stack.stop, name)
-        await asyncio.to_thread(stack.start, name)
+    restarted = ("enrich", "consolidate")
+    await asyncio.gather(*(asyncio.to_thread(stack.stop, name) for name in restarted))
+    await asyncio.gather(*(asyncio.to_thread(stack.start, name) for name in restarted))
     listening = time.monotonic() - began
     healthy = listening + await asyncio.to_thread(stack.wait_healthy, 60)
     whole = next(t for t in TENANTS if cluster.master_of_slot(cluster.keyslot(layout.graph_for(t))) != orphaned)
