@@ -50,7 +50,8 @@ test: install proto tools browser
 browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium)
 
-# Replicas behind one gateway, one of each killed under load (tests/cluster; docs/scaling.md, Replicas).
+# Replicas behind one gateway, and the stack on a FalkorDB cluster, nodes killed under load
+# (tests/cluster; docs/scaling.md).
 test-cluster: install proto
 	$(PY) -m pytest tests/cluster -p no:cacheprovider
 
