@@ -8,7 +8,8 @@ import pytest
 
 from devstack.servers import free_port, start_falkordb
 from services.core.adapters.falkor import FalkorGraph
-from services.core.domain.errors import Unavailable
+from services.core.adapters.falkor.connection import FalkorConnection
+from services.core.domain.errors import FailedPrecondition, Unavailable
 from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
 from services.core.domain.recall_request import Scope
 from services.core.domain.recall_text import DF_REACH
@@ -336,3 +337,14 @@ async def test_schema_indexes_entity_and_pattern_lookups(store):
     result = await store.connection.query("CALL db.indexes() YIELD label, properties RETURN label, properties")
     indexed = {(label, prop) for label, props in result.result_set for prop in props}
     assert {("Entity", "tag"), ("Entity", "tenant"), ("Pattern", "key"), ("Pattern", "tenant")} <= indexed
+
+
+async def test_several_nodes_in_falkordb_host_must_be_one_clusters(falkordb_server):
+    """A list names a Redis Cluster's nodes (any of which has the slot map); two servers of their
+    own would each hold other data, so the list is refused rather than the first to answer used."""
+    nodes = f"127.0.0.1:{free_port()},127.0.0.1:{falkordb_server.port}"  # the first down, the second alone
+    connection = FalkorConnection(host=nodes, port=0, graph="g", request_retry_seconds=0.5)
+    with pytest.raises(FailedPrecondition) as refused:
+        await connection.query("RETURN 1")
+    assert refused.value.reason == "FALKORDB_HOST_NOT_A_CLUSTER"
+    await connection.close()

@@ -20,7 +20,7 @@ from services.core.adapters.falkor.cluster import CLUSTER_REFUSALS, ClusterRoute
 from services.core.adapters.falkor.reply import params_header, read_reply
 from services.core.adapters.falkor.routing import GraphRouter
 from services.core.adapters.retry import with_backoff
-from services.core.domain.errors import DeadlineExceeded, Unavailable
+from services.core.domain.errors import DeadlineExceeded, FailedPrecondition, Unavailable
 from services.core.domain.graph_layout import GraphLayout
 
 log = structlog.get_logger()
@@ -229,7 +229,8 @@ class FalkorConnection:
     def _connect(self) -> FalkorDB:
         """A client of the first node that answers, in FALKORDB_HOST's order; on a cluster it knows
         them all, so it can read the slot map from another once this one goes. The last node's
-        error when none answers."""
+        error when none answers; FALKORDB_HOST_NOT_A_CLUSTER when several are listed and the one
+        that answers is a server of its own."""
         if "unix_socket_path" in self._connect_args or len(self._seeds) == 1:
             return FalkorDB(**self._connect_args)
         startup = [ClusterNode(h, p) for h, p in self._seeds]
@@ -241,6 +242,13 @@ class FalkorConnection:
                 if index == len(self._seeds) - 1:
                     raise
                 continue
+            if not isinstance(db.connection, RedisCluster):
+                # Independent servers would each hold other data: which one answered must not decide.
+                raise FailedPrecondition(
+                    "FALKORDB_HOST_NOT_A_CLUSTER",
+                    f"FALKORDB_HOST lists {len(self._seeds)} nodes but {host}:{port} is no Redis Cluster node:"
+                    " name one server, or every node of one cluster",
+                )
             self._connect_args |= {"host": host, "port": port}
             return db
         raise AssertionError("unreachable: seeds() names at least one node")
