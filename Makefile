@@ -76,7 +76,9 @@ test-unit: install proto
 
 lint: install proto
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 # docs/configuration.md, generated from the Settings class and its comments.
 docs: install

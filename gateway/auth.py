@@ -121,6 +121,7 @@ class TokenAuth:
             limit = entry.memory_limit if entry.memory_limit is not None else self._memory_limit
             if entry.role == OPERATOR:  # belongs to no tenant: its tenant-scoped calls are the default tenant's
                 return Caller(self._tenant, OPERATOR, limit, token_id=entry.token_id, operator=True)
+            assert entry.tenant is not None  # noqa: S101  narrows the type: the tokens file refuses an entry without one
             return Caller(entry.tenant, entry.role, limit, token_id=entry.token_id)
         if self._token is not None and hmac.compare_digest(digest, self._token):
             return Caller(self._tenant, "write", self._memory_limit, legacy=True, token_id="legacy")  # noqa: S106  the audit log's actor label, not a token

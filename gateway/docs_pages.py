@@ -37,7 +37,7 @@ def install(app: FastAPI) -> None:
     async def swagger_ui(request: Request) -> HTMLResponse:
         root = _root(request)
         return get_swagger_ui_html(
-            openapi_url=root + app.openapi_url,
+            openapi_url=f"{root}{app.openapi_url}",
             title=f"{app.title} - Swagger UI",
             swagger_js_url=f"{root}{ASSETS}/swagger-ui-bundle.js",
             swagger_css_url=f"{root}{ASSETS}/swagger-ui.css",
@@ -53,7 +53,7 @@ def install(app: FastAPI) -> None:
     async def redoc(request: Request) -> HTMLResponse:
         root = _root(request)
         return get_redoc_html(
-            openapi_url=root + app.openapi_url,
+            openapi_url=f"{root}{app.openapi_url}",
             title=f"{app.title} - ReDoc",
             redoc_js_url=f"{root}{ASSETS}/redoc.standalone.js",
             redoc_favicon_url=f"{root}{ASSETS}/favicon.png",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 from fastapi import params
@@ -60,7 +60,7 @@ def _plan(path: str, endpoint: Callable[..., Any]) -> list[tuple[str, _Source]]:
     return sources
 
 
-def _of_the_request(dependency: Callable[..., Any] | None) -> bool:
+def _of_the_request(dependency: Callable[..., Any] | None) -> TypeGuard[_Source]:
     """Whether a dependency is an async function of the request alone."""
     if dependency is None or not inspect.iscoroutinefunction(dependency):
         return False

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -45,14 +45,14 @@ STREAM_SUBSCRIBERS = Gauge("memgrid_stream_subscribers", "Open SSE streams")
 
 WatchItem = WatchOpened | WatchGap | SequencedEvent | WatchHeartbeat
 #: Opens a watch: (tenant, after_sequence or None for new events only, kinds) -> its items, opened first.
-WatchOpener = Callable[[str, int | None, list[str]], AsyncIterator[WatchItem]]
+WatchOpener = Callable[[str, int | None, list[str]], AsyncGenerator[WatchItem, None]]
 
 
 def recall_watch(stub: pb_grpc.RecallServiceStub, claims: ClaimSigner) -> WatchOpener:
     """WatchMemoryEvents on recall, its messages as watch items; each call
     (a reconnection too) with a fresh claim for the tenant."""
 
-    async def watch(tenant: str, after_sequence: int | None, kinds: list[str]) -> AsyncIterator[WatchItem]:
+    async def watch(tenant: str, after_sequence: int | None, kinds: list[str]) -> AsyncGenerator[WatchItem, None]:
         request = pb.WatchMemoryEventsRequest(kinds=kinds)
         if after_sequence is not None:
             request.after_sequence = after_sequence
@@ -83,7 +83,7 @@ class OpenWatch:
     tenant: str
     kinds: list[str]
     opened: WatchOpened
-    items: AsyncIterator[WatchItem]
+    items: AsyncGenerator[WatchItem, None]
 
 
 class StreamHub:
@@ -136,7 +136,9 @@ class StreamHub:
 
     # The watch on recall --------------------------------------------------------------------------------
 
-    async def _opened(self, tenant: str, after: int | None, kinds: list[str]) -> tuple[WatchOpened, AsyncIterator]:
+    async def _opened(
+        self, tenant: str, after: int | None, kinds: list[str]
+    ) -> tuple[WatchOpened, AsyncGenerator[WatchItem, None]]:
         """Call the watch and wait for its first item; raises what the call
         raises (grpc.aio.AioRpcError: the route answers it in the envelope)."""
         items = self._watch(tenant, after, kinds)
@@ -174,7 +176,7 @@ class StreamHub:
                     buffer_size=subscriber.size,
                 )
 
-    async def _pump(self, subscriber: Subscriber, items: AsyncIterator[WatchItem]) -> None:
+    async def _pump(self, subscriber: Subscriber, items: AsyncGenerator[WatchItem, None]) -> None:
         """Feed the subscriber from its watch; when the watch is lost, say so
         and call again from the last sequence received, until it is open."""
         totals = self._totals.setdefault(subscriber.tenant, TenantTotals())

@@ -76,7 +76,7 @@ def notice_json(notice: Notice) -> dict:
         why = "the watch on recall was re-opened after the last event received; nothing was lost"
     else:
         why = "the gateway lost its watch on recall; it calls again from the last event received"
-    data = {"reason": why, "since": format_iso(notice.since), "until": format_iso(notice.until)}
+    data: dict[str, object] = {"reason": why, "since": format_iso(notice.since), "until": format_iso(notice.until)}
     if notice.after_sequence is not None:
         data["last_event_id"] = notice.after_sequence
     return data

@@ -92,7 +92,7 @@ class Subscriber:
             last.kind == "interrupted" or (isinstance(before, Notice) and before.kind == "interrupted")
         )
         if notice.kind == "interrupted" and unread:
-            if last.kind == "resumed":
+            if isinstance(last, Notice) and last.kind == "resumed":  # a Notice: unread
                 self.items.pop()  # lost again before the client read that it had resumed
         elif notice.kind == "resumed" and isinstance(last, Notice) and last.kind == "interrupted":
             self.items.append(Notice("resumed", last.since, notice.until, notice.after_sequence))

@@ -104,6 +104,7 @@ class McpEndpoint:
         tool = self.tools.get(params.name)
         if tool is None:
             return tool_error(404, f"no tool named {params.name!r}; one of {', '.join(self.tools)}", "UNKNOWN_TOOL")
+        assert self._dispatcher is not None  # noqa: S101  narrows the type: set while the app runs
         return await self._dispatcher.call(tool.operation, params.arguments or {}, _credentials.get() or {})
 
     async def _list_resources(self, ctx, params) -> types.ListResourcesResult:
@@ -123,6 +124,7 @@ class McpEndpoint:
     async def _read_resource(self, ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         if str(params.uri) != STARTUP_RECALL:
             raise MCPError(types.INVALID_PARAMS, f"no resource {params.uri}; {STARTUP_RECALL} is the one")
+        assert self._dispatcher is not None  # noqa: S101  narrows the type: set while the app runs
         reply = await self._dispatcher.request("GET", "/startup-recall", _credentials.get() or {})
         answer = answer_of(reply)
         if not isinstance(answer, dict) or answer.get("status") == "error":

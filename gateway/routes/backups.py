@@ -314,13 +314,14 @@ async def restore(request: Request, who: Caller = Depends(require("admin"))):
             allow_unsigned = allow_unsigned or body["allow_unsigned"]
         if allow_unsigned:
             who = escalate(request, who, "operator", "allow_unsigned")
-        name = body.get("name")
-        if not isinstance(name, str) or not name:
+        given = body.get("name")
+        if not isinstance(given, str) or not given:
             raise ApiError(
                 400,
                 "'name' must name a backup (GET /backups), or send the archive as application/gzip",
                 "NAME_REQUIRED",
             )
+        name = given
         if body.get("merge") is not None:
             if not isinstance(body["merge"], bool):
                 raise ApiError(400, "'merge' must be true or false", "NOT_A_BOOLEAN")

@@ -404,10 +404,10 @@ class BackupWriter:
                         nodes += len(page)
                         log.info("backup progress", tenant=tenant, nodes=nodes, of_ids=of_ids)
                 for start, stop in windows:
-                    page = await snapshot.edges(tenant, start, stop)
-                    if page:
-                        await asyncio.to_thread(out.write, b"".join(encoder.edge_line(e) for e in page))
-                        edges += len(page)
+                    edge_page = await snapshot.edges(tenant, start, stop)
+                    if edge_page:
+                        await asyncio.to_thread(out.write, b"".join(encoder.edge_line(e) for e in edge_page))
+                        edges += len(edge_page)
                         log.info("backup progress", tenant=tenant, nodes=nodes, edges=edges)
             await asyncio.to_thread(out.write, encoder.manifest_line(self._key))
             await asyncio.to_thread(out.close)

@@ -258,8 +258,8 @@ class Restorer:
                 progress.phase = "nodes"
                 yield replace(progress)
             while len(edges) >= self._page:
-                page, edges = edges[: self._page], edges[self._page :]
-                await writer.edges(page, progress)
+                edge_page, edges = edges[: self._page], edges[self._page :]
+                await writer.edges(edge_page, progress)
                 log.info("restore progress", phase="edges", done=progress.edges_done, of=progress.edges_total)
                 progress.phase = "edges"
                 yield replace(progress)

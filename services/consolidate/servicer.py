@@ -95,12 +95,12 @@ def restore_to_pb(progress: RestoreProgress, name: str) -> pb.RestoreProgress:
 class ConsolidateServicer(pb_grpc.ConsolidateServiceServicer):
     def __init__(
         self,
-        backups: BackupWriter | None = None,
+        backups: BackupWriter,
         *,
-        restorer: Restorer | None = None,
+        restorer: Restorer,
         chunk_bytes: int = 1 << 20,
-        runner: ConsolidationRunner | None = None,
-        store: RunStatus | None = None,
+        runner: ConsolidationRunner,
+        store: RunStatus,
         status_history: int = 20,
     ):
         self._backups = backups

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 from google.protobuf import json_format, timestamp_pb2
 
@@ -67,7 +68,8 @@ def memory_to_pb(memory: Memory, *, with_embedding: bool = True) -> memory_pb2.M
 
 
 def memory_from_pb(pb: memory_pb2.Memory) -> Memory:
-    times = {name: ts_from_pb(pb, name) for name in TIME_FIELDS}
+    # Any: Memory's own fields say which times are required (a memory's message has each of those).
+    times: dict[str, Any] = {name: ts_from_pb(pb, name) for name in TIME_FIELDS}
     return Memory(
         id=pb.id,
         tenant=pb.tenant,

@@ -152,7 +152,9 @@ def _class_sections(source: str, cls: ast.ClassDef) -> list[Section]:
             bare = next((n for n in block if not texts[n]), None)
             intro, block = (block, []) if bare is None else (block[: block.index(bare)], block[block.index(bare) + 1 :])
             result.append(Section(intro=_joined(intro, texts)))
-        inline = [texts[n] for n in range(node.lineno, node.end_lineno + 1) if n in texts and n not in alone]
+        inline = [
+            texts[n] for n in range(node.lineno, (node.end_lineno or node.lineno) + 1) if n in texts and n not in alone
+        ]
         description = " ".join(part for part in (_joined(block, texts), *inline) if part)
         info = fields[name]
         result[-1].rows.append((name.upper(), _type(node.annotation, info), _default(info.default), description))
@@ -167,7 +169,9 @@ def parts() -> list[Part]:
     """Every settings group, in GROUPS' order, as a part of sections."""
     result = []
     for model in GROUPS.values():
-        source = Path(inspect.getsourcefile(model)).read_text()
+        path = inspect.getsourcefile(model)
+        assert path is not None  # noqa: S101  narrows the type: a settings group is defined in a source file
+        source = Path(path).read_text()
         cls = next(node for node in _classes(source) if node.name == model.__name__)
         doc = " ".join((inspect.getdoc(model) or "").split())
         result.append(Part(title=_first_sentence(doc), intro=doc, sections=_class_sections(source, cls)))

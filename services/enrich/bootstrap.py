@@ -4,6 +4,7 @@ stages (embedding, then enrichment), each with its own durable consumer."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 import structlog
@@ -172,6 +173,14 @@ def build_app(
             log.warning("embedder warm-up failed", embedder=embedder.name, error=str(exc))
         await asyncio.to_thread(extractor.extract_many, ["warm up"])
 
+    startups: list[Callable[[], Awaitable[None] | None]] = [
+        graph.lifecycle.ensure_schema,
+        events.connect,
+        warm_up,
+        relay.start,
+    ]
+    if settings.enrichment.enrichment_enabled:
+        startups += [embed_consumer.start, consumer.start, reconciler.start]
     return ServiceApp(
         service_name=full_service_name(enrich_service_pb2, "EnrichService"),
         add_servicer=enrich_service_pb2_grpc.add_EnrichServiceServicer_to_server,
@@ -185,8 +194,7 @@ def build_app(
             embed_consumer=embed_consumer,
             reprocess_max_ids=settings.enrichment.enrichment_reprocess_max_ids,
         ),
-        startups=[graph.lifecycle.ensure_schema, events.connect, warm_up, relay.start]
-        + ([embed_consumer.start, consumer.start, reconciler.start] if settings.enrichment.enrichment_enabled else []),
+        startups=startups,
         shutdowns=[
             reembedder.stop,
             reconciler.stop,

@@ -16,6 +16,9 @@ class TenantCounts:
     counts a change for the process and for the tenant at once."""
 
     tenants: dict[str, Self]
+    # The failure figures every subclass carries (declared here for `failure`).
+    failed: int
+    by_reason: dict[str, int]
 
     def of(self, tenant: str) -> Self:
         """The tenant's own figures (zeros for a tenant not seen yet)."""

@@ -26,7 +26,7 @@ class RecallNeighbours:
         # A search for one tenant's neighbours, signed as enrich's own call.
         self._claims = plane.signer("system:enrich", "recall")
         self._channel: grpc.aio.Channel | None = None
-        self._stub = None
+        self._stub: recall_service_pb2_grpc.RecallServiceStub | None = None
 
     async def neighbours(self, tenant: str, queries, *, limit: int, min_score: float) -> list[list[VectorHit]]:
         if not queries:

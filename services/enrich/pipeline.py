@@ -260,7 +260,7 @@ class EnrichmentPipeline:
             ),
             self._neighbours.neighbours(
                 tenant,
-                [(m.id, results[m.id].embedding or m.embedding) for m in memories],
+                [(m.id, _vector(m, results)) for m in memories],
                 limit=policy.similarity_limit,
                 min_score=policy.similarity_threshold,
             ),
@@ -329,3 +329,10 @@ class EnrichmentPipeline:
             if not pending:
                 break
         return written
+
+
+def _vector(memory: Memory, results: dict[str, Enrichment]) -> list[float]:
+    """The memory's vector once computed: the new one, or the one it kept (one without any was embedded)."""
+    vector = results[memory.id].embedding or memory.embedding
+    assert vector is not None  # noqa: S101  narrows the type: _compute embeds every memory without a vector
+    return vector

@@ -107,9 +107,9 @@ class Reconciler(BackgroundLoop):
         stale = [item for item in await self._store.find_unenriched(before, self._batch) if item not in embedded]
         count = 0
         for tenant, ids in _by_tenant(stale).items():
-            done = len(await self._pipeline.enrich_ids(tenant, ids))
-            self.by_tenant[tenant][0] += done
-            count += done
+            enriched = len(await self._pipeline.enrich_ids(tenant, ids))
+            self.by_tenant[tenant][0] += enriched
+            count += enriched
         self.redriven += count
         return count, len(embedded)
 

@@ -122,5 +122,6 @@ class EnrichServicer(pb_grpc.EnrichServiceServicer):
         if request.batch_size < 0:
             raise InvalidArgument("INVALID_ARGUMENT", "batch_size must be 0 or more", field="batch_size")
         ids = [validate_memory_id(i, "ids") for i in request.ids]
+        assert self._reembedder is not None  # noqa: S101  narrows the type: the bootstrap always gives one
         queued = await self._reembedder.queue(tenant_of(context), ids, request.batch_size)
         return pb.ReembedMemoriesResponse(queued=queued)

@@ -199,9 +199,9 @@ class IndexConvergence(BackgroundLoop):
             cursor, page = await self._source.scan_memories(cursor, self._batch_size, tenant)
             if not page:
                 break
-            embedded = [m for m in page if m.embedding is not None]
+            embedded = [(m, m.embedding) for m in page if m.embedding is not None]
             points = [
-                (m.id, m.embedding, vector_payload(m)) for m in embedded if len(m.embedding) == self._vectors.dimension
+                (m.id, vector, vector_payload(m)) for m, vector in embedded if len(vector) == self._vectors.dimension
             ]
             await self._vectors.upsert(points)
             expected += len(points)

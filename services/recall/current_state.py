@@ -19,6 +19,7 @@ from services.core.domain.recall_request import Scope
 from services.core.domain.state import Successor, Verdict, judge, to_load
 from services.core.domain.trust import VISIBLE_BY_DEFAULT, visible
 from services.core.ports.reads import SuccessorReads
+from services.recall.candidates import memory_of
 
 
 class CurrentStatePass:
@@ -78,22 +79,21 @@ class CurrentStatePass:
         candidates = self.trusted(candidates, scope.trust_states, debug)
         if scope.history or not candidates:
             return candidates
-        verdicts = await self.verdicts(tenant, [c.memory for c in candidates], scope.at, known)
+        verdicts = await self.verdicts(tenant, [memory_of(c) for c in candidates], scope.at, known)
         kept: list[Candidate] = []
         for candidate in candidates:
             verdict = verdicts[candidate.id]
+            head = verdict.head  # not None: replaced
             if verdict.kept:
                 kept.append(candidate)
-            elif verdict.replaced and not visible(verdict.head.trust_state, scope.trust_states):
+            elif head is not None and not visible(head.trust_state, scope.trust_states):
                 # The replacement waits for review (or was rejected): neither stands for now.
                 debug.setdefault("withheld", []).append(
-                    {"id": candidate.id, "state": f"trust:{verdict.head.trust_state}", "head": verdict.head.id}
+                    {"id": candidate.id, "state": f"trust:{head.trust_state}", "head": head.id}
                 )
-            elif verdict.replaced:
-                kept.append(stand_in(candidate, verdict.head))
-                debug.setdefault("replaced", []).append(
-                    {"id": candidate.id, "head": verdict.head.id, "hops": verdict.hops}
-                )
+            elif head is not None:
+                kept.append(stand_in(candidate, head))
+                debug.setdefault("replaced", []).append({"id": candidate.id, "head": head.id, "hops": verdict.hops})
             else:
                 debug.setdefault("withheld", []).append({"id": candidate.id, "state": verdict.state.value})
         return kept

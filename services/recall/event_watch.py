@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from prometheus_client import Gauge
 
@@ -64,7 +64,7 @@ class EventWatches:
 
     async def watch(
         self, tenant: str, after_sequence: int | None, kinds: list[str]
-    ) -> AsyncIterator[WatchOpened | WatchGap | SequencedEvent | WatchHeartbeat]:
+    ) -> AsyncGenerator[WatchOpened | WatchGap | SequencedEvent | WatchHeartbeat, None]:
         """The tenant's events after `after_sequence` (None: from now on), a
         heartbeat after each quiet `heartbeat_seconds`; refused with
         RESOURCE_EXHAUSTED while `max_watches` are open, or the tenant's

@@ -18,6 +18,7 @@ from services.core.domain.tags import require_tags
 from services.core.domain.trust import parse_trust_states
 from services.core.ports.reads import ListingReads
 from services.recall.access import AccessRecorder
+from services.recall.candidates import memory_of
 from services.recall.current_state import CurrentStatePass
 
 
@@ -155,7 +156,7 @@ class Listings:
         )
         if self._access is not None:
             self._access.record(tenant, (c.id for c in (*results, *lessons, *system_rules)))
-        critical = any(c.memory.importance >= rules.critical_importance for c in lessons)
+        critical = any(memory_of(c).importance >= rules.critical_importance for c in lessons)
         return StartupRecall(results, lessons, system_rules, critical)
 
     async def related(
@@ -193,9 +194,9 @@ class Listings:
                 min_importance=0.0,
             )  # fmt: skip
             frontier = []
-            shown = {m.id for m in self._state.trusted_memories([m for _, m in found])}
+            trusted = {m.id for m in self._state.trusted_memories([m for _, m in found])}
             for relation, memory in found:
-                if memory.id not in shown:  # under review, rejected or deprecated: not walked through either
+                if memory.id not in trusted:  # under review, rejected or deprecated: not walked through either
                     continue
                 if memory.id not in reached and len(edges) < limit:
                     reached.add(memory.id)
@@ -207,7 +208,8 @@ class Listings:
             return [(relation, memory, None) for relation, memory in edges]
         now = self._clock()
         verdicts = await self._state.verdicts(tenant, [m for _, m in edges], now)
-        related, seen = [], {memory_id}
+        related: list[tuple[Relation, Memory, str | None]] = []
+        seen = {memory_id}
         for relation, memory in edges:
             verdict = verdicts[memory.id]
             shown = verdict.head if verdict.replaced else (memory if verdict.kept else None)

@@ -58,9 +58,9 @@ class Projector:
     async def project(self, tenant: str, memory_ids: list[str]) -> tuple[int, int]:
         """Bring these points in line with the graph; returns (upserted, deleted)."""
         found = await self._lookup.get_memories(tenant, memory_ids)
-        with_vectors = [m for m in found.values() if m.embedding is not None]
+        with_vectors = [(m, m.embedding) for m in found.values() if m.embedding is not None]
         points = [
-            (m.id, m.embedding, vector_payload(m)) for m in with_vectors if len(m.embedding) == self._vectors.dimension
+            (m.id, vector, vector_payload(m)) for m, vector in with_vectors if len(vector) == self._vectors.dimension
         ]
         refused = len(with_vectors) - len(points)
         if refused:

@@ -49,15 +49,15 @@ class QueryEmbeddings:
 
     async def vectors(self, texts: tuple[str, ...]) -> list[list[float]]:
         """One vector per text, in order: the cached ones, and the others embedded in one call."""
-        found = {text: self._cache[text] for text in texts if text in self._cache}
+        found: dict[str, array] = {text: self._cache[text] for text in texts if text in self._cache}
         missing = [text for text in dict.fromkeys(texts) if text not in found]
         if missing:
             assert self._embedder is not None  # noqa: S101  narrows the type: a vector arm with queries has an embedder
             for text, vector in zip(missing, await self._embedder.embed(missing), strict=True):
                 found[text] = array("f", vector)
         # Set again after the await: a concurrent recall may have evicted one meanwhile.
-        for text, vector in found.items():
-            self._cache[text] = vector
+        for text, stored in found.items():
+            self._cache[text] = stored
             self._cache.move_to_end(text)
         while len(self._cache) > self._size:
             self._cache.popitem(last=False)

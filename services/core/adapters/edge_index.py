@@ -222,7 +222,8 @@ class EdgeVectorIndex:
             self.dimension = found
         if existing:
             try:
-                self._shard = EdgeShard.load(str(self._path), self._config())
+                shard = EdgeShard.load(str(self._path), self._config())
+                self._shard = shard
             except Exception as exc:
                 # A corrupt shard (a torn WAL, a damaged segment or config):
                 # the index is a projection, so it is replaced by an empty one
@@ -235,13 +236,13 @@ class EdgeVectorIndex:
                 shutil.rmtree(self._cleared, ignore_errors=True)
                 self._path.mkdir(parents=True)
                 existing = False
-        if existing:
-            # A shard made before a field was indexed gets its index now (filters work without, but scan).
-            schema = self._shard.info().payload_schema
-            for name, kind in INDEXED_FIELDS.items():
-                if name not in schema:
-                    self._shard.update(UpdateOperation.create_field_index(name, kind))
-        else:
+            else:
+                # A shard made before a field was indexed gets its index now (filters work without, but scan).
+                schema = shard.info().payload_schema
+                for name, kind in INDEXED_FIELDS.items():
+                    if name not in schema:
+                        shard.update(UpdateOperation.create_field_index(name, kind))
+        if not existing:
             self._shard = self._create()
         self._manifest.write_text(json.dumps({"dimension": self.dimension, "distance": "cosine"}))
 
@@ -391,7 +392,7 @@ class EdgeVectorIndex:
     async def delete(self, ids: list[str], *, tenant: str) -> None:
         """Remove the tenant's points of these memories (never another tenant's: projection.point_id)."""
         if ids:
-            point_ids = [uuid.UUID(point_id(tenant, i)) for i in ids]
+            point_ids: list[int | uuid.UUID | str] = [uuid.UUID(point_id(tenant, i)) for i in ids]
             await self._run(lambda shard: shard.update(UpdateOperation.delete_points(point_ids)))
             await self._flush_when_due()
             await self._reopen_when_due(len(ids))

@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from typing import Any
 
 import nats
 import structlog
 from nats.errors import ConnectionClosedError, NoServersError
 from nats.errors import TimeoutError as NatsTimeout
+from nats.js import JetStreamContext
 from nats.js.api import StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
@@ -135,7 +137,7 @@ class NatsEventBus:
         self._max = retry_max_seconds
         self._publish_timeout = publish_timeout_seconds
         self._nc: nats.NATS | None = None
-        self._js = None
+        self._js: JetStreamContext | None = None
 
     @property
     def stream(self) -> str:
@@ -166,7 +168,7 @@ class NatsEventBus:
             )
             return nc
 
-        self._nc = await with_backoff(
+        nc: nats.NATS = await with_backoff(
             "nats",
             attempt,
             retryable=_retryable,
@@ -174,7 +176,8 @@ class NatsEventBus:
             initial_seconds=self._initial,
             max_seconds=self._max,
         )
-        self._js = self._nc.jetstream()
+        self._nc = nc
+        self._js = nc.jetstream()
         await self.ensure_stream()
 
     @property
@@ -221,14 +224,16 @@ class NatsEventBus:
         )
 
     async def _ensure(self, wanted: StreamConfig, *, limits_checked: bool = False) -> None:
+        js, name = self._js, wanted.name
+        assert js is not None and name is not None  # noqa: S101  narrows the types: called once connected, with a name
         try:
-            info = await self._js.stream_info(wanted.name)
+            info = await js.stream_info(name)
         except NotFoundError:
-            await self._js.add_stream(wanted)
-            info = await self._js.stream_info(wanted.name)
+            await js.add_stream(wanted)
+            info = await js.stream_info(name)
         else:
             current = info.config
-            owned = {"subjects": sorted(set(current.subjects or []) | set(wanted.subjects or []))}
+            owned: dict[str, Any] = {"subjects": sorted(set(current.subjects or []) | set(wanted.subjects or []))}
             if wanted.num_replicas and wanted.num_replicas != current.num_replicas:
                 owned["num_replicas"] = wanted.num_replicas
             retention = self._retention()
@@ -247,8 +252,8 @@ class NatsEventBus:
                 owned.update(retention, metadata={**kept, **retention["metadata"]})
             if owned["subjects"] != sorted(current.subjects or []) or len(owned) > 1:
                 # The stream as it is, with only memgrid's own fields changed.
-                await self._js.update_stream(current.evolve(**owned))
-                info = await self._js.stream_info(wanted.name)
+                await js.update_stream(current.evolve(**owned))
+                info = await js.stream_info(name)
         if not limits_checked:
             return
         config = info.config
@@ -339,7 +344,7 @@ class NatsEventBus:
         return outcomes
 
     async def status(self) -> ComponentStatus:
-        if self._nc is None or not self._nc.is_connected:
+        if self._js is None or self._nc is None or not self._nc.is_connected:  # set and cleared together
             return ComponentStatus("nats", "unavailable", "not connected")
         try:
             info = await self._js.stream_info(self._stream)

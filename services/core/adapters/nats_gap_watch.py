@@ -37,7 +37,7 @@ log = structlog.get_logger()
 #: How often, at most, a quiet consumer records how far it knows it missed nothing (a consumer update).
 SEEN_RECORD_SECONDS = 60.0
 #: Brings what a consumer derives from events in line with the graph, after events were lost.
-GapRepair = Callable[[ConsumerGap], Awaitable[None]]
+GapRepair = Callable[[ConsumerGap], Awaitable[object]]  # what a repair answers is not read
 
 
 class GapWatch:

@@ -115,5 +115,8 @@ async def consumers_lag(js, stream: str, durables: tuple[str, ...]) -> tuple[dic
         unrepaired = record is not None and not record.get("repaired_at")
         if now or unrepaired:
             behind.append(durable)
-            lost += now or int(record.get("lost", 0))
+            if now:
+                lost += now
+            elif record is not None:  # unrepaired
+                lost += int(record.get("lost", 0))
     return {"consumers_behind": float(len(behind)), "events_lost": float(lost)}, behind

@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 import structlog
@@ -88,7 +88,7 @@ class JetStreamEventWatch:
 
     async def watch(
         self, tenant: str, after_sequence: int | None, kinds: list[str]
-    ) -> AsyncIterator[WatchOpened | WatchGap | SequencedEvent]:
+    ) -> AsyncGenerator[WatchOpened | WatchGap | SequencedEvent, None]:
         """WatchOpened once the consumer exists, then the events (and a gap
         when the stream no longer holds what was asked for), until the caller
         stops. Raises Unavailable when the first opening fails (NATS is
@@ -97,7 +97,7 @@ class JetStreamEventWatch:
         try:
             first, last = await self._bounds()
             position, gap = await self._own_start(subjects, after_sequence, first, last)
-            sub = await self._open(subjects, position)
+            sub: _Consumer | None = await self._open(subjects, position)
         except Exception as exc:
             raise Unavailable(
                 "NATS_UNAVAILABLE", f"no event watch could be opened: {exc or type(exc).__name__}"

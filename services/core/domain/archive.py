@@ -87,9 +87,10 @@ class ArchiveNode:
     properties: dict[str, Any]
 
     @property
-    def tenant(self) -> str | None:
+    def tenant(self) -> str:
+        """The node's tenant ("" for a node without one: the decoder refuses such a node)."""
         tenant = self.properties.get("tenant")
-        return tenant if isinstance(tenant, str) else None
+        return tenant if isinstance(tenant, str) else ""
 
 
 @dataclass(frozen=True, slots=True)

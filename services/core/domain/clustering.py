@@ -100,13 +100,13 @@ def cluster(samples: list[MemorySample], policy: ClusterPolicy) -> list[Cluster]
         near = np.nonzero(free & (cosine >= policy.min_similarity))[0]
         if len(near) < policy.min_size:
             continue
-        near = sorted(near, key=lambda i: (-float(cosine[i]), kept[i].id))[: policy.max_size]
-        free[near] = False
-        centre = unit[near].mean(axis=0)
+        chosen = sorted(near, key=lambda i: (-float(cosine[i]), kept[i].id))[: policy.max_size]
+        free[chosen] = False
+        centre = unit[chosen].mean(axis=0)
         centre /= max(1e-12, float(np.linalg.norm(centre)))
-        to_centre = unit[near] @ centre
-        ranked = sorted(range(len(near)), key=lambda k: (-float(to_centre[k]), kept[near[k]].id))
-        members = [kept[near[k]] for k in ranked]
+        to_centre = unit[chosen] @ centre
+        ranked = sorted(range(len(chosen)), key=lambda k: (-float(to_centre[k]), kept[chosen[k]].id))
+        members = [kept[chosen[k]] for k in ranked]
         summary, dominant = summarize(members, members[0], policy)
         groups.append(
             Cluster(

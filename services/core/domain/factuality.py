@@ -226,7 +226,9 @@ def parse_factuality(text: str | None) -> Factuality | None:
     confidence = answer.get("confidence")
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float)):
         return None
-    rationale = answer.get("rationale") if isinstance(answer.get("rationale"), str) else ""
+    rationale = answer.get("rationale")
+    if not isinstance(rationale, str):
+        rationale = ""
     return Factuality(label, min(1.0, max(0.0, float(confidence))), f"model: {rationale[:MAX_RATIONALE_CHARS]}")
 
 

@@ -59,7 +59,8 @@ def rarest_fallback(words: list[str], df: dict[str, int], max_df: int) -> list[s
 def rarest_within(words: list[str], df: dict[str, int], scan: int) -> list[str]:
     """The words, rarest first, while their document frequencies add up to
     no more than scan (the rarest always)."""
-    taken, total = [], 0
+    taken: list[str] = []
+    total = 0
     for word in sorted(dict.fromkeys(words), key=lambda w: (df.get(w, 0), w)):
         total += df.get(word, 0)
         if taken and total > scan:

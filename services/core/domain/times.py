@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import overload
 
 from services.core.domain.errors import InvalidArgument
 
@@ -36,6 +37,12 @@ def parse_iso(value: str, field: str) -> datetime:
         ) from None
 
 
+@overload
+def format_iso(value: datetime) -> str: ...
+@overload
+def format_iso(value: None) -> None: ...
+@overload
+def format_iso(value: datetime | None) -> str | None: ...
 def format_iso(value: datetime | None) -> str | None:
     """UTC ISO 8601 with a +00:00 offset, as the reference stores it."""
     if value is None:
@@ -43,6 +50,12 @@ def format_iso(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat()
 
 
+@overload
+def to_micros(value: datetime) -> int: ...
+@overload
+def to_micros(value: None) -> None: ...
+@overload
+def to_micros(value: datetime | None) -> int | None: ...
 def to_micros(value: datetime | None) -> int | None:
     """Epoch microseconds (exact; how the graph stores times)."""
     if value is None:
@@ -50,6 +63,12 @@ def to_micros(value: datetime | None) -> int | None:
     return (value - _EPOCH) // _MICROSECOND
 
 
+@overload
+def from_micros(value: int) -> datetime: ...
+@overload
+def from_micros(value: None) -> None: ...
+@overload
+def from_micros(value: int | None) -> datetime | None: ...
 def from_micros(value: int | None) -> datetime | None:
     """The inverse of to_micros."""
     if value is None:

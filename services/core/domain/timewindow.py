@@ -180,15 +180,15 @@ def _window_of(phrase: str, now: datetime) -> Window | None:
             return None if bound.start is None else Window(None, bound.start)
         return None if bound.end is None else Window(bound.end, None)
     if match := _BETWEEN.match(phrase):
-        first, last = _point(match.group(1) or match.group(2), now), _point(match.group(3), now)
-        if first is None or last is None or first.start is None:
+        earlier, later = _point(match.group(1) or match.group(2), now), _point(match.group(3), now)
+        if earlier is None or later is None or earlier.start is None:
             return None
         # The second phrase is included whole (between march and may ends with
         # May); an instant ends the window there; an open phrase leaves it open.
-        end = last.end
-        if end is not None and end < first.start:
+        end = later.end
+        if end is not None and end < earlier.start:
             return None
-        return Window(first.start, end)
+        return Window(earlier.start, end)
     if match := _RELATIVE.match(phrase):
         return Window(_shift(now, _count(match.group(1)), match.group(2)), None)
     if match := _AGO.match(phrase):

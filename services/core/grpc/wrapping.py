@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 import grpc
 
@@ -28,19 +29,23 @@ def around_calls(handler, around: Callable[[object, object], AbstractAsyncContex
     if handler.unary_stream is not None:
         stream = handler.unary_stream
 
+        streamed: Callable[..., Any]
         if inspect.iscoroutinefunction(stream):
             # A handler that writes its stream with context.write (grpc's aio HealthServicer.Watch, which
             # the channels' client-side health checking calls): awaited, not iterated.
-            async def streamed(request, context):
+            async def awaited(request, context):
                 async with around(request, context):
                     await stream(request, context)
 
+            streamed = awaited
         else:
 
-            async def streamed(request, context):
+            async def iterated(request, context):
                 async with around(request, context):
                     async for item in stream(request, context):
                         yield item
+
+            streamed = iterated
 
         return grpc.unary_stream_rpc_method_handler(
             streamed,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Protocol
 
 from services.core.domain.model import ComponentStatus, MemoryEvent
@@ -29,7 +29,7 @@ class EventWatchSource(Protocol):
 
     def watch(
         self, tenant: str, after_sequence: int | None, kinds: list[str]
-    ) -> AsyncIterator[WatchOpened | WatchGap | SequencedEvent]:
+    ) -> AsyncGenerator[WatchOpened | WatchGap | SequencedEvent, None]:
         """`WatchOpened` first (once the watch is in place), then events and
         gaps until the caller stops iterating; None: only events from now on."""
 

@@ -86,3 +86,6 @@ class NeighbourFinder(Protocol):
     ) -> list[list[VectorHit]]:
         """Per (memory id, vector): its neighbours (itself left out), with
         their payloads (source for corroboration)."""
+
+    async def close(self) -> None:
+        """Release what it holds (enrich's shutdown)."""

@@ -78,7 +78,8 @@ class Settings:
         self._groups = names
         for name in names:
             own = {key: value for key, value in values.items() if OWNER[key] == name}
-            setattr(self, name, GROUPS[name](_env_file=_env_file, **own))
+            # pydantic-settings' __init__ takes _env_file; the signature mypy synthesizes from the fields does not.
+            setattr(self, name, GROUPS[name](_env_file=_env_file, **own))  # type: ignore[call-arg]
 
     @classmethod
     def load(cls, *groups: str, _env_file: str | None = ".env", **values: Any) -> Settings:

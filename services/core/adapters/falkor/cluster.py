@@ -61,12 +61,13 @@ class ClusterRoutes:
         if not self._cluster.nodes_manager.slots_cache:
             await self._cluster.initialize()
         node = self._cluster.get_node_from_key(graph)
+        assert node is not None  # noqa: S101  narrows the type: every slot has a master once initialized
         client = self._clients.get(node.name)
         if client is None:
             # No retries of its own (redis-py's default backs off for seconds on a dead node): the query's
             # retry reads the slot map again first, which the client's own retry would not.
             client = self._clients[node.name] = aredis.Redis(
-                host=node.host, port=node.port, decode_responses=True, retry=Retry(NoBackoff(), 0), **self._args
+                host=node.host, port=int(node.port), decode_responses=True, retry=Retry(NoBackoff(), 0), **self._args
             )
         return client
 
@@ -81,7 +82,9 @@ class ClusterRoutes:
 
     def node_of(self, graph: str) -> str:
         """host:port of the master serving `graph` by the current map (for logs and tests)."""
-        return self._cluster.get_node_from_key(graph).name
+        node = self._cluster.get_node_from_key(graph)
+        assert node is not None  # noqa: S101  narrows the type: every slot has a master once initialized
+        return node.name
 
     async def refresh(self, failed_graph: str | None = None) -> None:
         """Read the slot map again (after a node failed or a slot moved), asking last the node that

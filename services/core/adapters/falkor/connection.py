@@ -221,9 +221,10 @@ class FalkorConnection:
     async def _open(self) -> FalkorDB:
         if self._db is None:
             # The client probes the server synchronously when built: keep that off the loop.
-            self._db = await asyncio.to_thread(self._connect)
-            if isinstance(self._db.connection, RedisCluster):
-                self.routes = ClusterRoutes(self._db.connection, self._connect_args)
+            db = await asyncio.to_thread(self._connect)
+            self._db = db
+            if isinstance(db.connection, RedisCluster):
+                self.routes = ClusterRoutes(db.connection, self._connect_args)
         return self._db
 
     def _connect(self) -> FalkorDB:
@@ -288,6 +289,7 @@ class FalkorConnection:
         waits = wait_replicas and self._write_replicas > 0 and not is_read(cypher)
         if self.routes is None and not waits:
             return await graph.execute_command(*command)
+        assert self._db is not None  # noqa: S101  narrows the type: opened by _attempt
         client = await self.routes.client_for(graph.name) if self.routes else self._db.connection
         if not waits:
             return await client.execute_command(*command)
@@ -314,6 +316,7 @@ class FalkorConnection:
         master serving the layout's first graph (the nodes are started alike)."""
         if self.routes is not None:
             return await (await self.routes.client_for(self.graphs()[0])).execute_command(*args)
+        assert self._db is not None  # noqa: S101  narrows the type: callers open the connection first
         return await self._db.execute_command(*args)
 
     async def command(self, *args: str, graph: str | None = None):

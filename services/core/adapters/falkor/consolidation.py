@@ -326,7 +326,7 @@ class FalkorConsolidationStore(FalkorRunStore):
         event per member, in one query; the new MetaPatterns' ids (one whose
         members were all deleted meanwhile is not kept)."""
         at = _now(now_us)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for group in clusters:
             pattern_id = str(uuid.uuid4())
             rows.append(

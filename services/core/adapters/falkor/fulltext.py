@@ -60,7 +60,7 @@ class FalkorTextSearch:
             for word in dict.fromkeys(words):
                 cached = self._df_cache.get((tenant, field, word))
                 fresh = cached is not None and not recount and now - cached[1] < self._df_cache_seconds
-                if fresh and _counted_far_enough(cached, cap):
+                if cached is not None and fresh and _counted_far_enough(cached, cap):
                     found[field][word] = cached[0]
                 elif word.isalnum():
                     missing.append((field, word))

@@ -74,7 +74,8 @@ def row_to_memory(row: dict[str, Any]) -> Memory:
     """The inverse of memory_to_row. A record an earlier release enriched
     still holds its factuality in metadata (until ensure_schema moves it):
     it is read as the new shape, so a write never puts it back."""
-    times = {name: from_micros(row.get(name)) for name in TIME_FIELDS}
+    # Any: Memory's own fields say which times are required (a stored memory has each of those).
+    times: dict[str, Any] = {name: from_micros(row.get(name)) for name in TIME_FIELDS}
     metadata, factuality = lift_factuality(
         json.loads(row.get("metadata") or "{}"),
         json.loads(row["factuality"]) if row.get("factuality") else None,

@@ -192,7 +192,7 @@ class FalkorLifecycle(FalkorLookup):
         candidates = "n.factuality IS NULL AND n.enriched_at IS NOT NULL AND n.metadata CONTAINS '\"factuality\"'"
         span = await self._conn.query(f"MATCH (n:Memory) WHERE {candidates} RETURN min(id(n)), max(id(n))", graph=graph)
         low, high = span.result_set[0] if span.result_set else (None, None)
-        if low is None:
+        if low is None or high is None:  # both, or neither: min and max of one set
             return 0
         moved = 0
         for start in range(low, high + 1, page_size):

@@ -113,7 +113,7 @@ def sweep(root: Path) -> list[str]:
     no live backup of this process holds); the names removed. A directory
     without the marker is not a scratch's and stays; a pid is killed only
     when its command line carries the directory's token."""
-    removed = []
+    removed: list[str] = []
     if not root.is_dir():
         return removed
     host = socket.gethostname()
