@@ -9,13 +9,14 @@ from services.core.adapters.edge_index import EdgeVectorIndex
 from services.core.adapters.embedders import LocalMiniLMEmbedder, PlaceholderEmbedder, embedder_from
 from services.core.adapters.falkor import EntityBounds, FalkorGraph, ScratchSpec
 from services.core.adapters.falkor.migration import GraphCopy
-from services.core.adapters.nats_bus import NatsEventBus, dead_letter_subject
+from services.core.adapters.nats_bus import NatsEventBus, dead_letter_subject, kind_filters
 from services.core.adapters.nats_consumer import ConsumerSpec, Handler, JetStreamConsumer
 from services.core.adapters.nats_gap_watch import GapRepair
 from services.core.adapters.nats_watch import JetStreamEventWatch, WatchTuning
 from services.core.adapters.openai_llm import OpenAILanguageModel, language_model_from
 from services.core.adapters.qdrant_index import QdrantClientIndex
 from services.core.adapters.spacy_entities import ProcessEntityExtractor, SpacyEntityExtractor
+from services.core.domain.event_consumers import EventConsumer
 from services.core.domain.graph_layout import GraphLayout
 from services.core.ports.events import EventPublisher
 from services.core.ports.models import Embedder, EntityExtractor
@@ -190,16 +191,17 @@ def consumer_spec(
     consumers: ConsumerSettings,
     bus: BusSettings,
     durable: str,
-    filter_subjects: list[str],
+    consumer: EventConsumer,
     batch_size: int,
     *,
     fresh_start_if: str | None = None,
     inactive_seconds: float | None = None,
 ) -> ConsumerSpec:
-    """A durable consumer of memory events, with the retry policy from settings."""
+    """A durable consumer of memory events, subscribed to the kinds the events table gives
+    `consumer` (domain/event_consumers.py), with the retry policy from settings."""
     return ConsumerSpec(
         durable=durable,
-        filter_subjects=filter_subjects,
+        filter_subjects=kind_filters(bus.nats_subject_prefix, consumer.kinds),
         max_attempts=consumers.enrichment_max_attempts,
         backoff_seconds=consumers.enrichment_backoff_seconds,
         ack_wait_seconds=consumers.consumer_ack_wait_seconds,

@@ -12,6 +12,7 @@ import structlog
 from memgrid.v1 import enrich_service_pb2, enrich_service_pb2_grpc
 from services.core.adapters.falkor import FalkorGraph
 from services.core.adapters.nats_bus import NatsEventBus
+from services.core.domain.event_consumers import EMBEDDING, ENRICHMENT
 from services.core.domain.retention import ConsumerGap
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.grpc.plane import ServicePlane
@@ -101,7 +102,6 @@ def build_app(
         conflict_retries=settings.memory.write_conflict_retries,
         context=context,
     )
-    prefix = settings.bus.nats_subject_prefix
 
     async def repair(gap: ConsumerGap) -> None:
         """Events lost to retention: the graph says what is left to embed and enrich."""
@@ -116,7 +116,7 @@ def build_app(
             settings.consumers,
             settings.bus,
             settings.consumers.embed_durable,
-            [f"{prefix}.*.created", f"{prefix}.*.updated"],
+            EMBEDDING,
             settings.enrichment.embedding_fetch_size,
             # Upgrading from a release without this stage: enrich's durable has
             # handled the history, which is not replayed; the reconciler picks up
@@ -140,9 +140,7 @@ def build_app(
     consumer = event_consumer(
         settings.bus,
         events,
-        consumer_spec(
-            settings.consumers, settings.bus, settings.consumers.enrich_durable, [f"{prefix}.*.embedded"], take
-        ),
+        consumer_spec(settings.consumers, settings.bus, settings.consumers.enrich_durable, ENRICHMENT, take),
         pipeline.handle,
         before_fetch=embedding_first,
         on_gap=repair,

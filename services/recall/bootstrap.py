@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from memgrid.v1 import audit_service_pb2, audit_service_pb2_grpc, recall_service_pb2, recall_service_pb2_grpc
 from services.core.adapters.falkor import FalkorGraph
 from services.core.adapters.nats_bus import NatsEventBus
+from services.core.domain.event_consumers import PROJECTION
 from services.core.domain.times import to_micros
 from services.core.grpc.app import ServiceApp, full_service_name
 from services.core.ports.models import Embedder
@@ -34,7 +35,7 @@ from services.recall.exports import MemoryExports
 from services.recall.graph_views import GraphLimits, GraphViews
 from services.recall.index_admin import IndexAdmin
 from services.recall.listings import Listings, ReadLimits, StartupRules
-from services.recall.projector import Projector, projected_subjects
+from services.recall.projector import Projector
 from services.recall.ranked import RankedRecall
 from services.recall.readiness import CaughtUp
 from services.recall.reads import MemoryReads
@@ -186,7 +187,7 @@ def build_app(
             settings.bus,
             # this replica's own with the embedded index, else the shared one
             projector_durable(settings),
-            projected_subjects(settings.bus.nats_subject_prefix),
+            PROJECTION,
             settings.consumers.projector_batch_size,
             inactive_seconds=projector_inactive_seconds(settings),
         ),

@@ -13,6 +13,7 @@ from collections import defaultdict
 import structlog
 
 from services.core.domain.delivery import Delivery, Outcome
+from services.core.domain.event_consumers import PROJECTION
 from services.core.domain.model import SUPERSESSION_RELATIONS, EventKind
 from services.core.domain.projection import vector_payload
 from services.core.ports.graph import MemoryLookup
@@ -21,29 +22,12 @@ from services.core.ports.vector import VectorWrites
 log = structlog.get_logger()
 
 
-#: Consolidation's events that change nothing a point holds: decay writes
-#: relevance_score, clustering links the memory to a MetaPattern; neither is
-#: in the payload (services/core/domain/projection.py), so a daily decay pass
-#: costs the index nothing. ARCHIVED and RESTORED re-project (the payload's
-#: lifecycle follows the record), DELETED removes the point (the record is gone).
-#: A tombstone is no memory's point (TRUST_CHANGED and REVIEWED re-project: the payload holds trust_state).
-_UNPROJECTED = frozenset({EventKind.DECAYED, EventKind.CLUSTERED, EventKind.TOMBSTONE_SET, EventKind.TOMBSTONE_REMOVED})
-
-
-def projected_subjects(prefix: str) -> list[str]:
-    """The subjects the projector's durable consumer listens to: every kind
-    but the unprojected ones (<prefix>.<tenant>.<kind>). Filtered at the bus,
-    a decay pass's events never reach recall: a first pass over 100k
-    memories emits 100k, and decoding and acknowledging each in recall's
-    event loop queued its queries behind them."""
-    return [f"{prefix}.*.{kind.value}" for kind in EventKind if kind not in _UNPROJECTED]
-
-
 def _projects(event) -> bool:
-    """A new memory without a vector has no point yet: enrichment's event
-    will bring it. An edge changes nothing a point holds, except a
-    supersession edge, which sets its source's superseded_at."""
-    if event.kind in _UNPROJECTED:
+    """A kind the events table does not give the projection (PROJECTION) changes
+    nothing a point holds. A new memory without a vector has no point yet:
+    enrichment's event will bring it. An edge changes nothing a point holds,
+    except a supersession edge, which sets its source's superseded_at."""
+    if not PROJECTION.takes(event.kind):
         return False
     if event.kind is EventKind.ASSOCIATED:
         return event.relation is not None and event.relation.type in SUPERSESSION_RELATIONS

@@ -15,13 +15,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from memgrid.v1 import audit_service_pb2, recall_service_pb2
 from services.core.domain.delivery import Outcome
+from services.core.domain.event_consumers import PROJECTION
 from services.core.domain.model import EventKind, MemoryEvent
 from services.core.grpc.app import full_service_name
 from services.core.grpc.server import start
 from services.core.replica import projector_durable, projector_inactive_seconds, stream_durables
 from services.core.wiring import consumer_spec, event_bus, event_consumer
 from services.recall.bootstrap import build_app
-from services.recall.projector import projected_subjects
 from tests.conftest import make_settings, plane_of
 
 pytestmark = pytest.mark.integration
@@ -84,7 +84,7 @@ async def test_a_recall_started_with_a_backlog_serves_once_the_shared_projection
         settings.consumers,
         settings.bus,
         durable,
-        projected_subjects(settings.bus.nats_subject_prefix),
+        PROJECTION,
         10,
         inactive_seconds=projector_inactive_seconds(settings),
     )
@@ -146,7 +146,7 @@ async def test_a_recall_whose_backlog_does_not_drain_serves_after_the_ready_time
         settings.consumers,
         settings.bus,
         durable,
-        projected_subjects(settings.bus.nats_subject_prefix),
+        PROJECTION,
         10,
         inactive_seconds=projector_inactive_seconds(settings),
     )

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from services.core.adapters.nats_bus import event_subject
+from services.core.adapters.nats_bus import event_subject, kind_filters
+from services.core.domain.event_consumers import PROJECTION
 from services.core.domain.model import EventKind
-from services.recall.projector import projected_subjects
+
+
+def projected_subjects(prefix: str) -> list[str]:
+    """The projector's subscription, as recall's bootstrap builds it (consumer_spec)."""
+    return kind_filters(prefix, PROJECTION.kinds)
 
 
 def test_the_projector_listens_to_every_kind_but_decayed_and_clustered():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import nats
@@ -26,7 +27,7 @@ from services.core.adapters.nats_retention import consumers_lag
 from services.core.adapters.retry import with_backoff
 from services.core.codec import event_to_pb
 from services.core.domain.errors import Unavailable
-from services.core.domain.model import ComponentStatus, MemoryEvent
+from services.core.domain.model import ComponentStatus, EventKind, MemoryEvent
 
 log = structlog.get_logger()
 
@@ -43,6 +44,13 @@ def event_subject(prefix: str, tenant: str, kind: str) -> str:
     """memory.events.<tenant>.<kind>; NATS tokens may not hold '.', '*', '>' or spaces."""
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in tenant) or "_"
     return f"{prefix}.{safe}.{kind}"
+
+
+def kind_filters(prefix: str, kinds: Iterable[EventKind]) -> list[str]:
+    """Subject filters taking these kinds of every tenant (event_subject's, with '*' for the tenant
+    token), in EventKind's order."""
+    wanted = set(kinds)
+    return [f"{prefix}.*.{kind.value}" for kind in EventKind if kind in wanted]
 
 
 def dead_letter_stream(stream: str) -> str:

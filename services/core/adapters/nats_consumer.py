@@ -107,6 +107,11 @@ class JetStreamConsumer:
         self._gaps = GapWatch(bus, stream, spec.durable, spec.backoff_seconds, on_gap)
 
     @property
+    def spec(self) -> ConsumerSpec:
+        """What it subscribes to and how it retries."""
+        return self._spec
+
+    @property
     def dead_lettered(self) -> int:
         """Messages this consumer dead-lettered (its own failures and JetStream's advisories)."""
         return self._dead_letters.count
