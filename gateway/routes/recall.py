@@ -54,7 +54,8 @@ async def recall_memories(request: Request, who: Caller = Depends(require("read"
     are replaced by the head of their chain). `format` and `offset`, which
     some clients send, are accepted and ignored."""
     started = time.perf_counter()
-    reply = await clients(request).recall.SearchMemories(search_request(request), **call_options(request, who))
+    search = search_request(request)  # a malformed parameter is answered before any call
+    reply = await clients(request).recall.SearchMemories(search, **call_options(request, who))
     body = envelope(reply)
     body["query_time_ms"] = elapsed_ms(started)
     return body
