@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from memgrid.v1 import consolidate_service_pb2, consolidate_service_pb2_grpc
+from services.consolidate.archive_reader import read_archive
 from services.consolidate.audit_sealer import AuditSealer
-from services.consolidate.backup import BackupFiles, BackupScheduler, BackupWriter, UploadSweeper, read_archive
+from services.consolidate.backup import BackupScheduler, BackupWriter
+from services.consolidate.backup_files import BackupFiles, UploadSweeper
 from services.consolidate.backup_key import backup_keys
 from services.consolidate.restore import Restorer
 from services.consolidate.scheduler import ConsolidationRunner, ConsolidationScheduler

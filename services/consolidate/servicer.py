@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 
 from memgrid.v1 import consolidate_service_pb2 as pb
 from memgrid.v1 import consolidate_service_pb2_grpc as pb_grpc
-from services.consolidate.backup import BackupInfo, BackupWriter, read_chunks
+from services.consolidate.archive_reader import read_chunks
+from services.consolidate.backup import BackupWriter
+from services.consolidate.backup_files import BackupInfo
 from services.consolidate.restore import RestoreProgress, Restorer
 from services.consolidate.scheduler import ConsolidationRunner, TaskReport
 from services.core.codec import ts_to_pb

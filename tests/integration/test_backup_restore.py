@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from devstack.servers import free_port, start_falkordb
-from services.consolidate.backup import BackupFiles, BackupScheduler, BackupWriter, read_archive
+from services.consolidate.archive_reader import read_archive
+from services.consolidate.backup import BackupScheduler, BackupWriter
+from services.consolidate.backup_files import BackupFiles
 from services.consolidate.restore import Restorer
 from services.core.domain.archive import ArchiveError
 from services.core.domain.archive_names import to_prune

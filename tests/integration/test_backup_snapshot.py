@@ -21,7 +21,8 @@ import pytest
 import redis.asyncio as redis
 
 from devstack.servers import free_port, start_falkordb
-from services.consolidate.backup import BackupFiles, BackupWriter
+from services.consolidate.backup import BackupWriter
+from services.consolidate.backup_files import BackupFiles
 from services.core.adapters.falkor.backups import FalkorGraphBackup
 from services.core.adapters.falkor.scratch_replica import MARKER_FILE, PID_FILE, ScratchSpec, sweep
 from services.core.domain.errors import Unavailable

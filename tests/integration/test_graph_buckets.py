@@ -11,7 +11,9 @@ from datetime import UTC, datetime
 import pytest
 
 from devstack.servers import free_port, start_falkordb
-from services.consolidate.backup import BackupFiles, BackupWriter, read_archive
+from services.consolidate.archive_reader import read_archive
+from services.consolidate.backup import BackupWriter
+from services.consolidate.backup_files import BackupFiles
 from services.consolidate.restore import Restorer
 from services.core.domain.graph_layout import GraphLayout
 from services.core.domain.model import EventKind, MemoryEvent, Relation

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from services.consolidate.backup import BackupFiles, read_archive
+from services.consolidate.archive_reader import read_archive
+from services.consolidate.backup_files import BackupFiles
 from services.consolidate.bootstrap import build_app as build_consolidate
 from services.core.domain.archive import ArchiveError
 from services.core.domain.archive_decoder import ArchiveDecoder
@@ -78,7 +79,7 @@ CHILD = """
 import asyncio, json, resource, sys, time
 from pathlib import Path
 resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))
-from services.consolidate.backup import read_archive
+from services.consolidate.archive_reader import read_archive
 from services.consolidate.restore import Restorer
 from services.core.domain.errors import DomainError
 

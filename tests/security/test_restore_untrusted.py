@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.consolidate.backup import read_archive
+from services.consolidate.archive_reader import read_archive
 from services.consolidate.restore import Restorer
 from services.core.adapters.edge_index import EdgeVectorIndex
 from services.core.adapters.qdrant_index import QdrantClientIndex
