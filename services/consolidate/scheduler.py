@@ -23,7 +23,8 @@ from datetime import UTC, datetime
 
 import structlog
 
-from services.consolidate.tasks import ConsolidationTasks, PassResult, RunProgress
+from services.consolidate.pass_report import PassResult, RunProgress
+from services.consolidate.tasks import ConsolidationTasks
 from services.core.background import BackgroundLoop
 from services.core.domain.consolidation import TASK_ORDER, RunRecord, Schedule, Task
 from services.core.domain.errors import Aborted

@@ -10,7 +10,8 @@ follows at once. A dry run reads and decides the same way and writes
 nothing: its report says what would change.
 
 A pass reports counts, errors and a bounded sample of the changes with
-before/after, and updates a Progress the status reads; it logs a line per page.
+before/after (pass_report.py), and updates a Progress the status reads; it logs a
+line per page.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import structlog
 
+from services.consolidate.pass_report import Heartbeat, PassResult, RunProgress, Sampler, Skips, no_heartbeat, readable
 from services.core.disputes import Disputes
 from services.core.domain import association, clustering
 from services.core.domain.association import AssociationPolicy
@@ -40,39 +42,6 @@ log = structlog.get_logger()
 
 
 @dataclass(frozen=True, slots=True)
-class Change:
-    """One change a pass made (or, dry, would make), for the report's sample."""
-
-    memory_id: str
-    action: str
-    before: str
-    after: str
-
-
-@dataclass(slots=True)
-class RunProgress:
-    """A running pass, as GET /consolidate/status shows it: updated every page."""
-
-    task: str
-    tenant: str
-    mode: str
-    dry_run: bool
-    started_at: datetime
-    processed: int = 0
-    total: int = 0
-    counts: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class PassResult:
-    """What a pass did: counts (or, dry, would have), errors, a sample of changes."""
-
-    counts: dict[str, int] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-    sample: list[Change] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
 class TaskPolicies:
     """The rules of the four passes (from ConsolidationSettings.decay_policy and the others)."""
 
@@ -82,73 +51,6 @@ class TaskPolicies:
     cluster: ClusterPolicy = ClusterPolicy()
     #: Memories (with their vectors, in memory) one clustering run reads at most.
     cluster_max_memories: int = 5000
-
-
-#: Called after every page: lets the runner renew its lease (it raises when the lease was lost).
-Heartbeat = Callable[[RunProgress], Awaitable[None]]
-
-
-async def _no_heartbeat(progress: RunProgress) -> None:
-    return None
-
-
-class _Sampler:
-    def __init__(self, result: PassResult, limit: int):
-        self._result, self._limit = result, limit
-
-    def add(self, memory_id: str, action: str, before: object, after: object) -> None:
-        if len(self._result.sample) < self._limit:
-            self._result.sample.append(Change(memory_id, action, _text(before), _text(after)))
-
-
-#: The skipped records a pass names in its error (all are counted and logged).
-_SKIPS_NAMED = 5
-
-
-class _Skips:
-    """The records a pass could not read or score: each skipped, counted
-    (`skipped`) and logged with its id; at the end, one error that names the
-    first few, so the run is not reported as a plain success."""
-
-    def __init__(self, result: PassResult, task: str, tenant: str):
-        self._result, self._task, self._tenant = result, task, tenant
-        self._named: list[str] = []
-
-    def add(self, memory_id: str, why: str) -> None:
-        # Counted only when something is skipped: a clean run's counts stay as they were.
-        self._result.counts["skipped"] = self._result.counts.get("skipped", 0) + 1
-        log.warning(
-            "consolidation skipped a record", task=self._task, tenant=self._tenant, memory_id=memory_id, why=why
-        )
-        if len(self._named) < _SKIPS_NAMED:
-            self._named.append(f"{memory_id} ({why})")
-
-    def close(self) -> None:
-        skipped = self._result.counts.get("skipped", 0)
-        if skipped:
-            more = f" and {skipped - len(self._named)} more" if skipped > len(self._named) else ""
-            self._result.errors.append(
-                f"skipped {skipped} record(s) it could not read or score: {'; '.join(self._named)}{more}"
-            )
-
-
-def _readable(samples: list[MemorySample], skips: _Skips) -> list[MemorySample]:
-    """The samples the store could read; each other one skipped and counted."""
-    kept = []
-    for sample in samples:
-        if sample.unreadable:
-            skips.add(sample.id, sample.unreadable)
-        else:
-            kept.append(sample)
-    return kept
-
-
-def _text(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.6f}"
-    return str(value)
 
 
 class ConsolidationTasks:
@@ -193,7 +95,7 @@ class ConsolidationTasks:
         *,
         dry_run: bool,
         progress: RunProgress,
-        heartbeat: Heartbeat = _no_heartbeat,
+        heartbeat: Heartbeat = no_heartbeat,
         after_dry_decay: bool = False,
     ) -> PassResult:
         """One pass of `task` over the tenant's memories. `after_dry_decay`:
@@ -217,7 +119,7 @@ class ConsolidationTasks:
             policy=self._policies.decay,
         )
 
-    def _scored(self, row: DecayRow, now: datetime, skips: _Skips) -> float | None:
+    def _scored(self, row: DecayRow, now: datetime, skips: Skips) -> float | None:
         """The row's score, or None (skipped and counted) for one that did not read or does not score."""
         if row.unreadable:
             skips.add(row.id, row.unreadable)
@@ -265,8 +167,8 @@ class ConsolidationTasks:
         result = PassResult(counts=progress.counts)
         counts = result.counts
         counts.update(scanned=0, updated=0, events=0)
-        sampler = _Sampler(result, self._sample)
-        skips = _Skips(result, progress.task, tenant)
+        sampler = Sampler(result, self._sample)
+        skips = Skips(result, progress.task, tenant)
         epsilon = self._policies.decay.event_epsilon
         async for rows in self._pages(tenant, progress, heartbeat):
             now = self._clock()
@@ -329,8 +231,8 @@ class ConsolidationTasks:
         policy = self._policies.forget
         if not policy.enabled:
             return result
-        sampler = _Sampler(result, self._sample)
-        skips = _Skips(result, progress.task, tenant)
+        sampler = Sampler(result, self._sample)
+        skips = Skips(result, progress.task, tenant)
         async for rows in self._pages(tenant, progress, heartbeat):
             now = self._clock()
             to_archive, to_delete, scores = [], [], {}
@@ -413,8 +315,8 @@ class ConsolidationTasks:
         result = PassResult(counts=progress.counts)
         counts = result.counts
         policy = self._policies.creative
-        skips = _Skips(result, progress.task, tenant)
-        sample = _readable(await self._store.association_sample(tenant, policy.sample_size), skips)
+        skips = Skips(result, progress.task, tenant)
+        sample = readable(await self._store.association_sample(tenant, policy.sample_size), skips)
         counts.update(sampled=len(sample), associated=0, contradicts=0)
         progress.processed = len(sample)
         if len(sample) >= 2:
@@ -425,7 +327,7 @@ class ConsolidationTasks:
                 contradicting = [(k.source_id, k.target_id) for k in links if k.type == association.CONTRADICTS]
                 if contradicting and self._disputes is not None:
                     await self._disputes.contradicted(tenant, contradicting)
-            sampler = _Sampler(result, self._sample)
+            sampler = Sampler(result, self._sample)
             for link in links:
                 counts["associated"] += 1
                 counts["contradicts"] += link.type == association.CONTRADICTS
@@ -461,12 +363,12 @@ class ConsolidationTasks:
         members: list[MemorySample] = []
         after = ""
         cap = self._policies.cluster_max_memories
-        skips = _Skips(result, progress.task, tenant)
+        skips = Skips(result, progress.task, tenant)
         while len(members) < cap:
             page = await self._store.cluster_inputs(tenant, after, min(self._page, cap - len(members)))
             if not page:
                 break
-            members.extend(_readable(page, skips))
+            members.extend(readable(page, skips))
             after = page[-1].id
             progress.processed = len(members)
             log.info("consolidation progress", task=progress.task, tenant=tenant, read=len(members))
@@ -475,7 +377,7 @@ class ConsolidationTasks:
         counts.update(read=len(members), clusters=len(clusters), clustered=sum(c.size for c in clusters))
         if not dry_run:
             await self._store.write_clusters(tenant, Task.CLUSTER.value, clusters, now_us=to_micros(self._clock()))
-        sampler = _Sampler(result, self._sample)
+        sampler = Sampler(result, self._sample)
         for found in clusters:
             sampler.add(found.member_ids[0], "clustered", "", f"{found.size} members: {found.summary[:80]}")
         skips.close()
