@@ -14,7 +14,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from devstack.servers import free_port
-from services.core.adapters.edge_index import EdgeVectorIndex, VectorIndexInUse
+from services.core.adapters.edge_index import EdgeVectorIndex
+from services.core.adapters.edge_shard_lock import VectorIndexInUse
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ import pytest
 import qdrant_edge
 from qdrant_client import models
 
-from services.core.adapters.edge_index import to_edge
+from services.core.adapters.edge_filter import to_edge
 from services.core.adapters.qdrant_index import to_qdrant
 from services.core.domain.projection import ARCHIVED, VectorQuery, point_id
 from services.core.domain.vector_filter import Filter, HasId, IsNull, Match, Range, of_tenant, vector_filter

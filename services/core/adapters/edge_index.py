@@ -2,7 +2,7 @@
 embedded default for recall's vector projection.
 
 One process owns the shard: open() takes an exclusive lock file beside it
-(<collection>.lock, held until close), so a second process on the same
+(<collection>.lock, held until close: edge_shard_lock.py), so a second process on the same
 directory refuses to start with VectorIndexInUse instead of failing deep in
 qdrant-edge's WAL. Calls run in a worker thread so the event loop
 never blocks; HNSW optimisation runs in the background after enough upserts
@@ -20,9 +20,7 @@ re-projects it from the graph).
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
-import os
 import shutil
 import threading
 import time
@@ -39,22 +37,19 @@ from qdrant_edge import (
     EdgeShard,
     EdgeVectorParams,
     FacetRequest,
-    FieldCondition,
     Filter,
-    HasIdCondition,
-    IsNullCondition,
-    MatchValue,
     PayloadSchemaType,
     PayloadSelector,
     Point,
     Query,
-    RangeFloat,
     ScalarQuantizationConfig,
     ScalarType,
     SearchRequest,
     UpdateOperation,
 )
 
+from services.core.adapters.edge_filter import to_edge
+from services.core.adapters.edge_shard_lock import ShardLock
 from services.core.adapters.vector_status import vector_index_status
 from services.core.domain import vector_filter as vf
 from services.core.domain.model import ComponentStatus
@@ -89,32 +84,6 @@ def _hit(point, with_payload: bool) -> VectorHit:
     """A hit, named by the memory id its payload carries (the point id is derived: projection.point_id)."""
     payload = dict(point.payload or {})
     return VectorHit(str(payload.get("memory_id") or point.id), float(point.score), payload if with_payload else None)
-
-
-class VectorIndexInUse(RuntimeError):
-    """Another process holds the embedded index: qdrant-edge's shard belongs
-    to one process, so several recall replicas need a Qdrant server."""
-
-
-def _conditions(conditions: tuple[vf.Condition, ...]) -> list | None:
-    return [to_edge(c) for c in conditions] or None
-
-
-def to_edge(condition: vf.Condition):
-    """A neutral condition (domain/vector_filter.py) as qdrant-edge's types
-    (qdrant_index.to_qdrant translates the same ones for qdrant-client)."""
-    match condition:
-        case vf.Match(field, value):
-            return FieldCondition(key=field, match=MatchValue(value))
-        case vf.Range(field, gt, gte, lt, lte):
-            return FieldCondition(key=field, range=RangeFloat(gt=gt, gte=gte, lt=lt, lte=lte))
-        case vf.IsNull(field):
-            return IsNullCondition(field)
-        case vf.HasId(point_ids):
-            return HasIdCondition({uuid.UUID(i) for i in point_ids})
-        case vf.Filter(must, should, must_not):
-            return Filter(must=_conditions(must), should=_conditions(should), must_not=_conditions(must_not))
-    raise TypeError(f"not a vector filter condition: {condition!r}")
 
 
 class EdgeVectorIndex:
@@ -162,8 +131,7 @@ class EdgeVectorIndex:
         self._since_reopen = 0
         #: Reopens done (reopen_every), a figure for the tests.
         self.reopens = 0
-        self._lock_path = path.parent / f"{collection}.lock"
-        self._lock_fd: int | None = None
+        self._shard_lock = ShardLock(path.parent / f"{collection}.lock", path)
 
     def open(self) -> None:
         """Load the shard when it exists, else create it with its payload indexes.
@@ -173,40 +141,13 @@ class EdgeVectorIndex:
         are never truncated or padded to fit)."""
         if self._shard is not None:
             return
-        self._take_lock()
+        self._shard_lock.take()
         try:
             self._open_locked()
         except BaseException:
-            self._release_lock()
+            self._shard_lock.release()
             raise
         self._flushed_at = time.monotonic()  # the flush clock starts with the open shard, not the object
-
-    def _take_lock(self) -> None:
-        """Hold <collection>.lock for the life of the open index (flock: the
-        kernel drops it when the process dies, so a crash leaves no stale lock)."""
-        if self._lock_fd is not None:
-            return
-        self._lock_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise VectorIndexInUse(
-                f"the embedded vector index {self._path} is in use by another process (pid {holder}): "
-                "it belongs to one recall process; run one recall replica, or set QDRANT_URL so replicas share "
-                "a Qdrant server"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._lock_fd = fd
-
-    def _release_lock(self) -> None:
-        if self._lock_fd is not None:
-            fd, self._lock_fd = self._lock_fd, None
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
 
     def _open_locked(self) -> None:
         shutil.rmtree(self._cleared, ignore_errors=True)
@@ -468,4 +409,4 @@ class EdgeVectorIndex:
             shard, self._shard = self._shard, None
             with self._lock:
                 await asyncio.to_thread(shard.close)
-        self._release_lock()  # after the shard is closed: its WAL is free for the next owner
+        self._shard_lock.release()  # after the shard is closed: its WAL is free for the next owner

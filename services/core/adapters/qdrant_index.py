@@ -64,7 +64,7 @@ def _conditions(conditions: tuple[vf.Condition, ...]) -> list | None:
 
 def to_qdrant(condition: vf.Condition):
     """A neutral condition (domain/vector_filter.py) as qdrant-client's models
-    (edge_index.to_edge translates the same ones for qdrant-edge)."""
+    (edge_filter.to_edge translates the same ones for qdrant-edge)."""
     match condition:
         case vf.Match(field, value):
             return models.FieldCondition(key=field, match=models.MatchValue(value=value))
