@@ -8,7 +8,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.routing import Route
 
-from gateway import docs_pages, envelope, openapi
+from gateway import docs_pages, envelope, openapi_document
 from gateway.auth import TokenAuth
 from gateway.body_limit import BodyLimit
 from gateway.clients import ServiceClients
@@ -70,7 +70,7 @@ def create_app(settings: Settings, api_token: str | None, clients: ServiceClient
     app.router.routes.extend(ROUTES)
     app.state.mcp = McpEndpoint(app, app.version)
     app.router.routes.append(Route("/mcp", app.state.mcp, methods=["GET", "POST", "DELETE"]))
-    openapi.install(app)
+    openapi_document.install(app)
     docs_pages.install(app)
     console.install(app)
     return app
