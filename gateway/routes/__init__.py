@@ -18,6 +18,7 @@ from gateway.routes import (
     graph,
     health,
     memories,
+    memory_create,
     recall,
     review,
     session,
@@ -29,6 +30,7 @@ ROUTES: list[APIRoute] = [
     route
     for module in (
         health,
+        memory_create,
         memories,
         associations,
         enrichment,
