@@ -11,7 +11,7 @@ import pytest
 import redis.exceptions as redis_errors
 
 from services.core.adapters.falkor.cluster import seeds
-from services.core.adapters.falkor.connection import _not_sent, _retryable, is_read, timed_out
+from services.core.adapters.falkor.failures import is_read, not_sent, retryable, timed_out
 from services.core.adapters.falkor.rows import decode_embedding, encode_embedding, memory_to_row, row_to_memory
 from services.core.domain.text_policy import rarest_within
 
@@ -141,7 +141,7 @@ def test_encode_of_none_is_none():
     ],
 )
 def test_only_transient_errors_are_retried(error, retry):
-    assert _retryable(error) is retry
+    assert retryable(error) is retry
 
 
 @pytest.mark.parametrize(
@@ -158,7 +158,7 @@ def test_only_transient_errors_are_retried(error, retry):
     ],
 )
 def test_a_write_is_resent_only_when_it_never_reached_the_server(error, unsent):
-    assert _not_sent(error) is unsent
+    assert not_sent(error) is unsent
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,10 @@ from typing import Any
 
 from services.core.adapters.falkor.audit import AuditTail, FalkorAuditLog
 from services.core.adapters.falkor.backups import FalkorGraphBackup, FalkorGraphRestore
-from services.core.adapters.falkor.connection import FalkorConnection, timed_out
+from services.core.adapters.falkor.connection import FalkorConnection
 from services.core.adapters.falkor.consolidation import FalkorConsolidationStore
 from services.core.adapters.falkor.enrichment import FalkorEnrichmentStore
+from services.core.adapters.falkor.failures import timed_out
 from services.core.adapters.falkor.fulltext import DF_CACHE_SECONDS, FalkorTextSearch
 from services.core.adapters.falkor.outbox import FalkorOutbox
 from services.core.adapters.falkor.reads import EntityBounds, FalkorIndexSource, FalkorMemoryReader

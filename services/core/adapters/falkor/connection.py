@@ -8,7 +8,6 @@ timeouts and an unreachable server into domain errors.
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Any
 
 import redis.exceptions as redis_errors
@@ -17,6 +16,7 @@ from falkordb.asyncio import FalkorDB
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
 from services.core.adapters.falkor.cluster import CLUSTER_REFUSALS, ClusterRoutes, seeds
+from services.core.adapters.falkor.failures import is_read, not_sent, retryable, timed_out
 from services.core.adapters.falkor.reply import params_header, read_reply
 from services.core.adapters.falkor.routing import GraphRouter
 from services.core.adapters.retry import with_backoff
@@ -27,49 +27,6 @@ log = structlog.get_logger()
 
 #: How FalkorDB refuses a query whose TIMEOUT is above its TIMEOUT_MAX.
 _ABOVE_TIMEOUT_MAX = "The query TIMEOUT parameter value cannot exceed"
-#: A clause that changes the graph: a query without one is a read, safe to send again.
-_WRITE_CLAUSE = re.compile(r"\b(CREATE|MERGE|SET|DELETE|REMOVE)\b", re.IGNORECASE)
-
-
-def _not_sent(exc: BaseException) -> bool:
-    """Errors raised before the query reached FalkorDB, or with FalkorDB
-    refusing it unrun (still loading its data; on a cluster, its slot moved
-    or has no master yet): any query may be sent again."""
-    if isinstance(exc, CLUSTER_REFUSALS):
-        return True
-    if isinstance(exc, redis_errors.TimeoutError):
-        return str(exc).startswith("Timeout connecting")
-    if isinstance(exc, redis_errors.BusyLoadingError):
-        return True
-    if isinstance(exc, redis_errors.ConnectionError):
-        # redis-py words a failed connect "Error <n> connecting to <host>" (or
-        # "Error connecting to"); a connection lost after the command went out
-        # reads "Connection closed by server" or "Error while reading ...".
-        return "connecting to" in str(exc)
-    return isinstance(exc, redis_errors.ResponseError) and str(exc).startswith("LOADING")
-
-
-def _retryable(exc: BaseException) -> bool:
-    """Errors after which running the query again is harmless when it is
-    idempotent: those of _not_sent, and a connection lost mid-call (the query
-    may have run). A timeout is not among them: FalkorDB stopped the query
-    ("Query timed out"), or the reply was lost after it ran; running it again
-    would cost the same time again."""
-    return _not_sent(exc) or isinstance(exc, redis_errors.ConnectionError)
-
-
-def is_read(cypher: str) -> bool:
-    """Whether a query has no clause that writes (so running it twice is harmless)."""
-    return _WRITE_CLAUSE.search(cypher) is None
-
-
-def timed_out(exc: BaseException) -> bool:
-    """Whether a query failed on a time limit: FalkorDB's own, or no reply on the socket in time."""
-    if isinstance(exc, redis_errors.TimeoutError):
-        return not _retryable(exc)
-    return isinstance(exc, redis_errors.ResponseError) and str(exc).startswith("Query timed out")
-
-
 #: Node ids of one graph stay below this (FalkorDB's ids count a graph's nodes, reused after deletes):
 #: a node's address across graphs is its graph's place times it plus its id (node_address).
 NODE_SPAN = 1 << 40
@@ -177,7 +134,7 @@ class FalkorConnection:
             return await with_backoff(
                 "falkordb",
                 lambda: self._attempt(cypher, params, target, wait_replicas),
-                retryable=_retryable if repeatable else _not_sent,
+                retryable=retryable if repeatable else not_sent,
                 deadline_seconds=self._request_retry if deadline is None else deadline,
                 initial_seconds=self._initial,
                 max_seconds=self._max,
@@ -190,13 +147,13 @@ class FalkorConnection:
                     timeout_ms=self._timeout_ms,
                 ) from exc
             # The client's message names the store's internal address: logged, never answered.
-            if _not_sent(exc) or (repeatable and _retryable(exc)):
+            if not_sent(exc) or (repeatable and retryable(exc)):
                 log.warning("falkordb unavailable", where=self.where, error=str(exc))
                 raise Unavailable(
                     "FALKORDB_UNAVAILABLE",
                     f"the graph store is unavailable (retried for {self._request_retry:g} s); try again shortly",
                 ) from exc
-            if _retryable(exc):
+            if retryable(exc):
                 log.warning("falkordb write unconfirmed", where=self.where, error=str(exc))
                 raise Unavailable(
                     "FALKORDB_WRITE_UNCONFIRMED",
@@ -333,7 +290,7 @@ class FalkorConnection:
         return await with_backoff(
             "falkordb",
             send,
-            retryable=_not_sent,
+            retryable=not_sent,
             deadline_seconds=self._request_retry,
             initial_seconds=self._initial,
             max_seconds=self._max,
