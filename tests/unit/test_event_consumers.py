@@ -10,31 +10,11 @@ from services.core.adapters.nats_bus import event_subject, kind_filters
 from services.core.adapters.nats_consumer import JetStreamConsumer
 from services.core.domain.event_consumers import EVENT_CONSUMERS, PROJECTION, consumers_of
 from services.core.domain.model import EventKind
-from services.core.settings import GROUPS, Settings
 from services.enrich import bootstrap as enrich
 from services.ingest import bootstrap as ingest
 from services.recall import bootstrap as recall
-
-#: Fast stand-ins, so building a service loads no model.
-FAST = {
-    "embedding_provider": "placeholder",
-    "enrichment_spacy_blank": True,
-    "enrichment_entity_process": False,
-    "service_claim_key": "c" * 32,
-    "backup_signing_key": "b" * 32,
-}
-PREFIX = "acme.events"
-
-
-def _settings(bootstrap, tmp_path) -> Settings:
-    values = {key: value for key, value in FAST.items() if key in _fields(bootstrap.GROUPS)}
-    return Settings.load(
-        *bootstrap.GROUPS, _env_file=None, memgrid_data_dir=tmp_path, nats_subject_prefix=PREFIX, **values
-    )
-
-
-def _fields(groups) -> set[str]:
-    return {name for group in groups for name in GROUPS[group].model_fields}
+from tests.unit.test_projector_subjects import matches
+from tests.unit.test_settings_groups import loaded
 
 
 def _consumers(app) -> list[JetStreamConsumer]:
@@ -47,9 +27,10 @@ def _consumers(app) -> list[JetStreamConsumer]:
 @pytest.mark.parametrize("bootstrap", [ingest, recall, enrich, consolidate], ids=lambda b: b.__name__.split(".")[1])
 def test_each_bootstraps_subscriptions_are_its_entries_in_the_table(bootstrap, tmp_path):
     service = bootstrap.__name__.split(".")[1]
-    app = bootstrap.build_app(_settings(bootstrap, tmp_path))
-    subscribed = sorted(c.spec.filter_subjects for c in _consumers(app))
-    assert subscribed == sorted(kind_filters(PREFIX, c.kinds) for c in consumers_of(service))
+    settings = loaded(bootstrap.GROUPS, tmp_path)
+    prefix = settings.bus.nats_subject_prefix
+    subscribed = sorted(c.spec.filter_subjects for c in _consumers(bootstrap.build_app(settings)))
+    assert subscribed == sorted(kind_filters(prefix, c.kinds) for c in consumers_of(service))
 
 
 def test_the_table_names_each_consumer_once_and_only_services_that_exist():
@@ -60,13 +41,7 @@ def test_the_table_names_each_consumer_once_and_only_services_that_exist():
 
 
 def test_a_filter_matches_the_subjects_the_bus_publishes_its_kinds_to():
-    filters = kind_filters(PREFIX, PROJECTION.kinds)
+    filters = kind_filters("memory.events", PROJECTION.kinds)
     for kind in EventKind:
-        published = event_subject(PREFIX, "tenant-1", kind.value)
-        assert any(_matches(f, published) for f in filters) == PROJECTION.takes(kind)
-
-
-def _matches(pattern: str, subject: str) -> bool:
-    """NATS subject matching with '*' (one token) only."""
-    wanted, got = pattern.split("."), subject.split(".")
-    return len(wanted) == len(got) and all(w in ("*", g) for w, g in zip(wanted, got, strict=True))
+        published = event_subject("memory.events", "tenant-1", kind.value)
+        assert any(matches(f, published) for f in filters) == PROJECTION.takes(kind)
