@@ -191,17 +191,16 @@ def consumer_spec(
     consumers: ConsumerSettings,
     bus: BusSettings,
     durable: str,
-    consumer: EventConsumer,
+    filter_subjects: list[str],
     batch_size: int,
     *,
     fresh_start_if: str | None = None,
     inactive_seconds: float | None = None,
 ) -> ConsumerSpec:
-    """A durable consumer of memory events, subscribed to the kinds the events table gives
-    `consumer` (domain/event_consumers.py), with the retry policy from settings."""
+    """A durable consumer of memory events on these subjects, with the retry policy from settings."""
     return ConsumerSpec(
         durable=durable,
-        filter_subjects=kind_filters(bus.nats_subject_prefix, consumer.kinds),
+        filter_subjects=filter_subjects,
         max_attempts=consumers.enrichment_max_attempts,
         backoff_seconds=consumers.enrichment_backoff_seconds,
         ack_wait_seconds=consumers.consumer_ack_wait_seconds,
@@ -212,6 +211,24 @@ def consumer_spec(
         fetch_timeout_seconds=consumers.consumer_fetch_timeout_seconds,
         fresh_start_if=fresh_start_if,
         inactive_seconds=inactive_seconds,
+    )
+
+
+def subscription_spec(
+    consumers: ConsumerSettings,
+    bus: BusSettings,
+    durable: str,
+    consumer: EventConsumer,
+    batch_size: int,
+    *,
+    fresh_start_if: str | None = None,
+    inactive_seconds: float | None = None,
+) -> ConsumerSpec:
+    """A service's consumer as the events table declares it (domain/event_consumers.py):
+    consumer_spec subscribed to exactly the kinds its entry names."""
+    subjects = kind_filters(bus.nats_subject_prefix, consumer.kinds)
+    return consumer_spec(
+        consumers, bus, durable, subjects, batch_size, fresh_start_if=fresh_start_if, inactive_seconds=inactive_seconds
     )
 
 

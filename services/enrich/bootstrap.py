@@ -19,16 +19,16 @@ from services.core.grpc.plane import ServicePlane
 from services.core.ports.models import Embedder, EntityExtractor, LanguageModel
 from services.core.ports.vector import NeighbourFinder
 from services.core.settings import Settings
+from services.core.wiring import embedder as embedder_of
 from services.core.wiring import (
-    consumer_spec,
     entity_extractor,
     event_bus,
     event_consumer,
     graph_store,
     language_model,
     outbox_relay,
+    subscription_spec,
 )
-from services.core.wiring import embedder as embedder_of
 from services.enrich.embedding import EmbeddingStage, yield_to_embedding
 from services.enrich.embedding_texts import EmbeddingContext
 from services.enrich.neighbours import RecallNeighbours
@@ -112,7 +112,7 @@ def build_app(
     embed_consumer = event_consumer(
         settings.bus,
         events,
-        consumer_spec(
+        subscription_spec(
             settings.consumers,
             settings.bus,
             settings.consumers.embed_durable,
@@ -140,7 +140,7 @@ def build_app(
     consumer = event_consumer(
         settings.bus,
         events,
-        consumer_spec(settings.consumers, settings.bus, settings.consumers.enrich_durable, ENRICHMENT, take),
+        subscription_spec(settings.consumers, settings.bus, settings.consumers.enrich_durable, ENRICHMENT, take),
         pipeline.handle,
         before_fetch=embedding_first,
         on_gap=repair,

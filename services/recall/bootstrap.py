@@ -14,16 +14,16 @@ from services.core.ports.models import Embedder
 from services.core.ports.vector import VectorIndex
 from services.core.replica import projector_durable, projector_inactive_seconds, stream_durables
 from services.core.settings import Settings
+from services.core.wiring import embedder as embedder_of
 from services.core.wiring import (
-    consumer_spec,
     event_bus,
     event_consumer,
     event_watch,
     graph_store,
+    subscription_spec,
     vector_index,
     word_embedder,
 )
-from services.core.wiring import embedder as embedder_of
 from services.recall.access import AccessRecorder
 from services.recall.audit import AuditLimits, AuditReads
 from services.recall.audit_servicer import AuditServicer
@@ -182,7 +182,7 @@ def build_app(
     consumer = event_consumer(
         settings.bus,
         events,
-        consumer_spec(
+        subscription_spec(
             settings.consumers,
             settings.bus,
             # this replica's own with the embedded index, else the shared one

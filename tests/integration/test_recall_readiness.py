@@ -20,7 +20,7 @@ from services.core.domain.model import EventKind, MemoryEvent
 from services.core.grpc.app import full_service_name
 from services.core.grpc.server import start
 from services.core.replica import projector_durable, projector_inactive_seconds, stream_durables
-from services.core.wiring import consumer_spec, event_bus, event_consumer
+from services.core.wiring import event_bus, event_consumer, subscription_spec
 from services.recall.bootstrap import build_app
 from tests.conftest import make_settings, plane_of
 
@@ -80,7 +80,7 @@ async def test_a_recall_started_with_a_backlog_serves_once_the_shared_projection
         return [Outcome.DONE] * len(deliveries)
 
     durable = projector_durable(settings)
-    spec = consumer_spec(
+    spec = subscription_spec(
         settings.consumers,
         settings.bus,
         durable,
@@ -142,7 +142,7 @@ async def test_a_recall_whose_backlog_does_not_drain_serves_after_the_ready_time
         return [Outcome.DONE] * len(deliveries)
 
     durable = projector_durable(settings)
-    spec = consumer_spec(
+    spec = subscription_spec(
         settings.consumers,
         settings.bus,
         durable,

@@ -8,7 +8,7 @@ from services.core.domain.model import EventKind
 
 
 def projected_subjects(prefix: str) -> list[str]:
-    """The projector's subscription, as recall's bootstrap builds it (consumer_spec)."""
+    """The projector's subscription, as recall's bootstrap builds it (subscription_spec)."""
     return kind_filters(prefix, PROJECTION.kinds)
 
 

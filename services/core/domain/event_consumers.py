@@ -3,7 +3,7 @@
 Each entry is a durable consumer of the memory-event stream, run by one
 service; the bus filters its subscription to exactly these kinds, so an
 event of another kind never reaches it (services/core/wiring.py
-consumer_spec builds the filter from the entry). The durable's name is a
+subscription_spec builds the filter from the entry). The durable's name is a
 setting; what the consumer does with an event is its handler's.
 docs/extending.md, "An event consumer", says how to add one.
 """
