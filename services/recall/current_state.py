@@ -19,7 +19,6 @@ from services.core.domain.recall_request import Scope
 from services.core.domain.state import Successor, Verdict, judge, to_load
 from services.core.domain.trust import VISIBLE_BY_DEFAULT, visible
 from services.core.ports.reads import SuccessorReads
-from services.recall.candidates import memory_of
 
 
 class CurrentStatePass:
@@ -79,7 +78,7 @@ class CurrentStatePass:
         candidates = self.trusted(candidates, scope.trust_states, debug)
         if scope.history or not candidates:
             return candidates
-        verdicts = await self.verdicts(tenant, [memory_of(c) for c in candidates], scope.at, known)
+        verdicts = await self.verdicts(tenant, [c.hydrated for c in candidates], scope.at, known)
         kept: list[Candidate] = []
         for candidate in candidates:
             verdict = verdicts[candidate.id]

@@ -10,7 +10,6 @@ from services.core.domain.recall_assembly import append_new, entity_names
 from services.core.domain.recall_ranking import Candidate, order, score
 from services.core.domain.recall_request import RecallPolicy, RecallRequest, in_scope
 from services.core.ports.reads import ExpansionReads
-from services.recall.candidates import memory_of
 from services.recall.current_state import CurrentStatePass
 
 
@@ -51,7 +50,7 @@ class Expansion:
             candidate = found.setdefault(memory.id, Candidate(memory.id, memory=memory, via="relation"))
             candidate.relation = max(candidate.relation, min(1.0, max(0.0, relation.strength)))
             candidate.edges.append((relation.type, relation.strength, seed))
-        return sorted(found.values(), key=lambda c: (_rank(c), -c.relation, -memory_of(c).importance, c.id))
+        return sorted(found.values(), key=lambda c: (_rank(c), -c.relation, -c.hydrated.importance, c.id))
 
     async def entities(
         self, request: RecallRequest, seeds: list[Candidate], taken: set[str]
@@ -60,7 +59,7 @@ class Expansion:
         with the first entity it shares; and the results' entities."""
         scope = request.scope
         seed_ids = [c.id for c in seeds]
-        seed_entities = list(dict.fromkeys(n for c in seeds for n in entity_names(memory_of(c))))
+        seed_entities = list(dict.fromkeys(n for c in seeds for n in entity_names(c.hydrated)))
         if not seed_ids:
             return [], seed_entities
         shared = await self._reader.entity_neighbours(scope.tenant, seed_ids, request.expansion_limit)

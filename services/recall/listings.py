@@ -18,7 +18,6 @@ from services.core.domain.tags import require_tags
 from services.core.domain.trust import parse_trust_states
 from services.core.ports.reads import ListingReads
 from services.recall.access import AccessRecorder
-from services.recall.candidates import memory_of
 from services.recall.current_state import CurrentStatePass
 
 
@@ -156,7 +155,7 @@ class Listings:
         )
         if self._access is not None:
             self._access.record(tenant, (c.id for c in (*results, *lessons, *system_rules)))
-        critical = any(memory_of(c).importance >= rules.critical_importance for c in lessons)
+        critical = any(c.hydrated.importance >= rules.critical_importance for c in lessons)
         return StartupRecall(results, lessons, system_rules, critical)
 
     async def related(

@@ -11,7 +11,6 @@ from services.core.domain.model import Relation
 from services.core.domain.recall_ranking import EXPANSIONS, Candidate
 from services.core.domain.times import format_iso
 from services.core.domain.watch import SequencedEvent, WatchGap, WatchHeartbeat, WatchOpened
-from services.recall.candidates import memory_of
 from services.recall.graph_views import GraphView
 from services.recall.ranked import RecallOutcome
 
@@ -21,7 +20,7 @@ ENTITIES_REPORTED = 10
 
 def result_to_pb(candidate: Candidate, relations=()) -> pb.RecallResult:
     return pb.RecallResult(
-        memory=memory_to_pb(memory_of(candidate), with_embedding=False),
+        memory=memory_to_pb(candidate.hydrated, with_embedding=False),
         match_type=candidate.match_type,
         match_score=candidate.match_score,
         final_score=candidate.final,

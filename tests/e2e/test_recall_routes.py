@@ -18,7 +18,7 @@ RESULT_FIELDS = {
 }  # fmt: skip
 COMPONENTS = {
     "vector", "keyword", "metadata", "tag", "exact", "relation", "importance", "confidence", "recency", "trust",
-    "context", "relevance", "speaker", "neighbourhood",
+    "context", "relevance", "speaker", "neighbourhood", "related",
 }  # fmt: skip
 
 

@@ -13,7 +13,6 @@ entry 1 and names the first entry that does not match.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
@@ -99,10 +98,16 @@ def entry_record(event: MemoryEvent, actor: str, *, before: Memory | None = None
     return _json(record)
 
 
-@functools.cache
+_EXTRA_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def _extra_fields(kind: type) -> tuple[str, ...]:
-    """An event class's fields beyond the core ones (dataclasses.fields() is slow on every event)."""
-    return tuple(f.name for f in fields(kind) if f.name not in _EVENT_CORE)
+    """An event class's fields beyond the core ones, found once a class
+    (dataclasses.fields() is slow on every event)."""
+    found = _EXTRA_FIELDS.get(kind)
+    if found is None:
+        found = _EXTRA_FIELDS[kind] = tuple(f.name for f in fields(kind) if f.name not in _EVENT_CORE)
+    return found
 
 
 _EVENT_CORE = frozenset(

@@ -77,6 +77,7 @@ class ClusterRoutes:
         shards: dict[tuple[str, int], list[str]] = {}
         for graph in graphs:
             node = self._cluster.get_node_from_key(graph)
+            assert node is not None  # noqa: S101  narrows the type: a fresh map has a master for every slot
             shards.setdefault((node.host, int(node.port)), []).append(graph)
         return {address: tuple(held) for address, held in shards.items()}
 
@@ -90,7 +91,8 @@ class ClusterRoutes:
         """Read the slot map again (after a node failed or a slot moved), asking last the node that
         served `failed_graph` (it may be the dead one); a failure leaves the old map."""
         try:
-            failed = self._cluster.get_node_from_key(failed_graph).name if failed_graph else None
+            node = self._cluster.get_node_from_key(failed_graph) if failed_graph else None
+            failed = node.name if node is not None else None
         except (redis_errors.RedisError, LookupError):
             failed = None
         try:
