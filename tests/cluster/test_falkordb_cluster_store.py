@@ -23,7 +23,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from services.consolidate.backup import BackupFiles, BackupWriter, read_archive
+from services.consolidate.archive_reader import read_archive
+from services.consolidate.backup import BackupWriter
+from services.consolidate.backup_files import BackupFiles
 from services.consolidate.restore import Restorer
 from services.core.adapters.falkor import FalkorGraph
 from services.core.adapters.falkor.scratch_replica import ScratchSpec
