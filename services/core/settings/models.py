@@ -22,6 +22,10 @@ class ModelSettings(Group):
     # (docs/performance.md). A model change: vectors stored with one setting do
     # not match the other's, re-embed.
     embedding_local_quantized: bool = False
+    # The local model gives a call's working memory back when it ends (onnxruntime's
+    # arena and memory patterns off, glibc's malloc_trim): a flat RSS under batches
+    # of every size; false keeps the arena, whose RSS grows to the largest batches'.
+    embedding_release_memory: bool = True
 
     # Language model (classification, summaries). No key: the LLM steps are skipped.
     openai_api_key: str | None = None  # unset: no LLM steps
