@@ -171,6 +171,32 @@ async def test_the_shard_is_reopened_every_reopen_every_changes_and_keeps_its_po
     await index.close()
 
 
+async def test_calls_during_a_reopen_wait_for_it(tmp_path):
+    """A search that arrives while the shard is being reopened waits for it
+    (the soak's recalls failed with "the vector index is not open")."""
+    index = EdgeVectorIndex(path=tmp_path / "vectors" / "memories", collection="memories", vector_size=4,
+                            reopen_every=2)  # fmt: skip
+    index.open()
+    written = [memory() for _ in range(3)]
+    await put(index, written)
+    query = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10, current_at=NOW)
+
+    async def search_meanwhile() -> list[set[str]]:
+        found = []
+        while index.reopens < 6:
+            found.append({h.id for h in await nearest(index, query)})
+        return found
+
+    searches = asyncio.create_task(search_meanwhile())
+    for _ in range(6):
+        await index.upsert([])  # nothing: no change counted
+        await put(index, [written[0]])
+        await put(index, [written[1]])  # every second change reopens
+    found = await asyncio.wait_for(searches, 30)
+    assert index.reopens >= 6 and found and all(f == {m.id for m in written} for f in found)
+    await index.close()
+
+
 async def test_a_bulk_load_optimises_once_at_its_end(tmp_path, monkeypatch):
     """A rebuild's upserts start no optimisation while they go in (each would
     merge ever larger segments and build their HNSW graphs anew); one at the

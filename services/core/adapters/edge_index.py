@@ -217,9 +217,9 @@ class EdgeVectorIndex:
         return shard
 
     async def _run(self, fn):
-        if self._shard is None:
-            raise RuntimeError("the vector index is not open")
-
+        # Checked under the lock only: a reopen empties the shard for a moment, under the
+        # lock, and a call meanwhile waits for it (a check before the lock failed it: the
+        # soak's "internal error in SearchMemories").
         def locked():
             with self._lock:
                 if self._shard is None:
