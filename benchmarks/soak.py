@@ -5,7 +5,9 @@ tests/reliability/test_soak_short.py runs it for under a minute).
 The stack is `python -m devstack` on free ports (benchmarks/stack.py), the
 local embedder included. An open loop starts operations on a clock
 (writes, recalls, patches, deletes, in the --mix shares), so a slow answer
-never slows the load; beside it, on a schedule of their own, SSE clients
+never slows the load; once the run holds --live-cap memories a write
+becomes a delete, so the store stops growing and what still grows is not
+data. Beside it, on a schedule of their own, SSE clients
 connect to GET /stream every --sse-every seconds and leave after 5-30 s, a
 consolidation pass (full, for real) runs every --consolidate-every seconds
 from a tenth of the run on, and one POST /backup is taken at --backup-at of
@@ -17,11 +19,16 @@ seconds (the models loaded, the caches and pools filled) the RSS then is
 the baseline; the run passes when no operation failed and no process's RSS
 grew by more than --late-growth (a share of its baseline, 2 %) over the
 second half of the window, where a one-off step (a model, a pool, a Go heap)
-is over and a leak still grows. FalkorDB holds the data, which grows by
-design (every write adds a memory and an audit entry): its growth takes
-that of its own data accounting (INFO memory: used_memory) out of its RSS
-growth, so what is judged is memory beyond the data. A table of both is
-printed, and the figures written to --json.
+is over and a leak still grows: the median of the tenth of the samples
+after the half against that of the last tenth, so that a batch's working
+memory or a garbage collection caught by one sample does not decide. Two
+processes hold data that grows by design, taken out of their growth:
+FalkorDB (every change adds an audit entry; its own accounting, INFO
+memory used_memory) and nats-server (the events stream's newest message
+block, kept in memory while it is written: up to 8 MiB, read as the
+newest *.blk file's size). A table of both is printed, the figures
+(with each process's RSS and RssAnon series) written to --json, and
+devstack's output to --log.
 
     python -m benchmarks.soak --duration 300 --rate 10
 """
@@ -75,20 +82,27 @@ def stack_pids(root: int) -> dict[str, int]:
 
 
 def rss_kib(pid: int) -> int | None:
+    return rss_parts_kib(pid).get("VmRSS")
+
+
+def rss_parts_kib(pid: int) -> dict[str, int]:
+    """VmRSS and its parts (RssAnon: heaps; RssFile: mapped files, such as the
+    vector index's segments and WAL), in KiB; empty once the process is gone."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
     except OSError:
-        return None
-    return None
+        return {}
+    wanted = ("VmRSS:", "RssAnon:", "RssFile:")
+    return {line.split(":")[0]: int(line.split()[1]) for line in lines if line.startswith(wanted)}
 
 
 class Load:
     """The open loop: one operation every 1/rate seconds, of a kind drawn from the mix."""
 
-    def __init__(self, client: httpx.AsyncClient, mix: dict[str, float], seed: int = 7):
+    def __init__(self, client: httpx.AsyncClient, mix: dict[str, float], seed: int = 7, live_cap: int = 0):
         self.client = client
+        #: The most memories the run keeps: at the cap a write becomes a delete (0: no cap).
+        self.live_cap = live_cap
         self.kinds = list(mix)
         self.weights = [mix[k] for k in self.kinds]
         self.random = random.Random(seed)  # noqa: S311  a seeded load pattern, not a secret
@@ -104,6 +118,8 @@ class Load:
     async def one(self, kind: str) -> None:
         if kind in ("patch", "delete") and not self.live:
             kind = "write"
+        elif kind == "write" and self.live_cap and len(self.live) >= self.live_cap:
+            kind = "delete"
         started = time.monotonic()
         try:
             if kind == "write":
@@ -244,6 +260,9 @@ VOCABULARY = tuple(
 
 #: The name benchmarks.stack gives FalkorDB's process (redis-server with the module).
 FALKORDB = "redis-server"
+#: What a process holds by design and may grow with, taken out of its growth: FalkorDB's data
+#: (its used_memory), nats-server's newest message blocks (newest_blocks_kib).
+DATA_OF = {FALKORDB: "falkordb-data", "nats-server": "nats-block"}
 
 
 def falkordb_data_kib(port: int) -> int | None:
@@ -256,13 +275,31 @@ def falkordb_data_kib(port: int) -> int | None:
         return None
 
 
+def newest_blocks_kib(nats_dir: Path) -> int:
+    """The size of each JetStream stream's newest message block, summed, in
+    KiB: the block being written, which nats-server keeps in memory as it
+    grows (up to 8 MiB a stream at our limits; the block size has no setting)."""
+    total = 0
+    for msgs in nats_dir.glob("jetstream/*/streams/*/msgs"):
+        blocks = [(int(b.stem), b) for b in msgs.glob("*.blk") if b.stem.isdigit()]
+        if blocks:
+            try:
+                total += max(blocks)[1].stat().st_size
+            except OSError:
+                continue  # sealed and removed meanwhile
+    return total // 1024
+
+
 async def sample_rss(
-    pids: dict[str, int], falkordb_port: int, every: float, stop: asyncio.Event, samples: list
+    pids: dict[str, int], falkordb_port: int, nats_dir: Path, every: float, stop: asyncio.Event, samples: list
 ) -> None:
     started = time.monotonic()
     while not stop.is_set():
-        sizes = {n: rss_kib(p) for n, p in pids.items()}
+        parts = {n: rss_parts_kib(p) for n, p in pids.items()}
+        sizes: dict[str, int | None] = {n: part.get("VmRSS") for n, part in parts.items()}
+        sizes |= {f"{n}:anon": part.get("RssAnon") for n, part in parts.items()}
         sizes["falkordb-data"] = await asyncio.to_thread(falkordb_data_kib, falkordb_port)
+        sizes["nats-block"] = newest_blocks_kib(nats_dir)
         samples.append((time.monotonic() - started, sizes))
         try:
             await asyncio.wait_for(stop.wait(), every)
@@ -270,8 +307,8 @@ async def sample_rss(
             pass
 
 
-def _mean(values: list[int]) -> float:
-    return sum(values) / len(values) if values else 0.0
+def _median(values: list[int]) -> float:
+    return float(statistics.median(values)) if values else 0.0
 
 
 async def soak(stack: BenchStack, args) -> dict:
@@ -280,9 +317,9 @@ async def soak(stack: BenchStack, args) -> dict:
     samples: list = []
     stop = asyncio.Event()
     async with httpx.AsyncClient(base_url=stack.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as c:
-        load = Load(c, mix)
+        load = Load(c, mix, live_cap=args.live_cap)
         port = int(stack.env["FALKORDB_PORT"])
-        sampler = asyncio.create_task(sample_rss(pids, port, args.sample, stop, samples))
+        sampler = asyncio.create_task(sample_rss(pids, port, stack.data / "nats", args.sample, stop, samples))
         started = time.monotonic()
         await asyncio.gather(
             load.run(args.duration, args.rate),
@@ -298,21 +335,28 @@ async def soak(stack: BenchStack, args) -> dict:
         if not series:
             continue
         baseline, last = series[0], series[-1]
-        data = [s.get("falkordb-data") or 0 for s in warm if s.get(name)] if name == FALKORDB else [0] * len(series)
+        data_key = DATA_OF.get(name)
+        data = [s.get(data_key) or 0 for s in warm if s.get(name)] if data_key else [0] * len(series)
         data_growth = data[-1] - data[0]
         # Growth over the second half of the window alone (beyond the data's too): a leak keeps
-        # growing there, where caches and a garbage-collected heap have settled. Three samples
-        # at each end, averaged: one sample is a garbage collection's moment.
-        half = len(series) // 2
-        late = (_mean(series[-3:]) - _mean(series[half : half + 3])) - (_mean(data[-3:]) - _mean(data[half : half + 3]))
+        # growing there, where caches and a garbage-collected heap have settled. A window of
+        # samples at each end (a tenth of them, at least three), by its median: one sample is
+        # a garbage collection's moment or a batch's working memory, a leak moves the median.
+        half, width = len(series) // 2, max(3, len(series) // 10)
+        late = (_median(series[-width:]) - _median(series[half : half + width])) - (
+            _median(data[-width:]) - _median(data[half : half + width])
+        )
         processes[name] = {
             "baseline_kib": baseline,
             "end_kib": last,
             "max_kib": max(series),
             "data_growth_kib": data_growth,
+            "late_data_growth_kib": _median(data[-width:]) - _median(data[half : half + width]),
             "growth": (last - baseline - data_growth) / baseline,
             "late_growth": late / baseline,
             "series_kib": [[round(t, 1), s.get(name)] for t, s in samples],
+            "anon_series_kib": [[round(t, 1), s.get(f"{name}:anon")] for t, s in samples],
+            **({"data_series_kib": [[round(t, 1), s.get(data_key)] for t, s in samples]} if data_key else {}),
         }
     operations = {}
     for kind in (*KINDS, *SCHEDULED):
@@ -331,6 +375,8 @@ async def soak(stack: BenchStack, args) -> dict:
         "late_growth_bound": args.late_growth,
         "operations": operations,
         "sse_events": load.sse_events,
+        "live_cap": args.live_cap,
+        "live_at_end": len(load.live),
         "processes": processes,
         "samples": len(samples),
     }
@@ -348,7 +394,8 @@ def report(result: dict, console: Console) -> bool:
     bound = result["late_growth_bound"]
     rss = Table(
         title=f"VmRSS after {result['warmup_seconds']:g} s warm-up (bound: under {bound:.0%} growth in the second"
-        " half; FalkorDB's beyond its data's)"
+        " half, medians of a tenth of the samples at each end; FalkorDB's beyond its data, nats-server's beyond its"
+        " newest blocks)"
     )
     columns = ("process", "baseline MiB", "end MiB", "max MiB", "data growth MiB", "growth", "2nd half", "verdict")
     for column in columns:
@@ -364,7 +411,7 @@ def report(result: dict, console: Console) -> bool:
             f"{p['baseline_kib'] / 1024:.1f}",
             f"{p['end_kib'] / 1024:.1f}",
             f"{p['max_kib'] / 1024:.1f}",
-            f"{p['data_growth_kib'] / 1024:.1f}" if name == FALKORDB else "-",
+            f"{p['data_growth_kib'] / 1024:.1f}" if name in DATA_OF else "-",
             f"{p['growth']:+.1%}",
             f"{p['late_growth']:+.1%}",
             "flat" if flat else "GROWING",
@@ -387,10 +434,19 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--late-growth", type=float, default=0.02, help="largest RSS growth over the second half, a share"
     )
+    parser.add_argument(
+        "--live-cap",
+        type=int,
+        default=3000,
+        help="most memories the run keeps: at the cap a write becomes a delete, so the store's size holds (0: none)",
+    )
     parser.add_argument("--sse-every", type=float, default=10.0, help="seconds between SSE clients connecting")
     parser.add_argument("--consolidate-every", type=float, default=600.0, help="seconds between consolidation passes")
     parser.add_argument("--backup-at", type=float, default=0.3, help="when the backup is taken, a share of the run")
     parser.add_argument("--json", type=Path, default=Path("build/soak.json"), help="where the figures go")
+    parser.add_argument(
+        "--log", type=Path, default=Path("build/soak-devstack.log"), help="where the stack's output goes"
+    )
     parser.add_argument(
         "--env", action="append", default=[], metavar="NAME=VALUE", help="a setting for the stack (repeatable)"
     )
@@ -404,7 +460,7 @@ def run(args: argparse.Namespace, console: Console | None = None) -> tuple[dict,
     """The soak on a stack of its own; its figures (also written to args.json) and the verdict."""
     console = console or Console(width=130)  # the tables whole, in a pipe too
     env = {"ADMIN_API_TOKEN": ADMIN, **dict(e.split("=", 1) for e in args.env)}
-    with BenchStack(**env) as stack:
+    with BenchStack(log_path=args.log, **env) as stack:
         result = asyncio.run(soak(stack, args))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2))

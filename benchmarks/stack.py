@@ -72,9 +72,11 @@ def cpu_seconds(root: int) -> dict[str, float]:
 
 
 class BenchStack:
-    def __init__(self, *devstack_args: str, **env_overrides: str):
-        """`devstack_args` go to python -m devstack (e.g. "--replicas", "recall=2")."""
+    def __init__(self, *devstack_args: str, log_path: Path | None = None, **env_overrides: str):
+        """`devstack_args` go to python -m devstack (e.g. "--replicas", "recall=2");
+        its output is kept at `log_path` when given (else shown only when it fails to start)."""
         self.devstack_args = devstack_args
+        self.log_path = log_path
         self.data = Path(tempfile.mkdtemp(prefix="memgrid-bench-"))
         self.env = {
             **os.environ,
@@ -125,7 +127,10 @@ class BenchStack:
 
     def __enter__(self) -> BenchStack:
         print(f"starting the stack in {self.data} ...", file=sys.stderr, flush=True)
-        self._log = tempfile.TemporaryFile()  # devstack's output, shown only when it fails to start
+        if self.log_path is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        # devstack's output, shown when it fails to start
+        self._log = self.log_path.open("w+b") if self.log_path is not None else tempfile.TemporaryFile()
         self.process = subprocess.Popen(  # noqa: S603  this venv's python -m devstack, the benchmark's arguments
             [sys.executable, "-m", "devstack", *self.devstack_args],
             env=self.env,

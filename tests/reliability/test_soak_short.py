@@ -19,7 +19,8 @@ def test_a_short_soak_runs_the_whole_mix_without_errors(tmp_path):
     out = tmp_path / "soak.json"
     args = soak.parse(
         ["--duration", "40", "--rate", "3", "--warmup", "10", "--sample", "2", "--sse-every", "6"]
-        + ["--consolidate-every", "30", "--backup-at", "0.3", "--json", str(out)]
+        + ["--consolidate-every", "30", "--backup-at", "0.3", "--json", str(out), "--log", str(tmp_path / "stack.log")]
+        + ["--live-cap", "40"]
     )
     result, _ = soak.run(args)  # the RSS verdict needs a longer run; errors and shape are judged here
 
@@ -35,3 +36,6 @@ def test_a_short_soak_runs_the_whole_mix_without_errors(tmp_path):
         assert p["baseline_kib"] > 0 and p["max_kib"] >= p["end_kib"] > 0, name
         assert isinstance(p["late_growth"], float), name
     assert result["late_growth_bound"] == 0.02
+    assert 0 < result["live_at_end"] <= 40  # at the cap a write became a delete
+    assert result["processes"]["nats-server"]["data_series_kib"]  # its newest blocks, taken out
+    assert (tmp_path / "stack.log").stat().st_size > 0
