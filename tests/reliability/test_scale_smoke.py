@@ -1,7 +1,11 @@
 """The scale benchmark's code path (benchmarks/scale.py) at 10k memories: the
 same loader, rebuild, recall kinds, create, memory and backup-and-restore
 figures as the 1M run, on a stack of its own; the report has its shape and
-its figures are sane (`make bench ARGS="--only scale"` makes the real ones)."""
+its figures are sane (`make bench ARGS="--only scale"` makes the real ones).
+Backup and restore run at the first size (1k): the same code path, without
+a second 10k projection into the restoring stack; the stacks settle for at
+most 10 s before their recall figures (a figure's sanity is judged here,
+not its value). 324 s before, about 150 s on the shared machine now."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ pytestmark = [pytest.mark.reliability, pytest.mark.timeout(420)]
 
 def test_the_scale_run_reports_every_figure_at_two_sizes(tmp_path):
     out = tmp_path / "scale.json"
-    report = scale.run((1_000, 10_000), queries=20, creates=5, backup_sizes=(10_000,), json_path=out)
+    report = scale.run((1_000, 10_000), queries=20, creates=5, backup_sizes=(1_000,), json_path=out, settle_seconds=10)
 
     assert json.loads(out.read_text())["sizes"].keys() == {"1000", "10000"}  # written as it went
     for size, figures in report["sizes"].items():
@@ -35,10 +39,10 @@ def test_the_scale_run_reports_every_figure_at_two_sizes(tmp_path):
         memory = figures["memory"]
         assert {"recall", "falkordb", "falkordb-data", "nats-server", "vector-shard-disk"} <= set(memory)
         assert all(m["bytes_per_memory"] > 0 for m in memory.values())
-    backup = report["sizes"][10_000]["backup"]
+    backup = report["sizes"][1_000]["backup"]
     assert backup["backup_seconds"] > 0 and backup["archive_mb"] > 0
-    assert backup["restored_indexed"] >= 10_000  # the restored stack's index holds every memory
-    assert "backup" not in report["sizes"][1_000]
+    assert backup["restored_indexed"] >= 1_000  # the restored stack's index holds every memory
+    assert "backup" not in report["sizes"][10_000]
     assert {v["bound"] for v in report["verdicts"].values()} == {2.0, 1.5, 0.8}
     assert len(report["verdicts"]) == 2 * len(scale.KINDS) - 1 + 2
     assert all(isinstance(v["ok"], bool) and v["ratio"] > 0 for v in report["verdicts"].values())
