@@ -127,10 +127,11 @@ async def test_local_gives_a_calls_working_memory_back():
     # the soak's 200 calls of 1-64 texts). Given back, about 150 MiB stay: the model and its session.
     before = _rss_anon_mib()
     embedder = LocalMiniLMEmbedder(batch_size=32, intra_op_threads=1, parallel=2)
-    words = "deploy the cache before the review meeting on kubernetes with postgres".split()
+    words = ["deploy", "the", "cache", "before", "the", "review", "meeting", "on", "kubernetes", "with", "postgres"]
     calls = [(count, length) for length in (5, 30, 80) for count in (1, 16, 48)]
     for salt, (count, length) in enumerate(calls * 2):
-        await embedder.embed([" ".join(words[(i + salt + k) % len(words)] for k in range(length)) for i in range(count)])
+        texts = [" ".join(words[(i + salt + k) % len(words)] for k in range(length)) for i in range(count)]
+        await embedder.embed(texts)
     held = _rss_anon_mib() - before
     assert held < 250, f"RssAnon {held:.0f} MiB over its level before the model, after {2 * len(calls)} calls"
 
