@@ -38,4 +38,4 @@ def test_a_short_soak_runs_the_whole_mix_without_errors(tmp_path):
     assert result["late_growth_bound"] == 0.02
     assert 0 < result["live_at_end"] <= 40  # at the cap a write became a delete
     assert result["processes"]["nats-server"]["data_series_kib"]  # its newest blocks, taken out
-    assert (tmp_path / "stack.log").stat().st_size > 0
+    assert (tmp_path / "stack.log").exists()  # devstack logs warnings only: a quiet run leaves it empty
