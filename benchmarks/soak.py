@@ -346,8 +346,13 @@ async def soak(stack: BenchStack, args) -> dict:
         late = (_median(series[-width:]) - _median(series[half : half + width])) - (
             _median(data[-width:]) - _median(data[half : half + width])
         )
+        # The same over RssAnon alone (heaps; not the mapped files a process reads, such as the
+        # vector index's segments): shown beside the verdict, which stays on VmRSS.
+        anon = [s.get(f"{name}:anon") or 0 for s in warm if s.get(name)]
+        late_anon = _median(anon[-width:]) - _median(anon[half : half + width])
         processes[name] = {
             "baseline_kib": baseline,
+            "late_anon_growth": late_anon / baseline,
             "end_kib": last,
             "max_kib": max(series),
             "data_growth_kib": data_growth,
@@ -397,7 +402,17 @@ def report(result: dict, console: Console) -> bool:
         " half, medians of a tenth of the samples at each end; FalkorDB's beyond its data, nats-server's beyond its"
         " newest blocks)"
     )
-    columns = ("process", "baseline MiB", "end MiB", "max MiB", "data growth MiB", "growth", "2nd half", "verdict")
+    columns = (
+        "process",
+        "baseline MiB",
+        "end MiB",
+        "max MiB",
+        "data growth MiB",
+        "growth",
+        "2nd half",
+        "2nd half anon",
+        "verdict",
+    )
     for column in columns:
         rss.add_column(column, justify="right" if column != "process" else "left")
     ok = all(o["errors"] == 0 for o in result["operations"].values())
@@ -414,6 +429,7 @@ def report(result: dict, console: Console) -> bool:
             f"{p['data_growth_kib'] / 1024:.1f}" if name in DATA_OF else "-",
             f"{p['growth']:+.1%}",
             f"{p['late_growth']:+.1%}",
+            f"{p['late_anon_growth']:+.1%}",
             "flat" if flat else "GROWING",
         )
     console.print(rss)

@@ -34,7 +34,7 @@ def test_a_short_soak_runs_the_whole_mix_without_errors(tmp_path):
     assert {"recall", "ingest", "gateway", "nats-server", soak.FALKORDB} <= set(result["processes"])
     for name, p in result["processes"].items():
         assert p["baseline_kib"] > 0 and p["max_kib"] >= p["end_kib"] > 0, name
-        assert isinstance(p["late_growth"], float), name
+        assert isinstance(p["late_growth"], float) and isinstance(p["late_anon_growth"], float), name
     assert result["late_growth_bound"] == 0.02
     assert 0 < result["live_at_end"] <= 40  # at the cap a write became a delete
     assert result["processes"]["nats-server"]["data_series_kib"]  # its newest blocks, taken out
