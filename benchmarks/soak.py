@@ -346,10 +346,12 @@ async def soak(stack: BenchStack, args) -> dict:
         late = (_median(series[-width:]) - _median(series[half : half + width])) - (
             _median(data[-width:]) - _median(data[half : half + width])
         )
-        # The same over RssAnon alone (heaps; not the mapped files a process reads, such as the
+        # The same over RssAnon alone (heaps, beyond the data too; not the mapped files a process reads, such as the
         # vector index's segments): shown beside the verdict, which stays on VmRSS.
         anon = [s.get(f"{name}:anon") or 0 for s in warm if s.get(name)]
-        late_anon = _median(anon[-width:]) - _median(anon[half : half + width])
+        late_anon = (_median(anon[-width:]) - _median(anon[half : half + width])) - (
+            _median(data[-width:]) - _median(data[half : half + width])
+        )
         processes[name] = {
             "baseline_kib": baseline,
             "late_anon_growth": late_anon / baseline,
