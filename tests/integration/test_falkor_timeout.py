@@ -44,9 +44,9 @@ async def test_a_query_past_the_timeout_is_deadline_exceeded_and_not_retried(fal
         attempts = []
         attempt = store.connection._attempt
 
-        async def counted(cypher, params, graph):
+        async def counted(cypher, params, graph, *rest):
             attempts.append(cypher)
-            return await attempt(cypher, params, graph)
+            return await attempt(cypher, params, graph, *rest)
 
         monkeypatch.setattr(store.connection, "_attempt", counted)
         started = time.monotonic()
