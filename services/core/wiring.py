@@ -237,15 +237,17 @@ def embedder(models: ModelSettings, vector_size: int, *, parallel: int = 1) -> E
     return embedder_from(models, vector_size, parallel=parallel)
 
 
-def word_embedder(query_embedder: Embedder) -> Embedder:
+def word_embedder(query_embedder: Embedder, models: ModelSettings) -> Embedder:
     """What embeds single words for recall's related-words component: the
     query embedder when it runs here (local MiniLM, or the tests'
-    placeholder), else a local MiniLM of its own, so a recall never sends
+    placeholder), else the local MiniLM built as the EMBEDDING_* settings
+    say (threads, quantised, memory release), so a recall never sends
     hundreds of words to a remote provider (the words' vectors are only
     compared with each other, never with the memories')."""
     if isinstance(query_embedder, (LocalMiniLMEmbedder, PlaceholderEmbedder)):
         return query_embedder
-    return LocalMiniLMEmbedder(intra_op_threads=1)
+    local = models.model_copy(update={"embedding_provider": "local"})
+    return embedder_from(local, LocalMiniLMEmbedder.dimension)
 
 
 def entity_extractor(enrichment: EnrichmentSettings) -> EntityExtractor:

@@ -87,7 +87,7 @@ def build_app(
         text=text_arms,
         vector=VectorArm(vectors=vectors, embedder=embedder, query_cache_size=settings.recall.recall_query_cache_size),
         words=WordVectors(
-            word_embedder(embedder),
+            word_embedder(embedder, settings.models),
             max_words=settings.recall.recall_related_cache_words,
             new_per_recall=settings.recall.recall_related_new_words,
         ),

@@ -139,12 +139,16 @@ async def test_without_a_weight_or_with_a_failing_embedder_the_component_stays_0
 
 def test_words_are_embedded_here_even_when_the_query_embedder_is_remote():
     from services.core.adapters.embedders import LocalMiniLMEmbedder, OpenAIEmbedder, PlaceholderEmbedder
+    from services.core.settings.models import ModelSettings
     from services.core.wiring import word_embedder
 
+    models = ModelSettings(embedding_provider="openai", openai_api_key="k", embedding_local_quantized=True)
     local, placeholder = LocalMiniLMEmbedder(), PlaceholderEmbedder(384)
-    assert word_embedder(local) is local
-    assert word_embedder(placeholder) is placeholder
+    assert word_embedder(local, models) is local
+    assert word_embedder(placeholder, models) is placeholder
     remote = OpenAIEmbedder(
         api_key="k", base_url="http://127.0.0.1:9", model="m", dimension=384, batch_size=8, timeout_seconds=1
     )
-    assert isinstance(word_embedder(remote), LocalMiniLMEmbedder)
+    words = word_embedder(remote, models)
+    assert isinstance(words, LocalMiniLMEmbedder)
+    assert words.name.endswith(":dynamic-int8")  # built as the EMBEDDING_* settings say
