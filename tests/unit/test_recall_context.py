@@ -21,10 +21,14 @@ def test_the_speaker_comes_from_metadata_then_the_content_label():
     assert speaker_of(memory_at("a", NOW, content="Caroline: I went to a support group")) == "Caroline"
     assert speaker_of(memory_at("b", NOW, content="Dr Ann Lee: take two")) == "Dr Ann Lee"
     assert speaker_of(memory_at("c", NOW, content="Bob: hi", metadata={"speaker": "Robert"})) == "Robert"
+    # A transcript's bracketed stamp before the label.
+    assert speaker_of(memory_at("s", NOW, content="[1:56 pm on 8 May, 2023] Caroline: hi")) == "Caroline"
+    assert speaker_of(memory_at("t", NOW, content="(2023-05-08 13:56) Dr Ann Lee: take two")) == "Dr Ann Lee"
     # No label: a sentence with a colon later, a lower-case start, a label of four words.
     assert speaker_of(memory_at("d", NOW, content="We chose this: Postgres")) == ""
     assert speaker_of(memory_at("e", NOW, content="note: use Postgres")) == ""
     assert speaker_of(memory_at("f", NOW, content="One Two Three Four: x")) == ""
+    assert speaker_of(memory_at("u", NOW, content="[draft] we chose this: Postgres")) == ""
     assert speaker_of(memory_at("g", NOW, content="x", metadata={"speaker": 3})) == ""
 
 

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from services.core.domain.model import Memory
 from services.core.domain.recall_text import all_words
 
-#: A conversational memory's leading speaker label: "Caroline: ...", "Dr Jones: ..." (at most three words).
-_SPEAKER_LABEL = re.compile(r"\s*([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}):\s")
+#: A conversational memory's leading speaker label: "Caroline: ...", "Dr Jones: ..." (at most three
+#: words), after a bracketed stamp when a transcript carries one ("[1:56 pm on 8 May, 2023] Caroline: ...").
+_SPEAKER_LABEL = re.compile(r"\s*(?:[\[(][^\])\n]{1,60}[\])]\s*)?([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}):\s")
 #: metadata keys naming who said or wrote a memory, in the order they are read.
 SPEAKER_KEYS = ("speaker", "author", "user_name")
 
