@@ -10,8 +10,9 @@ import math
 import time
 from collections import OrderedDict
 
+from services.core.domain.query_focus import focus_terms
 from services.core.domain.recall_request import RecallPolicy, Scope
-from services.core.domain.recall_text import TextHit, bm25, common_words, df_count_cap, tokens
+from services.core.domain.recall_text import TextHit, bm25, common_words, df_count_cap
 from services.core.ports.graph import MemoryLookup
 from services.core.ports.text_search import TextSearch
 
@@ -105,7 +106,7 @@ class TextArms:
         its hits, best first, at most `fetch`); `counts` gets each arm's
         matches and debug the arms' timings."""
         text_arms = [(arm, index) for index in range(len(queries)) for arm in TEXT_ARMS]
-        words_of = [tokens(query) for query in queries]
+        words_of = [focus_terms(query) for query in queries]
         keyword_fetch = max(fetch, self._policy.keyword_candidates)
 
         async def text_arm(arm: str, index: int) -> list[TextHit]:

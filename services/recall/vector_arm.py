@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import structlog
 
 from services.core.domain.projection import VectorHit, VectorQuery
-from services.core.domain.query_names import without_names
+from services.core.domain.query_focus import focus_text
 from services.core.domain.recall_request import RecallRequest, Scope, check_dimension
 from services.core.ports.models import Embedder
 from services.core.ports.vector import VectorSearch
@@ -119,8 +119,9 @@ class VectorArm:
         self, request: RecallRequest, debug: dict, nameless_share: float = 0.0
     ) -> list[QueryVector]:
         """The request's embedding as given, or each query's search vector
-        (as asked and, with a nameless_share, without its names; embedded and
-        cached); none when the embedder is missing or failing (the other arms
+        (as asked and, with a nameless_share, mixed with its focus text:
+        without its names and framing words, domain/query_focus.py; embedded
+        and cached); none when the embedder is missing or failing (the other arms
         still answer)."""
         if request.embedding is not None:
             return [QueryVector(request.embedding)]
@@ -130,7 +131,7 @@ class VectorArm:
             debug.setdefault("degraded", []).append("vector: no embedder configured")
             return []
         share = nameless_share
-        nameless = tuple(without_names(q) if share > 0 else q for q in request.queries)
+        nameless = tuple(focus_text(q) if share > 0 else q for q in request.queries)
         try:
             found = await self._queries.vectors(tuple(dict.fromkeys((*request.queries, *nameless))))
         except Exception as exc:

@@ -1,5 +1,6 @@
 """The vector arm searches a query as asked and without its names
-(services/recall/vector_arm.py, services/core/domain/query_names.py): with
+(services/recall/vector_arm.py, services/core/domain/query_names.py; its
+framing words go too, domain/query_focus.py): with
 the real local model and the real in-process index, a memory about what the
 question asks outranks one that only names its person, and the hits' scores
 are the mean of the two cosines. And equal scores make the arm's cut in id
@@ -15,7 +16,7 @@ import pytest
 from services.core.adapters.edge_index import EdgeVectorIndex
 from services.core.adapters.embedders import LocalMiniLMEmbedder
 from services.core.domain.projection import VectorHit, vector_payload
-from services.core.domain.query_names import without_names
+from services.core.domain.query_focus import focus_text
 from services.core.domain.recall_request import build_request
 from services.core.domain.timewindow import Window
 from services.recall.vector_arm import TIE_MARGIN, QueryVector, VectorArm
@@ -61,7 +62,7 @@ async def test_the_answer_outranks_a_memory_that_only_names_the_person(model, tm
     mixed, scores = await _ranked(model, tmp_path, 0.5)
     assert mixed == ["answer", "greeting"]
     # Each score is the mean of the memory's cosines with the two queries.
-    query, nameless, greeting, answer = np.array(await model.embed([QUERY, without_names(QUERY), GREETING, ANSWER]))
+    query, nameless, greeting, answer = np.array(await model.embed([QUERY, focus_text(QUERY), GREETING, ANSWER]))
     assert scores["answer"] == pytest.approx((answer @ query + answer @ nameless) / 2, abs=1e-3)
     assert scores["greeting"] == pytest.approx((greeting @ query + greeting @ nameless) / 2, abs=1e-3)
 

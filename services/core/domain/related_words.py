@@ -16,13 +16,14 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from services.core.domain.query_focus import focus_terms
 from services.core.domain.query_names import without_names
 from services.core.domain.recall_text import tokens
 
 
 def question_words(queries: Iterable[str]) -> list[str]:
-    """The words of the queries that are expanded: no stopwords, no names."""
-    return list(dict.fromkeys(w for q in queries for w in tokens(without_names(q))))
+    """The words of the queries that are expanded: no stopwords, no names, no framing words."""
+    return list(dict.fromkeys(w for q in queries for w in focus_terms(without_names(q))))
 
 
 def vocabulary(texts: Iterable[str], exclude: Iterable[str]) -> list[str]:

@@ -109,9 +109,9 @@ class RecallSettings(Group):
     # leave-one-conversation-out on LoCoMo dev (`make bench-quality`, docs/performance.md).
     recall_weights: dict[str, dict[str, float]] = {
         "recall": {
-            "vector": 0.40, "keyword": 0.20, "metadata": 0.01, "tag": 0.10, "exact": 0.02, "relation": 0.03,
+            "vector": 0.40, "keyword": 0.15, "metadata": 0.01, "tag": 0.10, "exact": 0.02, "relation": 0.03,
             "importance": 0.02, "confidence": 0.0, "recency": 0.01, "trust": 0.01, "context": 0.10, "relevance": 0.0,
-            "speaker": 0.20, "neighbourhood": 1.0, "related": 0.15,
+            "speaker": 0.20, "neighbourhood": 0.85, "related": 0.10,
         },
         "browse": {
             "vector": 0.30, "keyword": 0.10, "metadata": 0.03, "tag": 0.05, "exact": 0.02, "relation": 0.05,
@@ -128,9 +128,10 @@ class RecallSettings(Group):
     # it, not the whole stretch; 0 takes every candidate within the seconds.
     recall_neighbourhood_adjacent: int = Field(default=2, ge=0)
     # The vector arm searches each query with the mean of its vector as asked
-    # and its vector with the names in it replaced by a pronoun
-    # (services/core/domain/query_names.py); this is the second one's share:
-    # 0 searches the query as asked only, 1 without its names only.
+    # and the vector of its focus: its names replaced by a pronoun and its
+    # framing words ("would", "likely") left out (services/core/domain/
+    # query_focus.py); this is the second one's share: 0 searches the query
+    # as asked only, 1 its focus only.
     recall_nameless_query_share: float = Field(default=0.5, ge=0, le=1)
     # The relevance component of a memory no decay pass has scored yet (new
     # since the last pass, or consolidation off): 1.0, the top of decay's
