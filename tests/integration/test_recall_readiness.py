@@ -127,7 +127,8 @@ async def test_a_recall_whose_backlog_does_not_drain_serves_after_the_ready_time
         nats_server.port,
         tmp_path / "data",
         recall_ready_max_pending=0,
-        recall_ready_timeout_seconds=2.0,
+        # Long enough that a start on a loaded machine does not outlast it before the first look.
+        recall_ready_timeout_seconds=6.0,
         recall_ready_poll_seconds=0.1,
     )
     bus = event_bus(settings.bus, settings.process, durables=stream_durables(settings))
@@ -159,7 +160,7 @@ async def test_a_recall_whose_backlog_does_not_drain_serves_after_the_ready_time
     try:
         assert await status(running.port, RECALL) == "NOT_SERVING"
         # Availability over freshness: once RECALL_READY_TIMEOUT_SECONDS passed it serves, backlog or not.
-        await eventually(running.port, RECALL, "SERVING", seconds=15)
+        await eventually(running.port, RECALL, "SERVING", seconds=20)
         info = await bus.jetstream.consumer_info(settings.bus.nats_stream, durable)
         assert info.num_ack_pending == 1
     finally:
