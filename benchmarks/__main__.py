@@ -30,6 +30,11 @@ def main() -> int:
     parser.add_argument("--recall-sizes", default="10000,100000", help="memory counts for recall latency")
     parser.add_argument("--recall-queries", type=int, default=200, help="queries per recall latency figure")
     parser.add_argument(
+        "--recall-baselines",
+        default="before",
+        help="what recall as served is set against (benchmarks/recall_context_cost.py BASELINES), comma-separated",
+    )
+    parser.add_argument(
         "--recall-words", choices=recall_latency.WORDS, default="locomo", help="the vocabulary of contents and queries"
     )
     parser.add_argument("--consolidate-size", type=int, default=100_000, help="memories a decay run goes over")
@@ -53,7 +58,7 @@ def main() -> int:
         enrichment.run(args.enrich_count, args.rate, args.steady)
     if args.only in (None, "recall"):
         sizes = tuple(int(s) for s in args.recall_sizes.split(","))
-        recall_latency.run(sizes, args.recall_queries, args.recall_words)
+        recall_latency.run(sizes, args.recall_queries, args.recall_words, tuple(args.recall_baselines.split(",")))
     if args.only in (None, "consolidate"):
         consolidation.run(args.consolidate_size, args.recall_queries, args.recall_words)
     if args.only in (None, "backup"):

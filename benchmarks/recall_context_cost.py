@@ -1,13 +1,13 @@
-"""What recall's newest ranking lever costs a recall, in one run: beside the
-stack's recall, a second recall process over the same FalkorDB with the
-lever off (LEFT_OUT weighed 0 and BASELINE_ENV set: today the related-words
-component, so the baseline is the ranking served before it; the earlier
-levers, speaker, neighbourhood and the nameless query, were measured the
-same way against a baseline without them, docs/performance.md), its own
-vector index rebuilt from the same graph; after the same warm-up queries, the same distinct queries are
-sent to each in turn over gRPC (SearchMemories, as the gateway calls it),
-each going first every other time, so both see the same machine at the same
-moment, and the ratio of their p95s is the cost.
+"""What recall's ranking levers for quality (issue 25) cost a recall, in
+one run: beside the stack's recall, a second recall process over the same
+FalkorDB with them off (BASELINES "before": no related words, no speaker or
+neighbourhood component, no second query text, the shallower shortlist of
+before; or one lever off at a time), its own vector index rebuilt from the same
+graph; after the same warm-up queries, the same distinct queries are sent to
+each in turn over gRPC (SearchMemories, as the gateway calls it), each going
+first every other time, so both see the same machine at the same moment, and
+the ratio of their p95s is the cost. Contextual embedding is left on in
+both: it costs the index's writer, not a recall.
 """
 
 from __future__ import annotations
@@ -27,9 +27,23 @@ from devstack.servers import free_port
 from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
 from services.core.settings import Settings
 
-#: The components the baseline leaves out, and the settings it changes besides.
-LEFT_OUT = ("related",)
-BASELINE_ENV = {"RECALL_RELATED_CACHE_WORDS": "0"}
+#: Each baseline the served recall is set against: the components it
+#: leaves out (weighed 0) and the settings it changes besides. "before"
+#: (the default) turns every issue-25 lever off at once; the others one each.
+BASELINES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "before": (
+        ("related", "speaker", "neighbourhood"),
+        {
+            "RECALL_RELATED_CACHE_WORDS": "0",
+            "RECALL_NEIGHBOURHOOD_SECONDS": "0",
+            "RECALL_NAMELESS_QUERY_SHARE": "0",
+            "RECALL_CANDIDATE_MIN": "30",
+        },
+    ),
+    "shortlist": ((), {"RECALL_CANDIDATE_MIN": "30"}),
+    "second-text": ((), {"RECALL_NAMELESS_QUERY_SHARE": "0"}),
+    "related": (("related",), {"RECALL_RELATED_CACHE_WORDS": "0"}),
+}
 #: People the queries ask about: a question naming one is embedded twice as served (as asked and nameless).
 NAMES = ("Caroline", "Melanie", "Jon", "Gina", "Maria", "John")
 
@@ -40,10 +54,11 @@ def as_questions(queries: list[str]) -> list[str]:
     return [f"What did {NAMES[i % len(NAMES)]} say about {q}?" for i, q in enumerate(queries)]
 
 
-def baseline_env(stack: BenchStack, data_dir: Path, port: int) -> dict[str, str]:
+def baseline_env(stack: BenchStack, data_dir: Path, port: int, baseline: str = "before") -> dict[str, str]:
     """The second recall's environment: the stack's, with the components off, its own index and consumer."""
+    left_out, changed = BASELINES[baseline]
     weights = {
-        intent: {**w, **dict.fromkeys(LEFT_OUT, 0.0)}
+        intent: {**w, **dict.fromkeys(left_out, 0.0)}
         for intent, w in Settings.load("recall").recall.recall_weights.items()
     }
     return {
@@ -54,7 +69,7 @@ def baseline_env(stack: BenchStack, data_dir: Path, port: int) -> dict[str, str]
         "PROJECTOR_DURABLE": "bench-baseline-projector",
         "RECALL_WEIGHTS": json.dumps(weights),
         "RECALL_INDEX_CHECK_SECONDS": "0",
-        **BASELINE_ENV,
+        **changed,
     }
 
 
@@ -64,14 +79,14 @@ def _rebuild(stub, metadata) -> None:
         pass
 
 
-def run(stack: BenchStack, queries: list[str], warmup: list[str], label: str) -> float:
+def run(stack: BenchStack, queries: list[str], warmup: list[str], label: str, against: str = "before") -> float:
     """Prints both recalls' latencies and returns the p95 ratio (with / without the components)."""
     queries, warmup = as_questions(queries), as_questions(warmup)
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="memgrid-baseline-") as data_dir:
         process = subprocess.Popen(
             [sys.executable, "-m", "services.recall.main"],
-            env=baseline_env(stack, Path(data_dir), port),
+            env=baseline_env(stack, Path(data_dir), port, against),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -104,8 +119,8 @@ def run(stack: BenchStack, queries: list[str], warmup: list[str], label: str) ->
         finally:
             process.terminate()
             process.wait(timeout=60)
-    line(f"{label}, SearchMemories without {'/'.join(LEFT_OUT)}", percentiles(samples["baseline"]))
+    line(f"{label}, SearchMemories, baseline {against!r}", percentiles(samples["baseline"]))
     line(f"{label}, SearchMemories as served", percentiles(samples["served"]))
     ratio = p95(samples["served"]) / p95(samples["baseline"])
-    line(f"{label}, p95 as served / without", f"{ratio:5.2f}x")
+    line(f"{label}, p95 as served / baseline {against!r}", f"{ratio:5.2f}x")
     return ratio

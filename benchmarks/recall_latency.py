@@ -189,7 +189,12 @@ def measure(
     return samples
 
 
-def run(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 200, words_from: str = "locomo") -> None:
+def run(
+    sizes: tuple[int, ...] = (10_000, 100_000),
+    queries: int = 200,
+    words_from: str = "locomo",
+    baselines: tuple[str, ...] = ("before",),
+) -> None:
     rng = np.random.default_rng(7)
     words = vocabulary(rng, words_from)
     env = {"ENRICHMENT_ENABLED": "false", "EMBEDDING_PROVIDER": "local"}
@@ -231,4 +236,5 @@ def run(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 200, words_fr
             if size == max(sizes):
                 # Queries neither recall has embedded (the served one's query cache holds the ones above).
                 more = [q for q in distinct_queries(rng, words, 8 * queries) if q not in set(texts)][: 3 * queries]
-                recall_context_cost.run(stack, more[queries:], more[:queries], label)
+                for baseline in baselines:
+                    recall_context_cost.run(stack, more[queries:], more[:queries], label, baseline)
