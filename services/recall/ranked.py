@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+import numpy as np
 from prometheus_client import Histogram
 
 from services.core.domain import recall_ranking as ranking
@@ -203,17 +204,40 @@ class RankedRecall:
             candidate.outside_tag_scope = True
         return added
 
-    async def _related(self, request: RecallRequest, candidates: list[Candidate], weights: dict[str, float]) -> None:
+    def _related_on(self, request: RecallRequest, weights: dict[str, float]) -> bool:
+        words = self._words
+        return weights.get("related", 0.0) > 0 and request.has_query and words is not None and words.enabled
+
+    def _question_vectors(
+        self, request: RecallRequest, weights: dict[str, float]
+    ) -> asyncio.Future[dict[str, np.ndarray]] | None:
+        """The question's words' vectors for the related-words component,
+        embedded beside the arms (None when the component is off)."""
+        asked = related_words.question_words(request.queries) if self._related_on(request, weights) else []
+        if not asked or self._words is None:
+            return None
+        return asyncio.ensure_future(self._words.lookup(asked))
+
+    async def _related(
+        self,
+        request: RecallRequest,
+        candidates: list[Candidate],
+        weights: dict[str, float],
+        question: asyncio.Future[dict[str, np.ndarray]] | None = None,
+    ) -> None:
         """The related-words component of the hydrated candidates (0 without
-        a query, a weight, or word vectors)."""
-        if weights.get("related", 0.0) <= 0 or not request.has_query or self._words is None or not self._words.enabled:
+        a query, a weight, or word vectors). `question`: the question's
+        words' vectors, asked for earlier (_question_vectors)."""
+        if not self._related_on(request, weights) or self._words is None:
             return
         asked = related_words.question_words(request.queries)
         texts = {c.id: c.memory.content for c in candidates if c.memory is not None}
         if not asked or not texts:
             return
         vocabulary = related_words.vocabulary(texts.values(), asked)
-        vectors = await self._words.lookup([*asked, *vocabulary])
+        # The question's words are waited for; the shortlist's unseen words are learnt in the background.
+        asked_vectors = await question if question is not None else await self._words.lookup(asked)
+        vectors = {**asked_vectors, **self._words.known(vocabulary)}
         policy = self._policy
         terms = related_words.related_terms(
             asked, vocabulary, vectors, threshold=policy.related_threshold, per_word=policy.related_per_word
@@ -239,13 +263,20 @@ class RankedRecall:
         tenant = request.scope.tenant
         debug: dict = {}
         watch = Stopwatch(debug)
-        # The context listing is read beside the arms, not after them.
-        pool, context = await asyncio.gather(self._candidates(request, debug, watch), self._context_memories(request))
+        weights = ranking.weights_for(self._policy, request)
+        # The question's word vectors are embedded, and the context listing read, beside the arms.
+        question = self._question_vectors(request, weights)
+        try:
+            pool, context = await asyncio.gather(
+                self._candidates(request, debug, watch), self._context_memories(request)
+            )
+        except BaseException:
+            _settle(question)
+            raise
         for memory in context:
             pool.setdefault(memory.id, Candidate(memory.id, via="context"))
         for memory_id in request.priority_ids:
             pool.setdefault(memory_id, Candidate(memory_id)).via = "priority"
-        weights = ranking.weights_for(self._policy, request)
         shortlist = ranking.shortlist(pool, weights, self._policy.candidates_per_arm(request.limit))
         debug["candidates"] = {"found": len(pool), "read": len(shortlist)}
         pool = {c.id: c for c in shortlist}
@@ -253,12 +284,10 @@ class RankedRecall:
         # the results are mostly among it; the rest are read at the end.
         early = asyncio.ensure_future(self._reader.relations_of(tenant, list(pool), request.relation_limit))
         try:
-            return self._accessed(tenant, await self._rank(request, pool, weights, early, debug, watch))
+            return self._accessed(tenant, await self._rank(request, pool, weights, early, question, debug, watch))
         finally:
-            if not early.done():
-                early.cancel()
-            elif not early.cancelled():
-                early.exception()  # retrieved: a failure elsewhere is the one reported
+            _settle(early)
+            _settle(question)
 
     async def _rank(
         self,
@@ -266,6 +295,7 @@ class RankedRecall:
         pool: dict[str, Candidate],
         weights: dict[str, float],
         early: asyncio.Future[dict[str, list[Relation]]],
+        question: asyncio.Future[dict[str, np.ndarray]] | None,
         debug: dict,
         watch: Stopwatch,
     ) -> RecallOutcome:
@@ -276,7 +306,7 @@ class RankedRecall:
         known = await self._hydrate(tenant, pool)
         watch.lap("hydrate")
         candidates = list(pool.values())
-        await self._related(request, candidates, weights)
+        await self._related(request, candidates, weights, question)
         watch.lap("related")
         for candidate in candidates:
             ranking.score(candidate, request, self._policy, weights)
@@ -365,3 +395,14 @@ class RankedRecall:
         if self._access is not None:
             self._access.record(tenant, (c.id for c in outcome.results))
         return outcome
+
+
+def _settle(future: asyncio.Future | None) -> None:
+    """A side task the recall no longer needs: cancelled if still running,
+    its failure retrieved if it failed (the one reported is the recall's own)."""
+    if future is None:
+        return
+    if not future.done():
+        future.cancel()
+    elif not future.cancelled():
+        future.exception()

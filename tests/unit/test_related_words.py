@@ -11,14 +11,14 @@ import pytest
 from services.core.domain.recall_ranking import score
 from services.core.domain.related_words import question_words, related_scores, related_terms, vocabulary
 from services.recall.ranked import RankedRecall
-from services.recall.word_vectors import WordVectors
+from services.recall.word_vectors import LEARN_CHUNK, WordVectors
 from tests.unit.test_recall_domain import cand, mem, policy, req
 
 #: Hand-made word vectors: "family" is near "kids" and "husband"; every other
 #: word has an axis of its own (given on first use), so it is near no other.
 AXES = {"family": 0, "kids": 0, "husband": 0, "fam": 0, "pottery": 1, "class": 2, "activities": 3, "museum": 4}
 NEAR = {"kids": 0.9, "husband": 0.7, "fam": 0.6}
-DIMENSION = 64
+DIMENSION = 256
 SHARED = 6  # the axis the NEAR words lean off their own
 
 
@@ -45,11 +45,13 @@ class TableEmbedder:
     def __init__(self, fail: bool = False):
         self.fail = fail
         self.asked: list[str] = []
+        self.calls: list[int] = []  # the size of each call
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         if self.fail:
             raise RuntimeError("the embedder is down")
         self.asked.extend(texts)
+        self.calls.append(len(texts))
         return [vector_of(t).tolist() for t in texts]
 
 
@@ -97,9 +99,34 @@ async def test_word_vectors_cache_bound_and_new_words_per_recall():
     assert len(words) == 3  # the least recently used word went
 
 
+async def test_the_shortlists_words_are_learnt_in_the_background():
+    embedder = TableEmbedder()
+    words = WordVectors(embedder, max_words=10, new_per_recall=2)
+    assert words.known(["kids", "family", "pottery"]) == {}  # nothing waited for
+    assert words.known(["museum"]) == {}  # two words wait already: not queued
+    await words.settled()
+    assert set(words.known(["kids", "family", "pottery"])) == {"kids", "family"}
+    await words.settled()
+    assert set(words.known(["kids", "family", "pottery"])) == {"kids", "family", "pottery"}
+    assert embedder.asked == ["kids", "family", "pottery"]
+
+
+async def test_background_learning_embeds_a_chunk_at_a_time():
+    embedder = TableEmbedder()
+    words = WordVectors(embedder, max_words=1000, new_per_recall=500)
+    many = [f"w{i}" for i in range(LEARN_CHUNK * 2 + 5)]
+    words.known(many)
+    await words.settled()
+    assert set(words.known(many)) == set(many)
+    assert embedder.calls == [LEARN_CHUNK, LEARN_CHUNK, 5]
+
+
 async def test_a_failing_embedder_leaves_no_vectors():
     words = WordVectors(TableEmbedder(fail=True), max_words=10, new_per_recall=10)
     assert await words.lookup(["kids"]) == {}
+    assert words.known(["kids"]) == {}
+    await words.settled()  # the background batch failed, quietly
+    assert words.known(["kids"]) == {}
     assert not WordVectors(None, max_words=10, new_per_recall=10).enabled
 
 
@@ -120,7 +147,11 @@ async def test_the_component_ranks_a_memory_by_the_words_it_does_use():
     swim = cand(mem("swim", "Melanie: I'm off to go swimming with the kids"))
     pottery = cand(mem("pottery", "Melanie: I signed up for a pottery class"))
     weights = {"related": 1.0}
-    await ranked(TableEmbedder())._related(request, [swim, pottery], weights)
+    recall = ranked(TableEmbedder())
+    await recall._related(request, [swim, pottery], weights)
+    assert swim.related == 0.0  # a cold cache: the shortlist's words are being learnt, not waited for
+    await recall._words.settled()
+    await recall._related(request, [swim, pottery], weights)
     for c in (swim, pottery):
         score(c, request, policy(), weights)
     assert swim.components["related"] == 1.0

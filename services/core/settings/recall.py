@@ -97,9 +97,10 @@ class RecallSettings(Group):
     recall_related_threshold: float = Field(default=0.4, ge=-1.0, le=1.0)
     recall_related_per_word: int = Field(default=8, ge=0)
     # Word vectors kept by a recall process (0 turns the component off), and
-    # the unseen words one recall embeds at most (the rest wait for a later
-    # recall): about 2 ms of CPU a word, so a cold process, or a query of
-    # words never seen, costs at most about half a second.
+    # the unseen words waiting to be embedded at most: a recall waits for its
+    # question's words only (at most this many), and the shortlist's unseen
+    # words are embedded in the background, 32 at a time (services/recall/
+    # word_vectors.py); about 2 ms of CPU a word.
     recall_related_cache_words: int = Field(default=50_000, ge=0)
     recall_related_new_words: int = Field(default=256, ge=0)
     # Weight sets per intent over the score components (services/core/domain/recall_ranking.py COMPONENTS).
