@@ -57,10 +57,8 @@ class AuditTail:
 
     def listed(self, carry: dict[str, str], *, entries: str, tenant: str) -> str:
         """The tail of a query whose row holds one tenant's entries as a list
-        (`entries`: maps with the outbox row's id, created_at, audit,
-        memory_id and kind, in the order they are numbered), with nothing to
-        group: `carry` maps names to plain expressions. A 500-memory create
-        so spends FalkorDB a quarter less than one row per entry collected."""
+        (`entries`: outbox rows, in the order they are numbered), with
+        nothing to group: `carry` maps names to plain expressions."""
         exprs = ", ".join(f"{expr} AS {name}" for name, expr in carry.items())
         names = ", ".join(carry)
         if not self.enabled:

@@ -128,18 +128,6 @@ def outbox_row(
     }
 
 
-#: What an Outbox node holds of an outbox row; the rest is its audit entry's content.
-OUTBOX_FIELDS = ("id", "tenant", "payload", "created_at")
-#: What AuditTail reads of an outbox row.
-ENTRY_FIELDS = ("id", "created_at", "audit", "memory_id", "kind")
-
-
-def outbox_parts(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """An outbox row as the Outbox node's properties and its audit entry's
-    (a create keeps the entry's content off the node: FalkorDB stores it once)."""
-    return {k: row[k] for k in OUTBOX_FIELDS}, {k: row[k] for k in ENTRY_FIELDS}
-
-
 def relation_row(relation: Relation) -> dict[str, Any]:
     return {"strength": relation.strength, "created_at": to_micros(relation.created_at), **relation.properties}
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from services.core.adapters.falkor.audit import AuditTail
 from services.core.adapters.falkor.reads import FalkorLookup
-from services.core.adapters.falkor.rows import memory_to_row, outbox_parts, outbox_row, relation_row
+from services.core.adapters.falkor.rows import memory_to_row, outbox_row, relation_row
 from services.core.adapters.falkor.trust import TOMBSTONE_FIELDS, tombstone_from_row
 from services.core.domain.idempotency import IdempotencyClaim
 from services.core.domain.model import SUPERSESSION_RELATIONS, EventKind, Memory, MemoryEvent, Relation
@@ -136,10 +136,10 @@ class FalkorMemoryWriter(FalkorLookup):
             for some, theirs in by_tenant.values():
                 await self.create_memories(some, theirs, now_us=now_us)
             return True
-        rows = []
-        for m, e in zip(memories, events, strict=True):
-            outbox, entry = outbox_parts(outbox_row(e, now_us, after=m))
-            rows.append({"node": memory_to_row(m), "outbox": outbox, "entry": entry})
+        rows = [
+            {"node": memory_to_row(m), "outbox": outbox_row(e, now_us, after=m)}
+            for m, e in zip(memories, events, strict=True)
+        ]
         # Keyed by id, and all or nothing: where the first memory is there
         # already (this very query, run before its reply was lost), they all
         # are, and the query writes nothing (no second event or audit entry),
@@ -154,11 +154,10 @@ class FalkorMemoryWriter(FalkorLookup):
             # One row, the memories a list: FalkorDB's time a tenth less than a row each.
             + " FOREACH (r IN CASE WHEN ran THEN [] ELSE $rows END |"
             " CREATE (m:Memory) SET m = r.node CREATE (x:Outbox) SET x = r.outbox)"
-            # The audit entries, one a memory created (none for a repeat); the
-            # Outbox nodes hold the events alone (their entries' content is here).
+            # The audit entries, one a memory created (none for a repeat).
             + self._audit.listed(
                 {"n": "size($rows)"},
-                entries="CASE WHEN ran THEN [] ELSE [r IN $rows | r.entry] END",
+                entries="CASE WHEN ran THEN [] ELSE [r IN $rows | r.outbox] END",
                 tenant="$ran_tenant",
             )
         )
