@@ -127,6 +127,8 @@ class FalkorMemoryWriter(FalkorLookup):
         a memory's content unpassed: TombstoneHeld. Memories of several
         tenants (a batch without claim or guard) are written tenant by
         tenant, each with its events."""
+        if not memories:  # nothing to write (and no tenant's audit counter to touch)
+            return claim is None and guard is None
         if claim is None and guard is None and len({m.tenant for m in memories}) > 1:
             by_tenant: dict[str, tuple[list[Memory], list[MemoryEvent]]] = {}
             for m, e in zip(memories, events, strict=True):
@@ -161,17 +163,17 @@ class FalkorMemoryWriter(FalkorLookup):
                 tenant="$ran_tenant",
             )
         )
-        first = memories[0] if memories else None
+        first = memories[0]
         params: dict[str, Any] = {
             **(_claim_params(claim, [m.id for m in memories], now_us) if claim else {}),
             "rows": rows,
-            "ran_tenant": first.tenant if first else "",
+            "ran_tenant": first.tenant,
         }
         if guard is not None:
-            cypher, guard_params = _guarded(guard, first.id if first else "", body)
+            cypher, guard_params = _guarded(guard, first.id, body)
             result = await self._conn.query(cypher, {**params, **guard_params}, idempotent=True)
             return _guarded_count(result) > 0
-        params["ran_id"] = first.id if first else ""
+        params["ran_id"] = first.id
         result = await self._conn.query(body + " RETURN n", params, idempotent=True)
         return claim is None or bool(result.result_set and result.result_set[0][0])
 
