@@ -36,9 +36,14 @@ AUDITED_FIELDS = (
 _DIFF_SKIP = frozenset({"updated_at", "last_accessed"})
 
 
+#: The canonical form's encoder, made once: json.dumps with these options
+#: builds one on every call (a third of its time for a record).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def _json(value: Any) -> str:
     """Canonical JSON: sorted keys, no spaces, UTF-8 kept."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL.encode(value)
 
 
 def record_fields(memory: Memory) -> dict[str, Any]:

@@ -53,8 +53,23 @@ class AuditTail:
         names = ", ".join(carry)
         if not self.enabled:
             return f" WITH {tenant} AS audit_tenant, {exprs} WITH {names} "
+        return f" WITH {tenant} AS audit_tenant, collect({row}) AS audit_xs, {exprs}" + self._entries(names)
+
+    def listed(self, carry: dict[str, str], *, entries: str, tenant: str) -> str:
+        """The tail of a query whose row holds one tenant's entries as a list
+        (`entries`: outbox rows, in the order they are numbered), with
+        nothing to group: `carry` maps names to plain expressions."""
+        exprs = ", ".join(f"{expr} AS {name}" for name, expr in carry.items())
+        names = ", ".join(carry)
+        if not self.enabled:
+            return f" WITH {exprs} "
+        return f" WITH {tenant} AS audit_tenant, {entries} AS audit_xs, {exprs}" + self._entries(names)
+
+    @staticmethod
+    def _entries(names: str) -> str:
+        """From a row holding audit_tenant, its entries' list audit_xs and `names`:
+        the counter taken forward and one AuditEntry per list item."""
         return f"""
-            WITH {tenant} AS audit_tenant, collect({row}) AS audit_xs, {exprs}
             MERGE (audit_c:AuditCounter {{tenant: audit_tenant}})
             WITH audit_c, audit_tenant, audit_xs, coalesce(audit_c.seq, 0) AS audit_base, {names}
             SET audit_c.seq = audit_base + size(audit_xs)

@@ -39,6 +39,10 @@ ORDERS = {
 }
 
 
+#: metadata and factuality as JSON text (json.dumps(value, ensure_ascii=False), its encoder made once).
+_TEXT = json.JSONEncoder(ensure_ascii=False)
+
+
 def memory_to_row(memory: Memory, *, keep_nulls: bool = False) -> dict[str, Any]:
     """The node's properties. None values are left out (FalkorDB drops them),
     or, with keep_nulls, kept for the nullable fields so `SET m += row`
@@ -52,14 +56,14 @@ def memory_to_row(memory: Memory, *, keep_nulls: bool = False) -> dict[str, Any]
         "importance": float(memory.importance),
         "tags": list(memory.tags),
         "tag_prefixes": list(memory.tag_prefixes),
-        "metadata": json.dumps(memory.metadata, ensure_ascii=False),
+        "metadata": _TEXT.encode(memory.metadata),
         "embedding": encode_embedding(memory.embedding),
         "summary": memory.summary,
         "archived": bool(memory.archived),
         "relevance_score": memory.relevance_score,
         "version": int(memory.version),
         # JSON text, as metadata: FalkorDB refuses map properties.
-        "factuality": None if memory.factuality is None else json.dumps(memory.factuality, ensure_ascii=False),
+        "factuality": None if memory.factuality is None else _TEXT.encode(memory.factuality),
         "trust_state": memory.trust_state,
         "review_rule": memory.review_rule,
     }
