@@ -164,6 +164,7 @@ def vector_index(vectors: VectorSettings, process: ProcessSettings) -> VectorInd
         quantization=vectors.vector_quantization,
         flush_seconds=vectors.vector_flush_seconds,
         reopen_every=vectors.vector_reopen_every,
+        payload_links=vectors.vector_payload_links,
     )
 
 

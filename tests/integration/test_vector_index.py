@@ -266,6 +266,60 @@ async def test_int8_quantisation_returns_the_float32_results_and_reaches_older_s
         EdgeVectorIndex(path=tmp_path / "x", collection="memories", vector_size=16, quantization="int4")
 
 
+def _linked(index) -> set[str]:
+    """The payload indexes whose blocks get HNSW links of their own (enable_hnsw not turned off)."""
+    schema = index._shard.info().payload_schema
+    return {name for name, info in schema.items() if getattr(info.params, "enable_hnsw", None) is not False}
+
+
+async def test_payload_links_choose_the_linked_fields_and_leave_the_results_alone(tmp_path):
+    rng = np.random.default_rng(9)
+    memories = [
+        memory(
+            tenant=("a", "b")[i % 2],
+            embedding=[float(x) for x in rng.normal(size=16)],
+            tags=[f"project:{i % 3}"],
+            tag_prefixes=["project", f"project:{i % 3}"],
+            timestamp=NOW - timedelta(days=i % 40),
+            archived=i % 7 == 0,
+        )
+        for i in range(400)
+    ]
+    queries = [
+        VectorQuery(vector=[float(x) for x in q], tenant="a", limit=10, current_at=NOW, **extra)
+        for q in rng.normal(size=(10, 16))
+        for extra in (
+            {},
+            {"tags": ("project:1",)},
+            {"tags": ("project:2",), "tag_match": "exact"},
+            {"window_start": NOW - timedelta(days=10)},
+        )
+    ]
+    expected = {
+        "all": set(INDEXED_FIELDS),
+        "selective": {"tenant", "tag_prefixes", "timestamp"},
+        "tenant": {"tenant"},
+        "none": set(),
+    }
+    found = {}
+    for setting, linked in expected.items():
+        index = EdgeVectorIndex(
+            path=tmp_path / setting / "memories", collection="memories", vector_size=16, payload_links=setting
+        )
+        index.open()
+        assert _linked(index) == linked
+        await put(index, memories)
+        await index.optimize()
+        found[setting] = [[(h.id, round(h.score, 5)) for h in await nearest(index, q)] for q in queries]
+        await index.close()
+    # Links change how a large index is searched, never which points a filter lets through.
+    assert all(found[s] == found["all"] for s in expected)
+    assert all(found["all"])
+
+    with pytest.raises(ValueError, match="payload_links"):
+        EdgeVectorIndex(path=tmp_path / "x", collection="memories", vector_size=16, payload_links="some")
+
+
 def test_payloads_carry_what_every_filter_needs():
     m = memory(tags=["Project:X"], tag_prefixes=["project", "project:x"], archived=True, metadata={"source": "slack"})
     payload = vector_payload(m)

@@ -38,6 +38,8 @@ from qdrant_edge import (
     EdgeVectorParams,
     FacetRequest,
     Filter,
+    FloatIndexParams,
+    KeywordIndexParams,
     PayloadSchemaType,
     PayloadSelector,
     Point,
@@ -71,6 +73,37 @@ INDEXED_FIELDS = {
 }
 
 
+#: VECTOR_PAYLOAD_LINKS: which payload indexes also get HNSW links of their own
+#: (Qdrant's payload-aware HNSW: each block of points sharing a value, or a
+#: slice of a float's range, larger than the full-scan threshold and smaller
+#: than the percolation bound, gets a small graph of its own, merged into the
+#: main one, so that a search filtered to it stays connected). "all": every
+#: indexed field (Qdrant's default). "selective": the fields a search narrows
+#: to, once each: tenant, tag_prefixes (every tag is its own prefix, so the
+#: links of a tag's block are built there and serve an exact-tag filter too;
+#: `tags` would build the same graphs again) and timestamp (the time window);
+#: not the fields only ever excluded (lifecycle, t_valid, t_invalid,
+#: recorded_at: the points they drop are few) or not filtered in the index
+#: (type). "tenant"; "none" (a filtered search then loses its neighbours:
+#: docs/performance.md, issue 27).
+PAYLOAD_LINKS: dict[str, frozenset[str] | None] = {
+    "all": None,
+    "selective": frozenset({"tenant", "tag_prefixes", "timestamp"}),
+    "tenant": frozenset({"tenant"}),
+    "none": frozenset(),
+}
+
+
+def _field_schema(name: str, kind: PayloadSchemaType, payload_links: str):
+    """A payload index's schema: the bare type (Qdrant's defaults) unless its links are turned off."""
+    linked = PAYLOAD_LINKS[payload_links]
+    if linked is None or name in linked:
+        return kind
+    if kind == PayloadSchemaType.Keyword:
+        return KeywordIndexParams(enable_hnsw=False)
+    return FloatIndexParams(enable_hnsw=False)
+
+
 #: VECTOR_QUANTIZATION: int8 copies of the vectors in RAM (searched first,
 #: the best rescored with the float32 vectors), or none.
 QUANTIZATIONS = {"int8": ScalarQuantizationConfig(type=ScalarType.Int8, always_ram=True), "none": None}
@@ -100,6 +133,7 @@ class EdgeVectorIndex:
         quantization: str = "int8",
         flush_seconds: float = 5.0,
         reopen_every: int = 0,
+        payload_links: str = "selective",
     ):
         self._path = path
         self._collection = collection
@@ -119,6 +153,9 @@ class EdgeVectorIndex:
         if quantization not in QUANTIZATIONS:
             raise ValueError(f"quantization must be one of {sorted(QUANTIZATIONS)}, got {quantization!r}")
         self._quantization = quantization
+        if payload_links not in PAYLOAD_LINKS:
+            raise ValueError(f"payload_links must be one of {sorted(PAYLOAD_LINKS)}, got {payload_links!r}")
+        self._payload_links = payload_links
         self._since_optimize = 0
         self._optimizing: asyncio.Task | None = None
         #: Bulk loads under way (bulk_load): upserts start no optimisation meanwhile.
@@ -182,7 +219,7 @@ class EdgeVectorIndex:
                 schema = shard.info().payload_schema
                 for name, kind in INDEXED_FIELDS.items():
                     if name not in schema:
-                        shard.update(UpdateOperation.create_field_index(name, kind))
+                        shard.update(UpdateOperation.create_field_index(name, self._schema(name, kind)))
         if not existing:
             self._shard = self._create()
         self._manifest.write_text(json.dumps({"dimension": self.dimension, "distance": "cosine"}))
@@ -212,9 +249,15 @@ class EdgeVectorIndex:
 
     def _create(self) -> EdgeShard:
         shard = EdgeShard.create(str(self._path), self._config())
-        for name, schema in INDEXED_FIELDS.items():
-            shard.update(UpdateOperation.create_field_index(name, schema))
+        for name, kind in INDEXED_FIELDS.items():
+            shard.update(UpdateOperation.create_field_index(name, self._schema(name, kind)))
         return shard
+
+    def _schema(self, name: str, kind: PayloadSchemaType):
+        """A field's index schema under VECTOR_PAYLOAD_LINKS. It is fixed when the
+        field's index is made (a new shard: clear(), a rebuild, an unreadable
+        shard); an existing shard keeps the links it was made with."""
+        return _field_schema(name, kind, self._payload_links)
 
     async def _run(self, fn):
         # Checked under the lock only: a reopen empties the shard for a moment, under the

@@ -116,6 +116,13 @@ class VectorSettings(Group):
     # (same scores for what is returned), so searches and HNSW builds take less
     # time (docs/performance.md). none: float32 only.
     vector_quantization: Literal["int8", "none"] = "int8"
+    # Which payload indexes of the in-process index get HNSW links of their own (Qdrant's payload-aware
+    # HNSW, built with the main graph, so that a filtered search stays connected): all (Qdrant's default),
+    # selective (tenant, tag_prefixes and timestamp: what a search narrows to, each block once), tenant,
+    # or none (a tag or time-window search then loses most of its neighbours). Fixed when the shard is
+    # made (a rebuild makes it anew). The links are most of a build's time, more so as the index grows
+    # (docs/performance.md, issue 27).
+    vector_payload_links: Literal["all", "selective", "tenant", "none"] = "selective"
     # The in-process index flushes its changes to its segments (and truncates its WAL) on a write this long
     # after its last flush. qdrant-edge never flushes by itself (Qdrant's server does every 5 s): unflushed,
     # its RAM and its WAL on disk grow with every write, and a restart replays all of it. A flush takes

@@ -1,0 +1,166 @@
+"""The vector index's one HNSW build, alone: CPU a point by size and by
+configuration (issue 27's open problem, docs/performance.md).
+
+    python -m benchmarks.scale_hnsw --size 50000 --variant default
+
+Loads `size` points of the scale loader's memories (benchmarks/scale_seed.py:
+its payloads, and its random unit vectors or, with --vectors clustered,
+vectors drawn around a few hundred centres) into a fresh EdgeVectorIndex in a
+bulk load, then times its one optimize(): wall seconds and the process's CPU
+seconds (every thread; nothing else runs meanwhile), so the figure holds on a
+shared machine as a CPU cost. Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+from qdrant_edge import Query, SearchParams, SearchRequest
+
+from benchmarks.recall_latency import PROJECTS, vocabulary
+from benchmarks.scale_seed import DAYS, TOPICS, Seeder
+from services.core.adapters.edge_filter import to_edge
+from services.core.adapters.edge_index import EdgeVectorIndex
+from services.core.domain import vector_filter as vf
+from services.core.domain.projection import VectorQuery, vector_payload
+
+#: Searches a kind of filter is measured with (recall@10 against an exact search, and time).
+SEARCHES = 100
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _rss_kib() -> dict[str, int]:
+    """This process's resident memory after the build, anonymous and file-backed (the shard's mmaps), KiB."""
+    out = {}
+    for row in Path("/proc/self/status").read_text().splitlines():
+        name, _, value = row.partition(":")
+        if name in ("RssAnon", "RssFile"):
+            out[name] = int(value.split()[0])
+    return out
+
+
+def _clustered(rng: np.random.Generator, count: int, dimension: int, centres: np.ndarray) -> np.ndarray:
+    picks = centres[rng.integers(0, len(centres), size=count)]
+    vectors = picks + 0.6 * rng.standard_normal((count, dimension)).astype(np.float32) / np.sqrt(dimension)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _searches(index: EdgeVectorIndex, seeder: Seeder, stored: np.ndarray, rng: np.random.Generator) -> dict:
+    """Each kind of filter recall sends: the HNSW search's recall@10 against an
+    exact search with the same filter, and its p50 in ms. The queries are
+    stored vectors with noise (a query near a memory, as a real one is)."""
+    shard = index._shard
+    if shard is None:
+        raise RuntimeError("the index is not open")
+    out = {}
+    for kind in ("plain", "project", "topic", "topic_exact", "window"):
+        found, times = 0, []
+        for i in range(SEARCHES):
+            vector = stored[int(rng.integers(0, len(stored)))] + 0.02 * rng.standard_normal(stored.shape[1])
+            extra: dict = {}
+            if kind == "project":
+                extra["tags"] = (PROJECTS[i % len(PROJECTS)],)
+            elif kind == "topic":
+                extra["tags"] = (TOPICS[i % len(TOPICS)],)
+            elif kind == "topic_exact":
+                extra.update(tags=(TOPICS[i % len(TOPICS)],), tag_match="exact")
+            elif kind == "window":
+                end = seeder.now - timedelta(days=float(rng.uniform(0, DAYS - 30)))
+                extra.update(window_start=end - timedelta(days=30), window_end=end)
+            query = VectorQuery(
+                vector=[float(x) for x in vector], tenant="default", limit=10, current_at=seeder.now, **extra
+            )
+            request = {"query": Query.Nearest(query.vector), "limit": 10, "filter": to_edge(vf.vector_filter(query))}
+            started = time.perf_counter()
+            approximate = {p.id for p in shard.search(SearchRequest(**request))}
+            times.append(time.perf_counter() - started)
+            exact = {p.id for p in shard.search(SearchRequest(**request, params=SearchParams(exact=True)))}
+            found += len(approximate & exact) / max(1, len(exact))
+        out[kind] = {
+            "recall_at_10": round(found / SEARCHES, 3),
+            "p50_ms": round(1000 * sorted(times)[len(times) // 2], 2),
+        }
+    return out
+
+
+async def probe(size: int, payload_links: str, vectors: str, quantization: str) -> dict:
+    seeder = Seeder(vocabulary(np.random.default_rng(7), "locomo"))
+    rng = np.random.default_rng(3)
+    centres = rng.standard_normal((300, seeder.dimension)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    with tempfile.TemporaryDirectory(prefix="hnsw-probe-") as tmp:
+        index = EdgeVectorIndex(
+            path=Path(tmp) / "memories",
+            collection="memories",
+            vector_size=seeder.dimension,
+            optimize_every=1000,
+            quantization=quantization,
+            payload_links=payload_links,
+        )
+        index.open()
+        started = time.perf_counter()
+        sample = []  # some stored vectors, to search near
+        async with index.bulk_load():
+            for start in range(0, size, 2000):
+                batch = seeder.batch(min(2000, size - start), start)
+                if vectors == "clustered":
+                    drawn = _clustered(rng, len(batch), seeder.dimension, centres)
+                    for memory, vector in zip(batch, drawn, strict=True):
+                        memory.embedding = vector.tolist()
+                await index.upsert([(m.id, m.embedding, vector_payload(m)) for m in batch])
+                sample.append(np.array(batch[0].embedding, dtype=np.float32))
+            loaded = time.perf_counter() - started
+            cpu, wall = _cpu(), time.perf_counter()
+        build_wall, build_cpu = time.perf_counter() - wall, _cpu() - cpu
+        rss = _rss_kib()
+        searches = _searches(index, seeder, np.stack(sample), rng)
+        shard = sum(f.stat().st_size for f in (Path(tmp) / "memories").rglob("*") if f.is_file())
+        parts: dict[str, int] = {}  # the shard's bytes by what holds them (a segment's files, the WAL)
+        for f in (Path(tmp) / "memories").rglob("*"):
+            if f.is_file():
+                rel = f.relative_to(Path(tmp) / "memories").parts
+                key = rel[2] if rel[0] == "segments" and len(rel) > 2 else rel[0]
+                parts[key] = parts.get(key, 0) + f.stat().st_size
+        await index.close()
+    return {
+        "size": size,
+        "payload_links": payload_links,
+        "vectors": vectors,
+        "quantization": quantization,
+        "load_seconds": round(loaded, 1),
+        "build_seconds": round(build_wall, 1),
+        "build_cpu_seconds": round(build_cpu, 1),
+        "build_cpu_ms_a_point": round(1000 * build_cpu / size, 3),
+        "shard_bytes_a_point": round(shard / size),
+        "shard_parts_bytes_a_point": {k: round(v / size) for k, v in sorted(parts.items(), key=lambda kv: -kv[1])},
+        "searches": searches,
+        "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "rss_anon_mib": round(rss.get("RssAnon", 0) / 1024),
+        "rss_file_mib": round(rss.get("RssFile", 0) / 1024),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=50_000)
+    parser.add_argument("--payload-links", default="all", help="VECTOR_PAYLOAD_LINKS: all, tenant or none")
+    parser.add_argument("--vectors", choices=("random", "clustered"), default="random")
+    parser.add_argument("--quantization", default="int8")
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(probe(args.size, args.payload_links, args.vectors, args.quantization))), flush=True)
+
+
+if __name__ == "__main__":
+    main()
