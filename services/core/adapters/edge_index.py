@@ -31,6 +31,7 @@ from pathlib import Path
 
 import structlog
 from qdrant_edge import (
+    AcornSearchParams,
     CountRequest,
     Distance,
     EdgeConfig,
@@ -46,6 +47,7 @@ from qdrant_edge import (
     Query,
     ScalarQuantizationConfig,
     ScalarType,
+    SearchParams,
     SearchRequest,
     UpdateOperation,
 )
@@ -134,6 +136,7 @@ class EdgeVectorIndex:
         flush_seconds: float = 5.0,
         reopen_every: int = 0,
         payload_links: str = "selective",
+        acorn: bool = False,
     ):
         self._path = path
         self._collection = collection
@@ -156,6 +159,10 @@ class EdgeVectorIndex:
         if payload_links not in PAYLOAD_LINKS:
             raise ValueError(f"payload_links must be one of {sorted(PAYLOAD_LINKS)}, got {payload_links!r}")
         self._payload_links = payload_links
+        #: VECTOR_SEARCH_ACORN: filtered searches use Qdrant's ACORN (a filtered
+        #: search also explores its neighbours' neighbours, so it stays connected
+        #: without payload links; Qdrant applies it to filters below 40 % of the points).
+        self._search_params = SearchParams(acorn=AcornSearchParams(enable=True)) if acorn else None
         self._since_optimize = 0
         self._optimizing: asyncio.Task | None = None
         #: Bulk loads under way (bulk_load): upserts start no optimisation meanwhile.
@@ -388,6 +395,7 @@ class EdgeVectorIndex:
                 query=Query.Nearest(q.vector),
                 limit=q.limit,
                 filter=to_edge(vf.vector_filter(q)),
+                params=self._search_params,
                 with_payload=True if with_payload else _MEMORY_ID,
                 score_threshold=q.min_score,
             )
