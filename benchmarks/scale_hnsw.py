@@ -23,7 +23,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
-from qdrant_edge import Query, SearchParams, SearchRequest
+from qdrant_edge import AcornSearchParams, Query, SearchParams, SearchRequest
 
 from benchmarks.recall_latency import PROJECTS, vocabulary
 from benchmarks.scale_seed import DAYS, TOPICS, Seeder
@@ -57,10 +57,14 @@ def _clustered(rng: np.random.Generator, count: int, dimension: int, centres: np
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def _searches(index: EdgeVectorIndex, seeder: Seeder, stored: np.ndarray, rng: np.random.Generator) -> dict:
+def _searches(
+    index: EdgeVectorIndex, seeder: Seeder, stored: np.ndarray, rng: np.random.Generator, acorn: bool = False
+) -> dict:
     """Each kind of filter recall sends: the HNSW search's recall@10 against an
     exact search with the same filter, and its p50 in ms. The queries are
-    stored vectors with noise (a query near a memory, as a real one is)."""
+    stored vectors with noise (a query near a memory, as a real one is).
+    With `acorn` the HNSW searches use Qdrant's ACORN (filtered searches
+    explore neighbours' neighbours), which recall does not."""
     shard = index._shard
     if shard is None:
         raise RuntimeError("the index is not open")
@@ -84,7 +88,8 @@ def _searches(index: EdgeVectorIndex, seeder: Seeder, stored: np.ndarray, rng: n
             )
             request = {"query": Query.Nearest(query.vector), "limit": 10, "filter": to_edge(vf.vector_filter(query))}
             started = time.perf_counter()
-            approximate = {p.id for p in shard.search(SearchRequest(**request))}
+            params = SearchParams(acorn=AcornSearchParams(enable=True)) if acorn else None
+            approximate = {p.id for p in shard.search(SearchRequest(**request, params=params))}
             times.append(time.perf_counter() - started)
             exact = {p.id for p in shard.search(SearchRequest(**request, params=SearchParams(exact=True)))}
             found += len(approximate & exact) / max(1, len(exact))
@@ -95,7 +100,7 @@ def _searches(index: EdgeVectorIndex, seeder: Seeder, stored: np.ndarray, rng: n
     return out
 
 
-async def probe(size: int, payload_links: str, vectors: str, quantization: str) -> dict:
+async def probe(size: int, payload_links: str, vectors: str, quantization: str, acorn: bool = False) -> dict:
     seeder = Seeder(vocabulary(np.random.default_rng(7), "locomo"))
     rng = np.random.default_rng(3)
     centres = rng.standard_normal((300, seeder.dimension)).astype(np.float32)
@@ -125,7 +130,7 @@ async def probe(size: int, payload_links: str, vectors: str, quantization: str) 
             cpu, wall = _cpu(), time.perf_counter()
         build_wall, build_cpu = time.perf_counter() - wall, _cpu() - cpu
         rss = _rss_kib()
-        searches = _searches(index, seeder, np.stack(sample), rng)
+        searches = _searches(index, seeder, np.stack(sample), rng, acorn)
         shard = sum(f.stat().st_size for f in (Path(tmp) / "memories").rglob("*") if f.is_file())
         parts: dict[str, int] = {}  # the shard's bytes by what holds them (a segment's files, the WAL)
         for f in (Path(tmp) / "memories").rglob("*"):
@@ -139,6 +144,7 @@ async def probe(size: int, payload_links: str, vectors: str, quantization: str) 
         "payload_links": payload_links,
         "vectors": vectors,
         "quantization": quantization,
+        "acorn": acorn,
         "load_seconds": round(loaded, 1),
         "build_seconds": round(build_wall, 1),
         "build_cpu_seconds": round(build_cpu, 1),
@@ -158,8 +164,10 @@ def main() -> None:
     parser.add_argument("--payload-links", default="all", help="VECTOR_PAYLOAD_LINKS: all, tenant or none")
     parser.add_argument("--vectors", choices=("random", "clustered"), default="random")
     parser.add_argument("--quantization", default="int8")
+    parser.add_argument("--acorn", action="store_true", help="search with Qdrant's ACORN")
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(probe(args.size, args.payload_links, args.vectors, args.quantization))), flush=True)
+    report = asyncio.run(probe(args.size, args.payload_links, args.vectors, args.quantization, args.acorn))
+    print(json.dumps(report), flush=True)
 
 
 if __name__ == "__main__":

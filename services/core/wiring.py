@@ -165,6 +165,7 @@ def vector_index(vectors: VectorSettings, process: ProcessSettings) -> VectorInd
         flush_seconds=vectors.vector_flush_seconds,
         reopen_every=vectors.vector_reopen_every,
         payload_links=vectors.vector_payload_links,
+        acorn=vectors.vector_search_acorn,
     )
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import structlog
 from qdrant_edge import (
+    AcornSearchParams,
     CountRequest,
     Distance,
     EdgeConfig,
@@ -42,6 +43,7 @@ from qdrant_edge import (
     PayloadSelector,
     Point,
     Query,
+    SearchParams,
     SearchRequest,
     UpdateOperation,
 )
@@ -81,6 +83,7 @@ class EdgeVectorIndex:
         flush_seconds: float = 5.0,
         reopen_every: int = 0,
         payload_links: str = "selective",
+        acorn: bool = False,
     ):
         self._path = path
         self._collection = collection
@@ -103,6 +106,10 @@ class EdgeVectorIndex:
         if payload_links not in PAYLOAD_LINKS:
             raise ValueError(f"payload_links must be one of {sorted(PAYLOAD_LINKS)}, got {payload_links!r}")
         self._payload_links = payload_links
+        #: VECTOR_SEARCH_ACORN: filtered searches use Qdrant's ACORN (a filtered
+        #: search also explores its neighbours' neighbours, so it stays connected
+        #: without payload links; Qdrant applies it to filters below 40 % of the points).
+        self._search_params = SearchParams(acorn=AcornSearchParams(enable=True)) if acorn else None
         self._since_optimize = 0
         self._optimizing: asyncio.Task | None = None
         #: Bulk loads under way (bulk_load): upserts start no optimisation meanwhile.
@@ -335,6 +342,7 @@ class EdgeVectorIndex:
                 query=Query.Nearest(q.vector),
                 limit=q.limit,
                 filter=to_edge(vf.vector_filter(q)),
+                params=self._search_params,
                 with_payload=True if with_payload else _MEMORY_ID,
                 score_threshold=q.min_score,
             )
