@@ -125,8 +125,9 @@ class VectorSettings(Group):
     vector_payload_links: Literal["all", "selective", "tenant", "none"] = "selective"
     # The in-process index's filtered searches use Qdrant's ACORN: a search also explores its neighbours'
     # neighbours, so a filter to a small part of the index (a tag, a time window) finds its nearest without
-    # payload links (VECTOR_PAYLOAD_LINKS none builds about 2.5x faster at 100k). Qdrant applies it to
-    # filters matching under 40 % of the points; it costs those searches time (docs/performance.md).
+    # payload links (VECTOR_PAYLOAD_LINKS none builds in about 0.4x the CPU). Qdrant applies it to filters
+    # matching under 40 % of the points; it costs those searches time, and at 300k a time-window search
+    # found fewer of its nearest than with the links (docs/performance.md). With the links it only costs.
     vector_search_acorn: bool = False
     # The in-process index flushes its changes to its segments (and truncates its WAL) on a write this long
     # after its last flush. qdrant-edge never flushes by itself (Qdrant's server does every 5 s): unflushed,
