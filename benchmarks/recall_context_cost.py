@@ -73,6 +73,24 @@ def baseline_env(stack: BenchStack, data_dir: Path, port: int, baseline: str = "
     }
 
 
+def add_stages(stages: dict[str, list[float]], debug_json: str) -> None:
+    """One recall's stage timings (state_debug's timings_ms) added to each stage's samples."""
+    timings = json.loads(debug_json).get("timings_ms", {}) if debug_json else {}
+    for stage, ms in timings.items():
+        stages.setdefault(stage, []).append(float(ms))
+
+
+def stage_figures(stages: dict[str, list[float]]) -> str:
+    """Each stage's p50/p95 in ms, in the order the stages ran."""
+
+    def pick(ordered: list[float], q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    return "  ".join(
+        f"{stage} {pick(sorted(ms), 0.5):.1f}/{pick(sorted(ms), 0.95):.1f}" for stage, ms in stages.items()
+    )
+
+
 def _rebuild(stub, metadata) -> None:
     for _ in stub.RebuildIndex(recall_service_pb2.RebuildIndexRequest(every_tenant=True), metadata=metadata,
                                timeout=3600):  # fmt: skip
@@ -109,18 +127,25 @@ def run(stack: BenchStack, queries: list[str], warmup: list[str], label: str, ag
                         stub.SearchMemories(recall_service_pb2.SearchMemoriesRequest(query=warm, limit=10),
                                             metadata=metadata, timeout=60)  # fmt: skip
                 samples: dict[str, list[float]] = {"served": [], "baseline": []}
+                stages: dict[str, dict[str, list[float]]] = {"served": {}, "baseline": {}}
                 turns = (("baseline", baseline), ("served", served))
                 for i, query in enumerate(queries):
                     for name, stub in turns if i % 2 == 0 else turns[::-1]:
                         asked = time.perf_counter()
-                        stub.SearchMemories(recall_service_pb2.SearchMemoriesRequest(query=query, limit=10),
-                                            metadata=metadata, timeout=60)  # fmt: skip
+                        reply = stub.SearchMemories(
+                            recall_service_pb2.SearchMemoriesRequest(query=query, limit=10, state_debug=True),
+                            metadata=metadata,
+                            timeout=60,
+                        )
                         samples[name].append(time.perf_counter() - asked)
+                        add_stages(stages[name], reply.state_debug_json)
         finally:
             process.terminate()
             process.wait(timeout=60)
     line(f"{label}, SearchMemories, baseline {against!r}", percentiles(samples["baseline"]))
     line(f"{label}, SearchMemories as served", percentiles(samples["served"]))
+    for name in ("baseline", "served"):
+        line(f"{label}, stages p50/p95 ms, {name}", stage_figures(stages[name]))
     ratio = p95(samples["served"]) / p95(samples["baseline"])
     line(f"{label}, p95 as served / baseline {against!r}", f"{ratio:5.2f}x")
     return ratio

@@ -277,7 +277,7 @@ class RankedRecall:
             pool.setdefault(memory.id, Candidate(memory.id, via="context"))
         for memory_id in request.priority_ids:
             pool.setdefault(memory_id, Candidate(memory_id)).via = "priority"
-        shortlist = ranking.shortlist(pool, weights, self._policy.candidates_per_arm(request.limit))
+        shortlist = ranking.shortlist(pool, weights, self._policy.shortlist_size(request.limit))
         debug["candidates"] = {"found": len(pool), "read": len(shortlist)}
         pool = {c.id: c for c in shortlist}
         # The shortlist's relations are read while it is hydrated and ranked:

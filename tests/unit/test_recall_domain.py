@@ -5,6 +5,7 @@ de-duplication, ordering, diversity and the state pass's stand-in."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -65,6 +66,7 @@ def policy(**changes) -> RecallPolicy:
         "max_limit": 100,
         "candidate_multiplier": 3,
         "candidate_min": 30,
+        "shortlist_min": 30,
         "candidate_cap": 250,
         "relation_limit": 5,
         "expansion_limit": 10,
@@ -313,6 +315,14 @@ def test_candidates_per_arm_is_bounded():
     assert POLICY.candidates_per_arm(5) == 30  # at least candidate_min
     assert POLICY.candidates_per_arm(20) == 60  # limit x multiplier
     assert POLICY.candidates_per_arm(100) == 250  # at most candidate_cap
+
+
+def test_the_shortlist_is_sized_apart_from_the_arms():
+    deep = replace(POLICY, candidate_min=100, shortlist_min=40)
+    assert deep.candidates_per_arm(5) == 100  # the arms fetch deep ...
+    assert deep.shortlist_size(5) == 40  # ... and 40 of their pool are read and scored
+    assert deep.shortlist_size(20) == 60  # limit x multiplier
+    assert deep.shortlist_size(100) == 250  # at most candidate_cap
 
 
 def test_settings_policy_has_a_weight_for_every_component():

@@ -51,7 +51,7 @@ def memory(**fields) -> Memory:
 
 def policy(**fields) -> RecallPolicy:
     base = RecallPolicy(
-        default_limit=10, max_limit=100, candidate_multiplier=3, candidate_min=10, candidate_cap=100,
+        default_limit=10, max_limit=100, candidate_multiplier=3, candidate_min=10, candidate_cap=100, shortlist_min=10,
         relation_limit=5, expansion_limit=5, expand_min_strength=0.0, expand_min_importance=0.0, max_hops=3,
         recency_decay_rate=0.005, diversity_factor=0.0, weights={}, source_trust={}, default_trust=0.7,
         keyword_max_df_ratio=0.02, keyword_min_df=5, keyword_candidates=100, keyword_scan=100, bm25_k1=0.9,

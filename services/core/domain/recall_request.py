@@ -38,6 +38,8 @@ class RecallPolicy:
     candidate_multiplier: int
     candidate_min: int
     candidate_cap: int
+    #: The least number of pooled candidates read from the graph and scored (the shortlist).
+    shortlist_min: int
     relation_limit: int
     expansion_limit: int
     expand_min_strength: float
@@ -82,6 +84,12 @@ class RecallPolicy:
     def candidates_per_arm(self, limit: int) -> int:
         """How many candidates each arm fetches for `limit` results."""
         return min(max(limit * self.candidate_multiplier, self.candidate_min), self.candidate_cap)
+
+    def shortlist_size(self, limit: int) -> int:
+        """How many of the arms' pooled candidates are read from the graph
+        and scored for `limit` results: limit x the multiplier, at least
+        shortlist_min, at most the cap (the arms may fetch deeper)."""
+        return min(max(limit * self.candidate_multiplier, self.shortlist_min), self.candidate_cap)
 
     def max_document_frequency(self, corpus_size: int) -> int:
         """Words held by more memories than this are left out of the text

@@ -20,6 +20,9 @@ class RecallSettings(Group):
     recall_candidate_multiplier: int = 3  # each arm fetches limit x this ...
     recall_candidate_min: int = 30  # ... but at least this many ...
     recall_candidate_cap: int = 250  # ... and at most this many
+    # Of the arms' pooled candidates, at least this many (or limit x the multiplier, within the cap)
+    # are read from the graph and scored (the shortlist, by their arm scores).
+    recall_shortlist_min: int = Field(default=30, ge=1)
     recall_expansion_limit: int = 10  # memories each expansion adds at most (expansion_limit)
     recall_expand_min_strength: float = 0.0  # defaults of expand_min_strength ...
     recall_expand_min_importance: float = 0.0  # ... and expand_min_importance
@@ -240,6 +243,7 @@ class RecallSettings(Group):
             candidate_multiplier=self.recall_candidate_multiplier,
             candidate_min=self.recall_candidate_min,
             candidate_cap=self.recall_candidate_cap,
+            shortlist_min=self.recall_shortlist_min,
             relation_limit=self.recall_relation_limit,
             expansion_limit=self.recall_expansion_limit,
             expand_min_strength=self.recall_expand_min_strength,
