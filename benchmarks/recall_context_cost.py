@@ -38,9 +38,10 @@ BASELINES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
             "RECALL_NEIGHBOURHOOD_SECONDS": "0",
             "RECALL_NAMELESS_QUERY_SHARE": "0",
             "RECALL_CANDIDATE_MIN": "30",
+            "RECALL_SHORTLIST_MIN": "30",
         },
     ),
-    "shortlist": ((), {"RECALL_CANDIDATE_MIN": "30"}),
+    "shortlist": ((), {"RECALL_CANDIDATE_MIN": "30", "RECALL_SHORTLIST_MIN": "30"}),
     "second-text": ((), {"RECALL_NAMELESS_QUERY_SHARE": "0"}),
     "related": (("related",), {"RECALL_RELATED_CACHE_WORDS": "0"}),
 }

@@ -132,8 +132,10 @@ class RankedRecall:
         fetch = self._policy.candidates_per_arm(request.limit)
         pool: dict[str, Candidate] = {}
         if not request.has_query:
+            # A listing is read whole: as many as a shortlist, not the arms' depth.
             order_by = request.sort if request.sort != "score" else "time_desc"
-            for memory in await self._reader.list_memories(scope, order_by, fetch):
+            listed = self._policy.shortlist_size(request.limit)
+            for memory in await self._reader.list_memories(scope, order_by, listed):
                 pool.setdefault(memory.id, Candidate(memory.id, via="recent"))
             watch.lap("list")
             return pool

@@ -18,11 +18,12 @@ class RecallSettings(Group):
     recall_relation_limit: int = 5  # relations shown with each result (the strongest)
     recall_max_limit: int = 100  # the largest limit GET /recall takes
     recall_candidate_multiplier: int = 3  # each arm fetches limit x this ...
-    recall_candidate_min: int = 30  # ... but at least this many ...
+    recall_candidate_min: int = 100  # ... but at least this many ...
     recall_candidate_cap: int = 250  # ... and at most this many
     # Of the arms' pooled candidates, at least this many (or limit x the multiplier, within the cap)
-    # are read from the graph and scored (the shortlist, by their arm scores).
-    recall_shortlist_min: int = Field(default=30, ge=1)
+    # are read from the graph and scored (the shortlist, by their arm scores); a recall without a
+    # query lists as many.
+    recall_shortlist_min: int = Field(default=50, ge=1)
     recall_expansion_limit: int = 10  # memories each expansion adds at most (expansion_limit)
     recall_expand_min_strength: float = 0.0  # defaults of expand_min_strength ...
     recall_expand_min_importance: float = 0.0  # ... and expand_min_importance
