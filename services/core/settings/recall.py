@@ -23,7 +23,7 @@ class RecallSettings(Group):
     # Of the arms' pooled candidates, at least this many (or limit x the multiplier, within the cap)
     # are read from the graph and scored (the shortlist, by their arm scores); a recall without a
     # query lists as many.
-    recall_shortlist_min: int = Field(default=50, ge=1)
+    recall_shortlist_min: int = Field(default=30, ge=1)
     recall_expansion_limit: int = 10  # memories each expansion adds at most (expansion_limit)
     recall_expand_min_strength: float = 0.0  # defaults of expand_min_strength ...
     recall_expand_min_importance: float = 0.0  # ... and expand_min_importance
