@@ -87,6 +87,23 @@ async def test_a_batch_with_one_tombstoned_item_is_refused_whole_and_other_tenan
     assert await store.writer.create_memories([other], [created(other)], now_us=1, guard=other_guard)
 
 
+async def test_a_tenant_s_tombstones_hold_only_their_content_whether_it_has_any_or_not(store):
+    # No tombstone of its own (another tenant's holds the same text): its hashes are not looked up.
+    await leave_tombstone(store, tenant="other")
+    first = memory(A, content=REJECTED_TEXT)
+    assert await store.writer.create_memories([first], [created(first)], now_us=1, guard=guard_of(first))
+    # Tombstones of its own, of other content: each hash looked up, none held.
+    await leave_tombstone(store, text="another rejected text")
+    items = [memory(B, content="a new text"), memory(C, content="and one more")]
+    assert await store.writer.create_memories(items, [created(m) for m in items], now_us=1, guard=guard_of(*items))
+    assert [await left_behind(store, m) for m in (A, B, C)] == [(True, 1, 1)] * 3
+    # And its own tombstone of that content holds it.
+    await leave_tombstone(store)
+    again = memory("00000000-0000-4000-8000-000000000009", content=REJECTED_TEXT)
+    with pytest.raises(TombstoneHeld):
+        await store.writer.create_memories([again], [created(again)], now_us=1, guard=guard_of(again))
+
+
 async def test_the_supersede_query_refuses_a_tombstoned_replacement_and_changes_nothing(store):
     await put(store, [memory(A)])
     stone = await leave_tombstone(store)

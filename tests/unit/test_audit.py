@@ -131,3 +131,31 @@ def test_history_fills_a_before_hash_the_writer_did_not_know():
         ]
     )
     assert [e["before_hash"] for e in shown] == ["", "h1", "h1"]
+
+
+def test_the_record_hash_and_entry_text_are_pinned():
+    """What earlier releases wrote: a faster encoding must hash and write the same text."""
+    full = memory(
+        tags=["db", "Ünïcode"],
+        tag_prefixes=["db"],
+        metadata={"b": 1, "a": [1.5, "x"]},
+        summary="s",
+        t_invalid=datetime(2026, 2, 1, tzinfo=UTC),
+        factuality={"label": "fact", "confidence": 0.8},
+        trust_state="pending_review",
+        review_rule="low_confidence",
+        archived=True,
+        version=3,
+    )
+    assert record_hash(memory()) == "90e2d04f0494baf95e156af86ccc4479a18a4e98d368f08c55ed7bc7e984d50c"
+    assert record_hash(full) == "9268da380e9000b8223382cf0701c72e9a2e74fd27f32f93c151af5c13057747"
+    update = MemoryEvent.for_memory(EventKind.UPDATED, full, T0, content_changed=True)
+    assert entry_record(update, "ci-bot", before=memory(), after=full) == (
+        '{"actor":"ci-bot","after_hash":"9268da380e9000b8223382cf0701c72e9a2e74fd27f32f93c151af5c13057747",'
+        '"before_hash":"90e2d04f0494baf95e156af86ccc4479a18a4e98d368f08c55ed7bc7e984d50c",'
+        '"detail":{"content_changed":true,"trust_state":"pending_review"},'
+        '"diff":{"archived":[false,true],"factuality":[null,{"confidence":0.8,"label":"fact"}],'
+        '"metadata":[{},{"a":[1.5,"x"],"b":1}],"review_rule":["","low_confidence"],"summary":["","s"],'
+        '"t_invalid":[null,1769904000000000],"tags":[["db"],["db","Ünïcode"]],'
+        '"trust_state":["active","pending_review"]},"kind":"updated","memory_id":"m1","version":3}'
+    )

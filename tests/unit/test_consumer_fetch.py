@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 from nats.errors import TimeoutError as NatsTimeout
+from nats.js.api import StreamConfig
 
 from services.core.adapters.nats_consumer import ConsumerSpec, JetStreamConsumer
 
@@ -14,7 +15,7 @@ class JetStream:
     """A stream that lost nothing: the retention check before each fetch finds no gap."""
 
     async def stream_info(self, stream: str):
-        return SimpleNamespace(state=SimpleNamespace(first_seq=1, last_seq=0))
+        return SimpleNamespace(state=SimpleNamespace(first_seq=1, last_seq=0), config=StreamConfig())
 
     async def consumer_info(self, stream: str, durable: str):
         return SimpleNamespace(

@@ -107,6 +107,11 @@ class JetStreamConsumer:
         self._gaps = GapWatch(bus, stream, spec.durable, spec.backoff_seconds, on_gap)
 
     @property
+    def retention_looks(self) -> int:
+        """How many times it asked the stream for its state (the gap watch, before a fetch)."""
+        return self._gaps.looks
+
+    @property
     def spec(self) -> ConsumerSpec:
         """What it subscribes to and how it retries."""
         return self._spec
@@ -161,7 +166,7 @@ class JetStreamConsumer:
         info = await js.consumer_info(self._stream, spec.durable)
         self._ack_wait = float(info.config.ack_wait or spec.ack_wait_seconds)
         self._gaps.bound(info)
-        await self._gaps.check()
+        await self._gaps.check(look=True)
         self._sub = await js.pull_subscribe_bind(durable=spec.durable, stream=self._stream)
         await self._dead_letters.watch_advisories()
 

@@ -1,10 +1,13 @@
 """A consumer's watch on events lost to the stream's retention.
 
-Before each fetch (the one that would step over the hole) the consumer
+Before a fetch (the one that would step over the hole) the consumer
 compares its position with the stream's first sequence
 (services.core.domain.retention), counts and records the gap
 (services.core.adapters.nats_retention) and runs its repair from the graph
-(`on_gap`) beside the events that are still there.
+(`on_gap`) beside the events that are still there. It looks again only
+where retention can have removed something since the last look
+(`look_lasts`): a consumer that had read everything there was then, and a
+look younger than LOOK_SECONDS, need none.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import structlog
+from nats.js.api import RetentionPolicy, StreamConfig
 
 from services.core.adapters.nats_retention import (
     BEHIND,
@@ -29,7 +33,7 @@ from services.core.adapters.nats_retention import (
     write_gap,
     write_metadata,
 )
-from services.core.domain.retention import ConsumerGap, events_lost
+from services.core.domain.retention import ConsumerGap, StreamLimits, events_lost, look_lasts
 from services.core.domain.times import format_iso
 
 log = structlog.get_logger()
@@ -40,19 +44,45 @@ SEEN_RECORD_SECONDS = 60.0
 GapRepair = Callable[[ConsumerGap], Awaitable[object]]  # what a repair answers is not read
 
 
+def stream_limits(config: StreamConfig) -> StreamLimits:
+    """What can remove the stream's events, as its config says."""
+    return StreamLimits(
+        max_age_seconds=float(config.max_age or 0),
+        max_msgs=int(config.max_msgs or 0),
+        max_bytes=int(config.max_bytes or 0),
+        max_msgs_per_subject=int(config.max_msgs_per_subject or 0),
+        by_limits_only=config.retention in (None, RetentionPolicy.LIMITS)
+        and not config.allow_msg_ttl
+        and not config.allow_rollup_hdrs,
+    )
+
+
 class GapWatch:
     """How far one durable knows it missed nothing, and the repair of what it missed."""
 
-    def __init__(self, bus: Any, stream: str, durable: str, backoff_seconds: list[float], on_gap: GapRepair | None):
+    def __init__(
+        self,
+        bus: Any,
+        stream: str,
+        durable: str,
+        backoff_seconds: list[float],
+        on_gap: GapRepair | None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self._bus = bus
+        self._clock = clock
         self._stream = stream
         self._durable = durable
         self._backoff = backoff_seconds
         self._on_gap = on_gap
         #: The last stream sequence JetStream delivered to (or skipped past for) this consumer, as known here.
         self._seen = 0
-        #: The stream's last sequence at the last check (before the last fetch).
+        #: The stream's last sequence at the last look (before a fetch).
         self._end = 0
+        #: Until when (monotonic) the last look answers for a consumer that has read up to `_end`.
+        self._look_until = float("-inf")
+        #: How many times it asked the stream for its state.
+        self.looks = 0
         #: The last `_seen` kept in the consumer's metadata (SEEN_KEY), and when.
         self._seen_recorded = 0
         self._recorded_at = float("-inf")
@@ -71,13 +101,23 @@ class GapWatch:
         """A fetch delivered these stream sequences."""
         self._seen = max([self._seen, *sequences])
 
-    async def check(self) -> None:
+    async def check(self, *, look: bool = False) -> None:
         """Whether retention removed events this consumer has not read yet
         (services.core.domain.retention); asked before the fetch that would
-        step over them without a word."""
+        step over them without a word. Not asked again while the last look
+        answers for every event this consumer has left to read: it has read
+        up to where the stream ended at that look, and the look is younger
+        than the stream's limits allow (look_lasts). `look`: ask whatever the last look said (on
+        subscribing)."""
+        if not look and self._seen >= self._end and self._clock() < self._look_until:
+            return
         js = self._bus.jetstream
-        state = (await js.stream_info(self._stream)).state
+        asked = self._clock()  # before the stream's state: what is stored after it is younger
+        info = await js.stream_info(self._stream)
+        self.looks += 1
+        state = info.state
         first, self._end = int(state.first_seq), int(state.last_seq)
+        self._look_until = asked + look_lasts(stream_limits(info.config))
         if not events_lost(self._seen, first):
             return
         # Its exact position: JetStream also steps past other subjects' events, which are no loss.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Any
 
 from services.core.domain.model import TIME_FIELDS, Memory, MemoryEvent
@@ -46,17 +47,21 @@ def _json(value: Any) -> str:
     return _CANONICAL.encode(value)
 
 
+#: The audited fields read at once, and where the times are among them (a getattr and a
+#: search of TIME_FIELDS for each field were 40% of record_fields' time).
+_AUDITED = attrgetter(*AUDITED_FIELDS)
+_AUDITED_TIMES = tuple(i for i, name in enumerate(AUDITED_FIELDS) if name in TIME_FIELDS)
+
+
 def record_fields(memory: Memory) -> dict[str, Any]:
     """The audited fields of a record, as JSON values (times in epoch microseconds)."""
-    out: dict[str, Any] = {}
-    for name in AUDITED_FIELDS:
-        value = getattr(memory, name, None)
-        if name in TIME_FIELDS:
-            value = to_micros(value)
-        elif isinstance(value, tuple):
-            value = list(value)
-        out[name] = value
-    return out
+    values = list(_AUDITED(memory))
+    for i in _AUDITED_TIMES:
+        values[i] = to_micros(values[i])
+    for i, value in enumerate(values):
+        if isinstance(value, tuple):
+            values[i] = list(value)
+    return dict(zip(AUDITED_FIELDS, values, strict=True))
 
 
 def record_hash(memory: Memory | None) -> str:

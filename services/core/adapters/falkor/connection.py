@@ -19,6 +19,7 @@ from services.core.adapters.falkor.cluster import CLUSTER_REFUSALS, ClusterRoute
 from services.core.adapters.falkor.failures import is_read, not_sent, retryable, timed_out
 from services.core.adapters.falkor.reply import params_header, read_reply
 from services.core.adapters.falkor.routing import GraphRouter
+from services.core.adapters.falkor.server_settings import read_durability, read_timeouts, timeout_to_send
 from services.core.adapters.retry import with_backoff
 from services.core.domain.errors import DeadlineExceeded, FailedPrecondition, Unavailable
 from services.core.domain.graph_layout import GraphLayout
@@ -30,12 +31,6 @@ _ABOVE_TIMEOUT_MAX = "The query TIMEOUT parameter value cannot exceed"
 #: Node ids of one graph stay below this (FalkorDB's ids count a graph's nodes, reused after deletes):
 #: a node's address across graphs is its graph's place times it plus its id (node_address).
 NODE_SPAN = 1 << 40
-
-
-def _config_value(reply) -> int:
-    """The value of a GRAPH.CONFIG GET reply ([name, value])."""
-    value = reply[1] if isinstance(reply, (list, tuple)) and len(reply) == 2 else reply
-    return int(value.decode() if isinstance(value, bytes) else value)
 
 
 class FalkorConnection:
@@ -341,75 +336,29 @@ class FalkorConnection:
 
     async def check_timeouts(self) -> tuple[int, int] | None:
         """Read the server's TIMEOUT_DEFAULT and TIMEOUT_MAX (milliseconds, 0:
-        none) and warn where they leave queries unbounded. Not a refusal:
-        memgrid's own queries carry their TIMEOUT whatever the server says,
-        and a managed server may not let us change its settings; but without
-        TIMEOUT_MAX any other client's query can hold the server's threads
-        (and every memgrid query behind it) for as long as it runs. A
-        TIMEOUT_MAX below FALKORDB_QUERY_TIMEOUT_MS would make FalkorDB
-        refuse every query, so the timeout sent comes down to it. None when
-        the server does not let us read them."""
+        none) and warn where they leave queries unbounded (server_settings.py).
+        Not a refusal: memgrid's own queries carry their TIMEOUT whatever the
+        server says. A TIMEOUT_MAX below FALKORDB_QUERY_TIMEOUT_MS would make
+        FalkorDB refuse every query, so the timeout sent comes down to it.
+        None when the server does not let us read them."""
         assert self._db is not None  # noqa: S101  narrows the type: called after the first query
-        try:
-            default = _config_value(await self._admin("GRAPH.CONFIG", "GET", "TIMEOUT_DEFAULT"))
-            maximum = _config_value(await self._admin("GRAPH.CONFIG", "GET", "TIMEOUT_MAX"))
-        except (redis_errors.ResponseError, ValueError, TypeError) as exc:
-            log.warning("could not read FalkorDB's query timeouts", where=self.where, error=str(exc))
+        found = await read_timeouts(self._admin, self.where)
+        if found is None:
             return None
-        self.server_timeouts = (default, maximum)
-        if not default or not maximum:
-            log.warning(
-                "FalkorDB has no query timeout set: a query sent without TIMEOUT runs until it ends",
-                where=self.where,
-                timeout_default_ms=default,
-                timeout_max_ms=maximum,
-                hint="load the module with TIMEOUT_DEFAULT and TIMEOUT_MAX (the devstack does)",
-            )
-        if maximum and self._timeout_ms > maximum:
-            log.warning(
-                "FALKORDB_QUERY_TIMEOUT_MS is above the server's TIMEOUT_MAX; sending TIMEOUT_MAX instead",
-                configured_ms=self._timeout_ms,
-                timeout_max_ms=maximum,
-            )
-            self._timeout_ms = maximum
-        if not self._timeout_ms:
-            log.warning("FALKORDB_QUERY_TIMEOUT_MS is 0: memgrid's queries carry no timeout of their own")
-        return self.server_timeouts
+        self.server_timeouts = found
+        self._timeout_ms = timeout_to_send(self._timeout_ms, found[1])
+        return found
 
     async def check_durability(self) -> tuple[str, str] | None:
         """Read the server's appendonly and appendfsync, log them, and warn
         where a write FalkorDB acknowledged could be lost on a crash beyond
-        what FALKORDB_APPENDFSYNC accepts (docs/operations.md, Durability).
-        Not a refusal: a managed server may not let us read or change them.
-        None when the server does not answer CONFIG GET."""
+        what FALKORDB_APPENDFSYNC accepts (server_settings.py). None when the
+        server does not answer CONFIG GET."""
         assert self._db is not None  # noqa: S101  narrows the type: called after the first query
-        try:
-            values = {}
-            for name in ("appendonly", "appendfsync"):
-                reply = await self._admin("CONFIG", "GET", name)
-                value = reply.get(name) if isinstance(reply, dict) else (reply[1] if len(reply) == 2 else None)
-                values[name] = value.decode() if isinstance(value, bytes) else str(value)
-        except (redis_errors.ResponseError, TypeError, IndexError) as exc:
-            log.warning("could not read FalkorDB's persistence settings", where=self.where, error=str(exc))
-            return None
-        self.durability = (values["appendonly"], values["appendfsync"])
-        log.info(
-            "falkordb durability", where=self.where, appendonly=values["appendonly"], appendfsync=values["appendfsync"]
-        )
-        if values["appendonly"] != "yes":
-            log.warning(
-                "FalkorDB runs without its append-only file: a crash loses every write since the last snapshot",
-                where=self.where,
-                hint="start it with --appendonly yes (the devstack does)",
-            )
-        elif self._appendfsync and values["appendfsync"] != self._appendfsync:
-            log.warning(
-                "FalkorDB's appendfsync is not FALKORDB_APPENDFSYNC",
-                where=self.where,
-                server=values["appendfsync"],
-                expected=self._appendfsync,
-            )
-        return self.durability
+        found = await read_durability(self._admin, self.where, self._appendfsync)
+        if found is not None:
+            self.durability = found
+        return found
 
     async def close(self) -> None:
         if self.routes is not None:

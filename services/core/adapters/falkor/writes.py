@@ -7,10 +7,10 @@ from typing import Any
 from services.core.adapters.falkor.audit import AuditTail
 from services.core.adapters.falkor.reads import FalkorLookup
 from services.core.adapters.falkor.rows import memory_to_row, outbox_row, relation_row
-from services.core.adapters.falkor.trust import TOMBSTONE_FIELDS, tombstone_from_row
+from services.core.adapters.falkor.tombstone_check import guarded, guarded_count
 from services.core.domain.idempotency import IdempotencyClaim
 from services.core.domain.model import SUPERSESSION_RELATIONS, EventKind, Memory, MemoryEvent, Relation
-from services.core.domain.tombstones import TombstoneGuard, TombstoneHeld
+from services.core.domain.tombstones import TombstoneGuard
 
 _CLAIM = """
 MERGE (k:IdempotencyKey {tenant: $tenant, key: $key})
@@ -39,68 +39,6 @@ def _claim_params(claim: IdempotencyClaim, memory_ids: list[str], now_us: int) -
         "expires": claim.expires_us,
         "now": now_us,
     }
-
-
-#: The tombstone check a create's own query opens with (TombstoneGuard): one
-#: row, `guard_ok` false where a memory's first held hash is not the one its
-#: event passed. The write follows in a CALL that runs only when it is true,
-#: so the check and the write are one query, and FalkorDB runs a graph's
-#: writes one at a time: no tombstone can be left between them. The query
-#: answers with the tombstones found when it refused. `guard_ran`: a memory
-#: of this very query already there (it ran before its reply was lost) lets
-#: the repeat through, to answer as the first run did (the body sees
-#: `guard_ran` too: a create writes nothing then). A body that
-#: aggregates before it writes must keep `guard_ok` among its keys: an
-#: aggregate with no key makes a row even from none.
-_GUARD_STONES = """
-UNWIND $guard_hashes AS guard_h
-OPTIONAL MATCH (guard_t:Tombstone {content_hash: guard_h}) WHERE guard_t.tenant = $guard_tenant
-WITH collect(guard_t) AS guard_stones
-OPTIONAL MATCH (guard_ran:Memory {id: $guard_ran_id}) WHERE guard_ran.tenant = $guard_tenant
-"""
-#: Each memory's first held hash against the one it passed.
-_GUARD_EACH = """
-WITH guard_stones, guard_ran, guard_ran IS NOT NULL OR all(g IN $guard_rows WHERE
-    coalesce(head([h IN g.hashes WHERE h IN [t IN guard_stones | t.content_hash]]), '') = g.passed) AS guard_ok
-"""
-#: The same rule where no memory passed a tombstone (every create not forced):
-#: a write is refused by any tombstone among its hashes, so by any found at all
-#: (a 500-item batch sends and checks no rows: FalkorDB's time 10 ms less).
-_GUARD_NONE_PASSED = """
-WITH guard_stones, guard_ran, guard_ran IS NOT NULL OR size(guard_stones) = 0 AS guard_ok
-"""
-_GUARD_CALL = """
-CALL {
-    WITH guard_ok, guard_ran
-    WITH guard_ok, guard_ran WHERE guard_ok
-"""
-_GUARD_RETURN = f"""
-    RETURN sum(n) AS n
-}}
-RETURN n, CASE WHEN guard_ok THEN [] ELSE [t IN guard_stones | [{TOMBSTONE_FIELDS}]] END
-"""
-
-
-def _guarded(guard: TombstoneGuard, ran_id: str, body: str) -> tuple[str, dict[str, Any]]:
-    """`body` behind the guard's check: the query and the guard's parameters."""
-    params: dict[str, Any] = {
-        "guard_tenant": guard.tenant,
-        "guard_hashes": sorted({h for hashes in guard.hashes for h in hashes}),
-        "guard_ran_id": ran_id,
-    }
-    if not any(guard.passed):
-        return _GUARD_STONES + _GUARD_NONE_PASSED + _GUARD_CALL + body + _GUARD_RETURN, params
-    params["guard_rows"] = [{"hashes": list(h), "passed": p} for h, p in zip(guard.hashes, guard.passed, strict=True)]
-    return _GUARD_STONES + _GUARD_EACH + _GUARD_CALL + body + _GUARD_RETURN, params
-
-
-def _guarded_count(result) -> int:
-    """The count a guarded query returned; TombstoneHeld when its guard refused the write."""
-    n, stones = result.result_set[0]
-    if stones:
-        found = [tombstone_from_row(row) for row in stones]
-        raise TombstoneHeld({t.content_hash: t for t in found})
-    return int(n or 0)
 
 
 class FalkorMemoryWriter(FalkorLookup):
@@ -170,9 +108,9 @@ class FalkorMemoryWriter(FalkorLookup):
             "ran_tenant": first.tenant,
         }
         if guard is not None:
-            cypher, guard_params = _guarded(guard, first.id, body)
+            cypher, guard_params = guarded(guard, first.id, body)
             result = await self._conn.query(cypher, {**params, **guard_params}, idempotent=True)
-            return _guarded_count(result) > 0
+            return guarded_count(result) > 0
         params["ran_id"] = first.id
         result = await self._conn.query(body + " RETURN n", params, idempotent=True)
         return claim is None or bool(result.result_set and result.result_set[0][0])
@@ -411,8 +349,8 @@ class FalkorMemoryWriter(FalkorLookup):
         }
         if guard is not None:
             # No repeat to let through (the query is not sent twice): no id to look for.
-            cypher, guard_params = _guarded(guard, "", body)
+            cypher, guard_params = guarded(guard, "", body)
             result = await self._conn.query(cypher, {**params, **guard_params}, idempotent=False)
-            return _guarded_count(result) > 0
+            return guarded_count(result) > 0
         result = await self._conn.query(body + " RETURN n", params, idempotent=False)
         return bool(result.result_set and result.result_set[0][0])
