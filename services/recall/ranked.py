@@ -17,7 +17,6 @@ import numpy as np
 from prometheus_client import Histogram
 
 from services.core.domain import recall_ranking as ranking
-from services.core.domain import related_words
 from services.core.domain.model import Memory, Relation
 from services.core.domain.projection import VectorHit
 from services.core.domain.recall_assembly import append_new, per_query_cap
@@ -31,6 +30,7 @@ from services.core.ports.reads import RankedReads
 from services.recall.access import AccessRecorder
 from services.recall.current_state import CurrentStatePass
 from services.recall.expansion import Expansion
+from services.recall.related_stage import RelatedStage
 from services.recall.text_arms import TEXT_ARMS, TextArms
 from services.recall.vector_arm import VectorArm
 from services.recall.word_vectors import WordVectors
@@ -99,7 +99,7 @@ class RankedRecall:
         access: AccessRecorder | None = None,
         words: WordVectors | None = None,
     ):
-        self._words = words
+        self._related = RelatedStage(words, policy)
         self._reader = reader
         self._text = text
         self._vector = vector
@@ -206,48 +206,6 @@ class RankedRecall:
             candidate.outside_tag_scope = True
         return added
 
-    def _related_on(self, request: RecallRequest, weights: dict[str, float]) -> bool:
-        words = self._words
-        return weights.get("related", 0.0) > 0 and request.has_query and words is not None and words.enabled
-
-    def _question_vectors(
-        self, request: RecallRequest, weights: dict[str, float]
-    ) -> asyncio.Future[dict[str, np.ndarray]] | None:
-        """The question's words' vectors for the related-words component,
-        embedded beside the arms (None when the component is off)."""
-        asked = related_words.question_words(request.queries) if self._related_on(request, weights) else []
-        if not asked or self._words is None:
-            return None
-        return asyncio.ensure_future(self._words.lookup(asked))
-
-    async def _related(
-        self,
-        request: RecallRequest,
-        candidates: list[Candidate],
-        weights: dict[str, float],
-        question: asyncio.Future[dict[str, np.ndarray]] | None = None,
-    ) -> None:
-        """The related-words component of the hydrated candidates (0 without
-        a query, a weight, or word vectors). `question`: the question's
-        words' vectors, asked for earlier (_question_vectors)."""
-        if not self._related_on(request, weights) or self._words is None:
-            return
-        asked = related_words.question_words(request.queries)
-        texts = {c.id: c.memory.content for c in candidates if c.memory is not None}
-        if not asked or not texts:
-            return
-        vocabulary = related_words.vocabulary(texts.values(), asked)
-        # The question's words are waited for; the shortlist's unseen words are learnt in the background.
-        asked_vectors = await question if question is not None else await self._words.lookup(asked)
-        vectors = {**asked_vectors, **self._words.known(vocabulary)}
-        policy = self._policy
-        terms = related_words.related_terms(
-            asked, vocabulary, vectors, threshold=policy.related_threshold, per_word=policy.related_per_word
-        )
-        scores = related_words.related_scores(terms, texts, k1=policy.bm25_k1, b=policy.bm25_b)
-        for candidate in candidates:
-            candidate.related = scores.get(candidate.id, 0.0)
-
     async def _context_memories(self, request: RecallRequest) -> list[Memory]:
         """Memories with the context's priority tags (the most important
         first, within the caller's scope), to join the candidates, so a
@@ -267,7 +225,7 @@ class RankedRecall:
         watch = Stopwatch(debug)
         weights = ranking.weights_for(self._policy, request)
         # The question's word vectors are embedded, and the context listing read, beside the arms.
-        question = self._question_vectors(request, weights)
+        question = self._related.question_vectors(request, weights)
         try:
             pool, context = await asyncio.gather(
                 self._candidates(request, debug, watch), self._context_memories(request)
@@ -308,7 +266,7 @@ class RankedRecall:
         known = await self._hydrate(tenant, pool)
         watch.lap("hydrate")
         candidates = list(pool.values())
-        await self._related(request, candidates, weights, question)
+        await self._related.score(request, candidates, weights, question)
         watch.lap("related")
         for candidate in candidates:
             ranking.score(candidate, request, self._policy, weights)

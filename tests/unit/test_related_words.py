@@ -10,7 +10,7 @@ import pytest
 
 from services.core.domain.recall_ranking import score
 from services.core.domain.related_words import question_words, related_scores, related_terms, vocabulary
-from services.recall.ranked import RankedRecall
+from services.recall.related_stage import RelatedStage
 from services.recall.word_vectors import LEARN_CHUNK, WordVectors
 from tests.unit.test_recall_domain import cand, mem, policy, req
 
@@ -130,15 +130,10 @@ async def test_a_failing_embedder_leaves_no_vectors():
     assert not WordVectors(None, max_words=10, new_per_recall=10).enabled
 
 
-def ranked(embedder) -> RankedRecall:
-    """Ranked recall with only what the related-words stage reads (its policy and word vectors)."""
-    return RankedRecall(
-        reader=None,
-        text=None,
-        vector=None,
-        state=None,  # type: ignore[arg-type]  the stage reads none of these
-        policy=policy(related_threshold=0.5, related_per_word=8),
-        words=WordVectors(embedder, max_words=100, new_per_recall=100),
+def stage(embedder) -> RelatedStage:
+    """Ranked recall's related-words stage over its own word vectors."""
+    return RelatedStage(
+        WordVectors(embedder, max_words=100, new_per_recall=100), policy(related_threshold=0.5, related_per_word=8)
     )
 
 
@@ -147,11 +142,12 @@ async def test_the_component_ranks_a_memory_by_the_words_it_does_use():
     swim = cand(mem("swim", "Melanie: I'm off to go swimming with the kids"))
     pottery = cand(mem("pottery", "Melanie: I signed up for a pottery class"))
     weights = {"related": 1.0}
-    recall = ranked(TableEmbedder())
-    await recall._related(request, [swim, pottery], weights)
+    words = WordVectors(TableEmbedder(), max_words=100, new_per_recall=100)
+    related = RelatedStage(words, policy(related_threshold=0.5, related_per_word=8))
+    await related.score(request, [swim, pottery], weights)
     assert swim.related == 0.0  # a cold cache: the shortlist's words are being learnt, not waited for
-    await recall._words.settled()
-    await recall._related(request, [swim, pottery], weights)
+    await words.settled()
+    await related.score(request, [swim, pottery], weights)
     for c in (swim, pottery):
         score(c, request, policy(), weights)
     assert swim.components["related"] == 1.0
@@ -162,9 +158,9 @@ async def test_the_component_ranks_a_memory_by_the_words_it_does_use():
 async def test_without_a_weight_or_with_a_failing_embedder_the_component_stays_0():
     request = req(query="What activities has Melanie done with her family?")
     swim = cand(mem("swim", "Melanie: I'm off to go swimming with the kids"))
-    await ranked(TableEmbedder())._related(request, [swim], {"related": 0.0})
+    await stage(TableEmbedder()).score(request, [swim], {"related": 0.0})
     assert swim.related == 0.0
-    await ranked(TableEmbedder(fail=True))._related(request, [swim], {"related": 1.0})
+    await stage(TableEmbedder(fail=True)).score(request, [swim], {"related": 1.0})
     assert swim.related == 0.0
 
 
