@@ -82,6 +82,11 @@ class BusSettings(Group):
     # deploy/k8s. A consumer that falls behind anyway is detected and repaired from the graph. Dead letters
     # live in their own stream, <NATS_STREAM>_DLQ, without limits.
     nats_stream_max_age_seconds: float = Field(default=7 * 86400.0, ge=0)
+    # nats-server sizes the stream's message blocks from max_bytes (its dynBlkSize: 32 kB at up to 128 kB,
+    # 4 MiB up to 32 MiB, 8 MiB above) and holds the block being written in memory while consumers read
+    # from it: 8 MiB of its RSS at this default, a saw as each block fills and the next begins. A smaller
+    # block needs max_bytes under 32 MiB, about 90 minutes of the soak's events (15 operations a second):
+    # far short of the resume window above, so the default keeps 8 MiB blocks (docs/reliability.md).
     nats_stream_max_bytes: int = Field(default=2 * 1024**3, ge=0)
     # JetStream's fsync of its store, for the devstack's nats-server (a deployment sets sync_interval in
     # its server config): "always" writes each message to disk before acknowledging it; an interval such
