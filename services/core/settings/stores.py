@@ -46,6 +46,10 @@ class GraphSettings(Group):
     # How long a request keeps retrying a FalkorDB it cannot reach (a read, or a write that never left) before
     # it answers 503: a short outage (a restart) is absorbed, a longer one is refused within a bounded time.
     falkordb_retry_seconds: float = Field(default=3.0, ge=0)
+    # Queries a process sends FalkorDB at once; the others wait in the process for a turn (within the
+    # caller's deadline). Below the client's pool of 100 connections, which refuses the 101st at once: in a
+    # soak, a burst while the server was slow failed recalls with "Too many connections" (docs/reliability.md).
+    falkordb_max_in_flight: int = Field(default=64, ge=1, le=100)
     # How the FalkorDB server syncs its append-only file (Redis appendfsync); the devstack starts it with
     # appendonly yes and this, and every service logs the server's values at start-up. everysec: a host
     # crash (power, kernel) may lose up to ~1 s of acknowledged writes, a process crash none; always: none
