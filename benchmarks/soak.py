@@ -278,7 +278,7 @@ def falkordb_data_kib(port: int) -> int | None:
 def newest_blocks_kib(nats_dir: Path) -> int:
     """The size of each JetStream stream's newest message block, summed, in
     KiB: the block being written, which nats-server keeps in memory as it
-    grows (up to 8 MiB a stream at our limits; the block size has no setting)."""
+    grows (up to 8 MiB a stream at our limits: the server derives it from max_bytes)."""
     total = 0
     for msgs in nats_dir.glob("jetstream/*/streams/*/msgs"):
         blocks = [(int(b.stem), b) for b in msgs.glob("*.blk") if b.stem.isdigit()]

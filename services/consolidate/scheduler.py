@@ -29,6 +29,7 @@ from services.core.background import BackgroundLoop
 from services.core.domain.consolidation import TASK_ORDER, RunRecord, Schedule, Task
 from services.core.domain.errors import Aborted
 from services.core.domain.times import to_micros
+from services.core.heap import release_freed_memory
 from services.core.ports.runs import RunSchedule, RunStore
 
 log = structlog.get_logger()
@@ -66,8 +67,12 @@ class ConsolidationRunner:
         history_keep: int,
         owner: str | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        after_pass: Callable[[], object] = release_freed_memory,
     ):
         self._store = store
+        # After each run: a pass's pages go back to the system, not kept as the
+        # process's new high-water mark (services/core/heap.py).
+        self._after_pass = after_pass
         self._tasks = tasks
         self.schedule = schedule
         self._lease_us = int(lease_seconds * 1_000_000)
@@ -161,6 +166,7 @@ class ConsolidationRunner:
             result.errors.append(f"{type(exc).__name__}: {exc}")
         finally:
             self.running.pop(record.id, None)
+            self._after_pass()
         record.counts = dict(result.counts)
         record.errors = list(result.errors)
         record.finished_at = self._clock()

@@ -80,6 +80,7 @@ def graph_store(
         query_timeout_ms=graph.falkordb_query_timeout_ms,
         socket_margin_seconds=graph.falkordb_socket_margin_seconds,
         request_retry_seconds=graph.falkordb_retry_seconds,
+        max_in_flight=graph.falkordb_max_in_flight,
         audit_log=graph.audit_log_enabled,
         appendfsync=graph.falkordb_appendfsync,
         **tuning,

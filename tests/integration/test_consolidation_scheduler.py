@@ -64,7 +64,7 @@ class SlowStore:
         return await self._store.decay_page(*args, **kwargs)
 
 
-def runner(graph, *, store=None, submitted=None, owner=None, write_epsilon=0.0) -> ConsolidationRunner:
+def runner(graph, *, store=None, submitted=None, owner=None, write_epsilon=0.0, **options) -> ConsolidationRunner:
     store = store or graph.consolidation
 
     async def submit(events):
@@ -87,6 +87,7 @@ def runner(graph, *, store=None, submitted=None, owner=None, write_epsilon=0.0) 
         lease_seconds=30,
         history_keep=50,
         owner=owner,
+        **options,
     )
 
 
@@ -211,6 +212,31 @@ async def test_creative_association_asks_the_judge_when_there_is_one(graph, answ
     relations = (await graph.reader.relations_of("alpha", [first], 10))[first]
     assert [(r.type, {r.source_id, r.target_id}) for r in relations] == ([(made, {first, second})] if made else [])
     assert report.record.counts["associated"] == (1 if made else 0)
+
+
+async def test_each_run_gives_its_memory_back_when_it_ends_failed_or_not(graph):
+    await seed(graph, "alpha", 3)
+    released: list[str] = []
+    one = runner(graph, after_pass=lambda: released.append("released"))
+    report = await one.run(Task.DECAY, "alpha", mode="decay", dry_run=False)
+    assert report.record.counts["scanned"] == 3 and not report.record.errors
+    assert released == ["released"]
+    broken = ConsolidationRunner(
+        store=graph.consolidation,
+        tasks=BrokenTasks(),
+        schedule=Schedule({}),
+        lease_seconds=30,
+        history_keep=10,
+        after_pass=lambda: released.append("released"),
+    )
+    failed = await broken.run(Task.DECAY, "alpha", mode="decay", dry_run=True)
+    assert failed.record.errors == ["RuntimeError: the pass broke"]
+    assert released == ["released", "released"]
+
+
+class BrokenTasks:
+    async def run(self, *args, **kwargs):
+        raise RuntimeError("the pass broke")
 
 
 async def test_the_decayed_event_compares_with_the_last_emitted_score(graph):

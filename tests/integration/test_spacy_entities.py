@@ -126,6 +126,26 @@ def test_extract_many_matches_extract(extractor):
     assert extractor.extract_many(texts) == [extractor.extract(t) for t in texts]
 
 
+def test_new_words_do_not_stay_in_the_vocabulary(extractor):
+    # Each text brings words the model has never seen; a long-running worker
+    # reads such text forever, so what one call adds must go when it returns.
+    nlp = extractor.load()
+    extractor.extract_many([DECISION])
+    before = len(nlp.vocab.strings)
+
+    def text(i: int) -> str:
+        return f"Zqx{i}ana Vorbel moved project plimsk{i} to Postgres with glorbat{i} and trundex{i}."
+
+    found = extractor.extract_many([text(i) for i in range(200)])
+    assert found[7]["projects"] == ["plimsk7"] and "PostgreSQL" in found[7]["tools"]
+    assert extractor.extract(text(500))["projects"] == ["plimsk500"]
+    assert len(nlp.vocab.strings) == before
+    assert "glorbat7" not in nlp.vocab.strings
+    # Outside a zone the same texts stay: the check above can tell.
+    list(nlp.pipe([text(i) for i in range(1000, 1010)]))
+    assert len(nlp.vocab.strings) > before
+
+
 def test_blank_pipeline_finds_rule_entities_only():
     blank = SpacyEntityExtractor.blank_english()
     found = blank.extract(DECISION + " and OpenAI")

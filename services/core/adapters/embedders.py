@@ -9,8 +9,6 @@ dimension that does not match is an error, never truncated or padded.
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
 import hashlib
 import math
 import re
@@ -23,9 +21,10 @@ import numpy as np
 import openai
 
 from services.core.adapters.minilm_model import MODEL_FILE, MODEL_PACKAGE, packaged_model, quantized_model
+from services.core.heap import malloc_trim
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
     import onnxruntime
     from tokenizers import Encoding, Tokenizer
@@ -45,17 +44,6 @@ MINILM_DIMENSION = 384
 MINILM_MAX_TOKENS = 256
 _MINILM_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _HIDDEN_STATE_OUTPUT = "last_hidden_state"
-
-
-def _malloc_trim() -> Callable[[], None]:
-    """glibc's malloc_trim(0), which returns the heaps' free pages to the
-    system; a no-op where the C library has none (musl, macOS)."""
-    try:
-        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return lambda: None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return lambda: trim(0)
 
 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:
@@ -115,7 +103,7 @@ class LocalMiniLMEmbedder:
         self._parallel = max(1, parallel)
         self._runs = threading.BoundedSemaphore(self._parallel)
         self._release_memory = release_memory
-        self._trim = _malloc_trim() if release_memory else None
+        self._trim = malloc_trim() if release_memory else None
         self._session: onnxruntime.InferenceSession | None = None
         self._tokenizer: Tokenizer | None = None
         self._inputs: tuple[str, ...] = ()

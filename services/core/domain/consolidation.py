@@ -7,6 +7,7 @@ names what a caller asks for: one task, or `full` (every task, in TASK_ORDER).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -52,13 +53,17 @@ def page_pause(page_seconds: float, *, floor_seconds: float, ratio: float) -> fl
 
 @dataclass(frozen=True, slots=True)
 class MemorySample:
-    """What association and clustering read of a memory: its vector and enough to describe it."""
+    """What association and clustering read of a memory: its vector and enough to describe it.
+
+    The store gives the vector packed (float32, `array("f")`): a clustering
+    run holds thousands, and as lists of floats they were most of the pass's
+    high-water mark, which the process kept after it."""
 
     id: str
     content: str
     type: str
     importance: float
-    embedding: list[float]
+    embedding: Sequence[float]
     #: Why the store could not read this record ('' when it could): the pass skips and counts it.
     unreadable: str = ""
 

@@ -19,8 +19,16 @@ def encode_embedding(values: list[float] | None) -> str | None:
 
 def decode_embedding(text: str | None) -> list[float] | None:
     """The inverse of encode_embedding (None for none)."""
+    packed = decode_embedding_packed(text)
+    return None if packed is None else packed.tolist()
+
+
+def decode_embedding_packed(text: str | None) -> array[float] | None:
+    """The inverse of encode_embedding as a packed float32 array (None for
+    none): 4 bytes a dimension, where a list holds a 24-byte float object
+    and an 8-byte pointer for each (1.5 against 12 KiB at 384)."""
     if not text:
         return None
     packed = array("f")
     packed.frombytes(base64.b64decode(text))
-    return packed.tolist()
+    return packed

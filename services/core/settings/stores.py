@@ -46,6 +46,10 @@ class GraphSettings(Group):
     # How long a request keeps retrying a FalkorDB it cannot reach (a read, or a write that never left) before
     # it answers 503: a short outage (a restart) is absorbed, a longer one is refused within a bounded time.
     falkordb_retry_seconds: float = Field(default=3.0, ge=0)
+    # Queries a process sends FalkorDB at once; the others wait in the process for a turn (within the
+    # caller's deadline). Below the client's pool of 100 connections, which refuses the 101st at once: in a
+    # soak, a burst while the server was slow failed recalls with "Too many connections" (docs/reliability.md).
+    falkordb_max_in_flight: int = Field(default=64, ge=1, le=100)
     # How the FalkorDB server syncs its append-only file (Redis appendfsync); the devstack starts it with
     # appendonly yes and this, and every service logs the server's values at start-up. everysec: a host
     # crash (power, kernel) may lose up to ~1 s of acknowledged writes, a process crash none; always: none
@@ -82,6 +86,11 @@ class BusSettings(Group):
     # deploy/k8s. A consumer that falls behind anyway is detected and repaired from the graph. Dead letters
     # live in their own stream, <NATS_STREAM>_DLQ, without limits.
     nats_stream_max_age_seconds: float = Field(default=7 * 86400.0, ge=0)
+    # nats-server sizes the stream's message blocks from max_bytes (its dynBlkSize: 32 kB at up to 128 kB,
+    # 4 MiB up to 32 MiB, 8 MiB above) and holds the block being written in memory while consumers read
+    # from it: 8 MiB of its RSS at this default, a saw as each block fills and the next begins. A smaller
+    # block needs max_bytes under 32 MiB, about 90 minutes of the soak's events (15 operations a second):
+    # far short of the resume window above, so the default keeps 8 MiB blocks (docs/reliability.md).
     nats_stream_max_bytes: int = Field(default=2 * 1024**3, ge=0)
     # JetStream's fsync of its store, for the devstack's nats-server (a deployment sets sync_interval in
     # its server config): "always" writes each message to disk before acknowledging it; an interval such

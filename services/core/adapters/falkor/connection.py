@@ -56,13 +56,16 @@ class FalkorConnection:
         layout: GraphLayout | None = None,
         write_replicas: int = 0,
         write_replicas_timeout_ms: int = 1000,
+        max_in_flight: int = 64,
     ):
         """`host`: one host, or several `host[:port]`, comma-separated (a cluster's nodes, tried in
         turn when the connection opens: cluster.seeds);
         `unix_socket_path`: connect there rather than to host:port (a backup's scratch replica);
         `layout`: how tenants map to graphs (FALKORDB_GRAPH_LAYOUT; None: every tenant in `graph`);
         `write_replicas`: how many replicas must hold a write before it is acknowledged
-        (FALKORDB_WRITE_REPLICAS, WAIT; 0: none waited for)."""
+        (FALKORDB_WRITE_REPLICAS, WAIT; 0: none waited for);
+        `max_in_flight`: queries sent at once; the others wait here for their turn
+        (FALKORDB_MAX_IN_FLIGHT)."""
         #: The nodes FALKORDB_HOST names; _connect_args holds the one that answered last (the first until then).
         self._seeds = seeds(host, port)
         first_host, first_port = self._seeds[0]
@@ -96,6 +99,11 @@ class FalkorConnection:
         self._appendfsync = appendfsync
         #: The server's (appendonly, appendfsync) as check_durability read them; None: not read.
         self.durability: tuple[str, str] | None = None
+        # The client's pool holds 100 connections and refuses the next query at once ("Too many
+        # connections"), which the retries then hammer for their whole budget: a burst while the server
+        # was slow failed requests that waiting would have served (docs/reliability.md, make soak).
+        self._max_in_flight = max(1, int(max_in_flight))
+        self._turns: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
     async def query(
         self,
@@ -218,7 +226,8 @@ class FalkorConnection:
         graph = self._graph(target)
         # The library's query(), with a faster reader for all-scalar replies (reply.py).
         try:
-            response = await self._send(graph, cypher, params, wait_replicas)
+            async with self._turn():
+                response = await self._send(graph, cypher, params, wait_replicas)
         except (redis_errors.ConnectionError, redis_errors.TimeoutError, *CLUSTER_REFUSALS):
             if self.routes is not None:  # a master failed or a slot moved: where is the graph now?
                 await self.routes.refresh(failed_graph=graph.name)
@@ -232,8 +241,16 @@ class FalkorConnection:
                 raise
             if self._timeout_ms == before:
                 raise
-            response = await self._send(graph, cypher, params)
+            async with self._turn():
+                response = await self._send(graph, cypher, params)
         return await read_reply(graph, response)
+
+    def _turn(self) -> asyncio.Semaphore:
+        """The semaphore of max_in_flight turns, of the running loop (one is bound to the loop it waits on)."""
+        loop = asyncio.get_running_loop()
+        if self._turns is None or self._turns[0] is not loop:
+            self._turns = (loop, asyncio.Semaphore(self._max_in_flight))
+        return self._turns[1]
 
     async def _send(self, graph, cypher: str, params: dict[str, Any] | None, wait_replicas: bool = True):
         timeout = ("TIMEOUT", str(self._timeout_ms)) if self._timeout_ms else ()

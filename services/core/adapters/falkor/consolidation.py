@@ -23,7 +23,7 @@ from services.core.domain.association import Discovery, pair_key
 from services.core.domain.clustering import Cluster
 from services.core.domain.consolidation import MemorySample
 from services.core.domain.decay import DecayRow, RelevanceUpdate
-from services.core.domain.embedding_codec import decode_embedding
+from services.core.domain.embedding_codec import decode_embedding_packed
 from services.core.domain.model import EventKind, MemoryEvent, Relation
 from services.core.domain.recall_request import Scope
 from services.core.domain.times import from_micros
@@ -52,7 +52,7 @@ def _samples(rows) -> list[MemorySample]:
     samples = []
     for memory_id, content, type_, importance, embedding in rows:
         try:
-            vector = decode_embedding(embedding)
+            vector = decode_embedding_packed(embedding)
             if vector:
                 samples.append(
                     MemorySample(str(memory_id), str(content or ""), str(type_ or ""), float(importance or 0.0), vector)
