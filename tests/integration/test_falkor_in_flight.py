@@ -69,3 +69,22 @@ async def test_no_more_than_the_bound_are_sent_at_once(falkordb_server):
         assert most == 3
     finally:
         await store.connection.close()
+
+
+async def test_first_queries_arriving_together_build_one_client(falkordb_server):
+    store = store_on(falkordb_server.port)
+    connection = store.connection
+    built = []
+    connect = connection._connect
+
+    def counted():
+        built.append(1)
+        return connect()
+
+    connection._connect = counted  # type: ignore[method-assign]
+    try:
+        results = await asyncio.gather(*(connection.query("RETURN 1") for _ in range(20)))
+        assert [r.result_set[0][0] for r in results] == [1] * 20
+        assert len(built) == 1  # one client and one pool, whatever the order they arrived in
+    finally:
+        await connection.close()

@@ -8,6 +8,7 @@ timeouts and an unreachable server into domain errors.
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import redis.exceptions as redis_errors
@@ -104,6 +105,8 @@ class FalkorConnection:
         # was slow failed requests that waiting would have served (docs/reliability.md, make soak).
         self._max_in_flight = max(1, int(max_in_flight))
         self._turns: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        # The first queries may arrive together: one client is built, the others wait for it.
+        self._opening = threading.Lock()
 
     async def query(
         self,
@@ -181,11 +184,19 @@ class FalkorConnection:
     async def _open(self) -> FalkorDB:
         if self._db is None:
             # The client probes the server synchronously when built: keep that off the loop.
-            db = await asyncio.to_thread(self._connect)
-            self._db = db
-            if isinstance(db.connection, RedisCluster):
+            db = await asyncio.to_thread(self._connect_once)
+            if self.routes is None and isinstance(db.connection, RedisCluster):
                 self.routes = ClusterRoutes(db.connection, self._connect_args)
+        assert self._db is not None  # noqa: S101  narrows the type: set by _connect_once
         return self._db
+
+    def _connect_once(self) -> FalkorDB:
+        """The client, built by the first caller; callers arriving while it is
+        built wait for it rather than build their own (each has its own pool)."""
+        with self._opening:
+            if self._db is None:
+                self._db = self._connect()
+            return self._db
 
     def _connect(self) -> FalkorDB:
         """A client of the first node that answers, in FALKORDB_HOST's order; on a cluster it knows
