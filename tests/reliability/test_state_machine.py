@@ -115,9 +115,11 @@ def differences(client: httpx.Client, tag: str, model: MemoryModel, deleted: set
     for memory_id in deleted:
         if client.get(f"/memory/{memory_id}").status_code != 404:
             problems.append(f"{memory_id}: deleted, still readable")
-    # The vector arm: a current memory is found by its exact text (its vector score present).
+    # The vector arm: a current memory is found by its exact text (its vector score present), among
+    # its sequence's memories (a disputed one ranks below its near-identical neighbours: trust weight).
     for memory_id in sorted(expected)[:5]:
-        found = client.get("/recall", params={"query": model.records[memory_id].content, "limit": 5}).json()
+        asked = {"query": model.records[memory_id].content, "tags": tag, "limit": 20}
+        found = client.get("/recall", params=asked).json()
         hit = next((r for r in found["results"] if r["id"] == memory_id), None)
         if hit is None or hit["score_components"].get("vector", 0.0) <= 0.5:
             problems.append(f"{memory_id}: not found by its text through the vector arm")
