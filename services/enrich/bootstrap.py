@@ -69,7 +69,9 @@ def build_app(
     )
     relay = outbox_relay(settings.bus, graph.outbox, events, sweeps=False)
     context = EmbeddingContext(
-        settings.enrichment.embedding_context_seconds, settings.enrichment.embedding_context_chars
+        settings.enrichment.embedding_context_seconds,
+        settings.enrichment.embedding_context_chars,
+        settings.enrichment.embedding_context_following,
     )
     policy = EnrichmentPolicy(
         temporal_window=timedelta(hours=settings.enrichment.enrichment_temporal_window_hours),

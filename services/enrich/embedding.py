@@ -5,7 +5,14 @@ starts). AutoMem keeps the same two queues (embedding, then enrichment).
 
 The stage writes only the vector and the model's name, where the memory's
 version and content are still the ones it read: a content change that lands
-meanwhile is never given the old text's vector; its own event re-embeds it."""
+meanwhile is never given the old text's vector; its own event re-embeds it.
+
+A memory's text reads its neighbours (contextual embedding), so new content
+also changes the texts of the memories around it: once the new vectors are
+written, those neighbours are embedded again (`embedded` events with the
+reason CONTEXT_REFRESH, which enrichment's second stage passes over). Only
+vectors the stage wrote are replaced, never a client's; a refresh that
+fails is logged and counted, and leaves the neighbour's vector as it was."""
 
 from __future__ import annotations
 
@@ -19,6 +26,7 @@ import structlog
 from prometheus_client import Counter
 
 from services.core.domain.delivery import Delivery, Outcome
+from services.core.domain.embedding_text import CONTEXT_REFRESH, neighbours_to_refresh
 from services.core.domain.model import EventKind, Memory, MemoryEvent
 from services.core.domain.times import to_micros
 from services.core.ports.enrichment import EmbeddingStore
@@ -40,6 +48,8 @@ class EmbeddingStats(TenantCounts):
     skipped: int = 0  # deleted meanwhile
     conflicts: int = 0  # changed meanwhile (a newer event handles changed content)
     failed: int = 0
+    refreshed: int = 0  # neighbours embedded again because these memories changed their texts
+    refresh_failed: int = 0
     inflight: int = 0
     last_batch_seconds: float = 0.0
     by_reason: dict[str, int] = field(default_factory=dict)
@@ -53,6 +63,8 @@ class EmbeddingStats(TenantCounts):
             "skipped": self.skipped,
             "conflicts": self.conflicts,
             "failed": self.failed,
+            "refreshed": self.refreshed,
+            "refresh_failed": self.refresh_failed,
             "inflight": self.inflight,
             "last_batch_seconds": round(self.last_batch_seconds, 4),
             "failures_by_reason": self.by_reason,
@@ -125,7 +137,8 @@ class EmbeddingStage:
         if not chunks:
             return []
         written: list[str] = []
-        texts = dict(zip((m.id for m in memories), await self._context.texts(self._store, memories), strict=True))
+        neighbours = await self._context.neighbours(self._store, memories)
+        texts = {m.id: self._context.text(m, neighbours.get(m.id)) for m in memories}
         embedding = asyncio.ensure_future(self._embedder.embed([texts[m.id] for m in chunks[0]]))
         try:
             for index, chunk in enumerate(chunks):
@@ -139,20 +152,47 @@ class EmbeddingStage:
         finally:
             embedding.cancel()
             await asyncio.gather(embedding, return_exceptions=True)
+        stale = neighbours_to_refresh(
+            {i: neighbours[i] for i in written if i in neighbours}, following=self._context.following, skip=texts
+        )
+        if stale:
+            await self._refresh(tenant, stale)
         return written
 
-    async def _record(self, tenant: str, items: list[tuple[Memory, list[float] | None]]) -> list[str]:
+    async def _refresh(self, tenant: str, ids: list[str]) -> None:
+        """Embed these neighbours again with their texts as they read now,
+        where the vector is one this stage wrote; a failure leaves them as they were."""
+        try:
+            found = await self._store.get_memories(tenant, ids)
+            ours = await self._store.embedding_models(tenant, list(found))
+            name = self._embedder.name
+            memories = [m for m in found.values() if not self._lacks_vector(m) and ours.get(m.id) == name]
+            if not memories:
+                return
+            vectors = await self._embedder.embed(await self._context.texts(self._store, memories))
+            done = await self._record(tenant, list(zip(memories, vectors, strict=True)), refresh=True)
+        except Exception as exc:
+            self.stats.add(tenant, refresh_failed=len(ids))
+            EMBEDDED.labels("refresh_failed").inc(len(ids))
+            log.warning("refreshing neighbours' vectors failed", tenant=tenant, count=len(ids), error=str(exc))
+            return
+        self.stats.add(tenant, refreshed=len(done))
+        EMBEDDED.labels("refreshed").inc(len(done))
+
+    async def _record(
+        self, tenant: str, items: list[tuple[Memory, list[float] | None]], *, refresh: bool = False
+    ) -> list[str]:
         """Write (compare-and-set on version and content) and publish the
         events; on a race, re-read and try again while the content is the
-        one embedded (a PATCH of, say, the importance does not stale a vector)."""
+        one embedded (a PATCH of, say, the importance does not stale a vector).
+        A refresh replaces the vector there is; otherwise one that arrived
+        meanwhile is kept."""
         pending = items
         written: list[str] = []
+        reason = CONTEXT_REFRESH if refresh else ""
         for _ in range(self._retries):
             now = self._clock()
-            events = [
-                MemoryEvent.for_memory(EventKind.EMBEDDED, m if v is None else _with_vector(m, v), now)
-                for m, v in pending
-            ]
+            events = [_embedded_event(m if v is None else _with_vector(m, v), now, reason) for m, v in pending]
             done = set(
                 await self._store.record_embeddings(
                     tenant, [(m, v, self._embedder.name) for m, v in pending], events, now_us=to_micros(now)
@@ -171,10 +211,16 @@ class EmbeddingStage:
                     self.stats.add(tenant, conflicts=1)
                     continue
                 # Same content: the vector still fits, unless one arrived meanwhile (then only the event).
-                pending.append((now_memory, None if not self._lacks_vector(now_memory) else vector))
+                pending.append((now_memory, vector if refresh or self._lacks_vector(now_memory) else None))
             if not pending:
                 break
         return written
+
+
+def _embedded_event(memory: Memory, now: datetime, reason: str) -> MemoryEvent:
+    event = MemoryEvent.for_memory(EventKind.EMBEDDED, memory, now)
+    event.reason = reason
+    return event
 
 
 def _with_vector(memory: Memory, vector: list[float]) -> Memory:

@@ -1,13 +1,13 @@
 """What enrichment embeds, for both of its embedders (the embedding stage
 and a forced enrichment run): each memory's content and, with a context
-window, the content of the memory just before it (domain/embedding_text.py),
-read in one query for the batch."""
+window, the content of the memories just before and (optionally) just after
+it (domain/embedding_text.py), read in one query per direction for the batch."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.core.domain.embedding_text import contextual_text, preceding_query
+from services.core.domain.embedding_text import Neighbours, contextual_text, preceding_query
 from services.core.domain.model import Memory
 from services.core.domain.times import to_micros
 from services.core.ports.enrichment import PrecedingContents
@@ -15,17 +15,30 @@ from services.core.ports.enrichment import PrecedingContents
 
 @dataclass(frozen=True, slots=True)
 class EmbeddingContext:
-    """EMBEDDING_CONTEXT_SECONDS and EMBEDDING_CONTEXT_CHARS: 0 seconds embeds the content alone."""
+    """EMBEDDING_CONTEXT_SECONDS, EMBEDDING_CONTEXT_CHARS and
+    EMBEDDING_CONTEXT_FOLLOWING: 0 seconds embeds the content alone."""
 
     seconds: float = 0.0
     chars: int = 0
+    following: bool = False
+
+    async def neighbours(self, store: PrecedingContents, memories: list[Memory]) -> dict[str, Neighbours]:
+        """The neighbours each memory's text reads (all of one tenant)."""
+        if not memories or self.seconds <= 0:
+            return {}
+        queries = [preceding_query(m, to_micros(m.timestamp), to_micros(m.recorded_at)) for m in memories]
+        window_us = int(self.seconds * 1_000_000)
+        return await store.neighbours(memories[0].tenant, queries, window_us, following=self.following)
+
+    def text(self, memory: Memory, neighbours: Neighbours | None) -> str:
+        """The text to embed for a memory with these neighbours."""
+        if neighbours is None:
+            return memory.content
+        before, after = neighbours.before, neighbours.after
+        following = after.content if after is not None and self.following else None
+        return contextual_text(memory.content, before.content if before is not None else None, self.chars, following)
 
     async def texts(self, store: PrecedingContents, memories: list[Memory]) -> list[str]:
         """The text to embed for each memory (all of one tenant), in order."""
-        if not memories:
-            return []
-        preceding: dict[str, str] = {}
-        if self.seconds > 0:
-            queries = [preceding_query(m, to_micros(m.timestamp), to_micros(m.recorded_at)) for m in memories]
-            preceding = await store.preceding_contents(memories[0].tenant, queries, int(self.seconds * 1_000_000))
-        return [contextual_text(m.content, preceding.get(m.id), self.chars) for m in memories]
+        found = await self.neighbours(store, memories)
+        return [self.text(m, found.get(m.id)) for m in memories]

@@ -21,6 +21,7 @@ import structlog
 from prometheus_client import Counter, Histogram
 
 from services.core.domain.delivery import Delivery, Outcome
+from services.core.domain.embedding_text import CONTEXT_REFRESH
 from services.core.domain.enrichment import Enrichment, LinkCounts, enrich
 from services.core.domain.entities import shared_entity_tags
 from services.core.domain.factuality import Factuality, assess, corroborate, source_trust
@@ -111,9 +112,10 @@ class _Computed:
         return found
 
 
-def _needs_enrichment(event: MemoryEvent) -> bool:
-    """New content, once the embedding stage is through with it."""
-    return event.kind is EventKind.EMBEDDED
+def needs_enrichment(event: MemoryEvent) -> bool:
+    """New content, once the embedding stage is through with it (not a vector
+    embedded again for its neighbours' sake: its content is as enriched)."""
+    return event.kind is EventKind.EMBEDDED and event.reason != CONTEXT_REFRESH
 
 
 class EnrichmentPipeline:
@@ -143,7 +145,7 @@ class EnrichmentPipeline:
         """The consumer's handler: enrich what changed, skip the rest."""
         return await by_tenant(
             deliveries,
-            wanted=_needs_enrichment,
+            wanted=needs_enrichment,
             work=self.enrich_ids,
             stats=self.stats,
             outcomes_metric=ENRICHED,

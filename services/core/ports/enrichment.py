@@ -5,22 +5,29 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from services.core.domain.embedding_text import Preceding
+from services.core.domain.embedding_text import Neighbours, Preceding
 from services.core.domain.model import Memory, MemoryEvent
 from services.core.ports.graph import MemoryLookup
 
 
 class PrecedingContents(Protocol):
-    """What an embedding text reads besides the memory: the one written before it."""
+    """What an embedding text reads besides the memory: the ones written around it."""
 
-    async def preceding_contents(self, tenant: str, items: list[Preceding], window_us: int) -> dict[str, str]:
-        """Per memory id, the content of the memory written just before it
-        (domain/embedding_text.py: same tenant, within window_us, sharing one
-        of its tags when it has any); ids with none are left out."""
+    async def neighbours(
+        self, tenant: str, items: list[Preceding], window_us: int, *, following: bool
+    ) -> dict[str, Neighbours]:
+        """Per memory id, the memory written just before it and (with
+        `following`) the one just after it (domain/embedding_text.py: same
+        tenant, within window_us, sharing one of its tags when it has any);
+        ids with neither are left out."""
 
 
 class EmbeddingStore(MemoryLookup, PrecedingContents, Protocol):
     """The embedding stage's reads and its write of vectors."""
+
+    async def embedding_models(self, tenant: str, memory_ids: list[str]) -> dict[str, str]:
+        """The model the embedding stage recorded for each memory's vector
+        (left out: a client-supplied vector, which is never replaced)."""
 
     async def record_embeddings(
         self,

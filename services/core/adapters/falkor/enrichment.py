@@ -5,13 +5,23 @@ from __future__ import annotations
 from services.core.adapters.falkor.audit import AuditTail
 from services.core.adapters.falkor.reads import FalkorLookup
 from services.core.adapters.falkor.rows import encode_embedding, memory_to_row, outbox_row
-from services.core.domain.embedding_text import Preceding
+from services.core.domain.embedding_text import Neighbour, Neighbours, Preceding
 from services.core.domain.model import Memory, MemoryEvent
 
 _ENRICHMENT_FIELDS = (
     "embedding", "summary", "enriched_at", "metadata", "factuality", "tags", "tag_prefixes", "search_tags",
     "search_meta", "version",
 )  # fmt: skip
+
+#: The memory just before an item (latest first) and just after it (earliest first), within the window.
+_BEFORE = (
+    "p.timestamp <= it.ts AND p.timestamp >= it.ts - $window AND (p.timestamp < it.ts OR p.recorded_at < it.rec)",
+    "p.timestamp DESC, p.recorded_at DESC",
+)
+_AFTER = (
+    "p.timestamp >= it.ts AND p.timestamp <= it.ts + $window AND (p.timestamp > it.ts OR p.recorded_at > it.rec)",
+    "p.timestamp, p.recorded_at",
+)
 
 
 class FalkorEnrichmentStore(FalkorLookup):
@@ -135,34 +145,42 @@ class FalkorEnrichmentStore(FalkorLookup):
         )
         return [i for row in result.result_set for i in row[0]]
 
-    async def preceding_contents(self, tenant: str, items: list[Preceding], window_us: int) -> dict[str, str]:
-        """The content of the memory just before each (embedding_text.py):
-        a range scan on the timestamp index per item, latest first (by
-        timestamp, then recorded_at), within the window, sharing a tag."""
+    async def neighbours(
+        self, tenant: str, items: list[Preceding], window_us: int, *, following: bool
+    ) -> dict[str, Neighbours]:
+        """The memories just before and (with `following`) just after each
+        (embedding_text.py): a range scan on the timestamp index per item and
+        direction, nearest first (by timestamp, then recorded_at), within the
+        window, sharing a tag."""
         if not items or window_us <= 0:
             return {}
+        rows = [{"id": i.memory_id, "ts": i.timestamp_us, "rec": i.recorded_us, "tags": list(i.tags)} for i in items]
+        params = {"tenant": tenant, "window": window_us, "items": rows}
+        before = await self._nearest(_BEFORE, params)
+        after = await self._nearest(_AFTER, params) if following else {}
+        return {memory_id: Neighbours(before.get(memory_id), after.get(memory_id)) for memory_id in (*before, *after)}
+
+    async def _nearest(self, direction: tuple[str, str], params: dict) -> dict[str, Neighbour]:
+        within, order = direction
         result = await self._conn.query(
-            """
+            f"""
             UNWIND $items AS it
-            CALL {
+            CALL {{
                 WITH it
                 MATCH (p:Memory)
-                WHERE p.tenant = $tenant AND p.timestamp <= it.ts AND p.timestamp >= it.ts - $window
-                  AND p.id <> it.id AND (p.timestamp < it.ts OR p.recorded_at < it.rec)
-                  AND (size(it.tags) = 0 OR any(t IN p.tags WHERE t IN it.tags))
-                RETURN p.content AS content ORDER BY p.timestamp DESC, p.recorded_at DESC LIMIT 1
-            }
-            RETURN it.id, content
+                WHERE p.tenant = $tenant AND {within}
+                  AND p.id <> it.id AND (size(it.tags) = 0 OR any(t IN p.tags WHERE t IN it.tags))
+                RETURN p.id AS near, p.content AS content ORDER BY {order} LIMIT 1
+            }}
+            RETURN it.id, near, content
             """,
-            {
-                "tenant": tenant,
-                "window": window_us,
-                "items": [
-                    {"id": i.memory_id, "ts": i.timestamp_us, "rec": i.recorded_us, "tags": list(i.tags)} for i in items
-                ],
-            },
+            params,
         )
-        return {memory_id: content for memory_id, content in result.result_set if isinstance(content, str)}
+        return {
+            memory_id: Neighbour(near, content)
+            for memory_id, near, content in result.result_set
+            if isinstance(near, str) and isinstance(content, str)
+        }
 
     async def link_preceding(
         self, tenant: str, items: list[tuple[str, int]], *, window_us: int, limit: int, now_us: int
