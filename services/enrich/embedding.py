@@ -137,7 +137,7 @@ class EmbeddingStage:
         if not chunks:
             return []
         written: list[str] = []
-        neighbours = await self._context.neighbours(self._store, memories)
+        neighbours = await self._context.neighbours(self._store, memories, after=True)
         texts = {m.id: self._context.text(m, neighbours.get(m.id)) for m in memories}
         embedding = asyncio.ensure_future(self._embedder.embed([texts[m.id] for m in chunks[0]]))
         try:

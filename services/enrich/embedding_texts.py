@@ -22,13 +22,17 @@ class EmbeddingContext:
     chars: int = 0
     following: bool = False
 
-    async def neighbours(self, store: PrecedingContents, memories: list[Memory]) -> dict[str, Neighbours]:
-        """The neighbours each memory's text reads (all of one tenant)."""
+    async def neighbours(
+        self, store: PrecedingContents, memories: list[Memory], *, after: bool = False
+    ) -> dict[str, Neighbours]:
+        """The neighbours each memory's text reads (all of one tenant), and
+        with `after` the memory just after each even when texts do not read
+        it (its own text reads this one: the embedding stage refreshes it)."""
         if not memories or self.seconds <= 0:
             return {}
         queries = [preceding_query(m, to_micros(m.timestamp), to_micros(m.recorded_at)) for m in memories]
         window_us = int(self.seconds * 1_000_000)
-        return await store.neighbours(memories[0].tenant, queries, window_us, following=self.following)
+        return await store.neighbours(memories[0].tenant, queries, window_us, following=after or self.following)
 
     def text(self, memory: Memory, neighbours: Neighbours | None) -> str:
         """The text to embed for a memory with these neighbours."""

@@ -200,3 +200,24 @@ async def test_a_refresh_never_replaces_a_client_supplied_vector(graph):
     assert await stage.embed_ids("c", ["a"]) == ["a"]
     assert (await graph.reader.get_memory("c", "q")).embedding == pytest.approx(supplied)
     assert stage.stats.refreshed == 0
+
+
+async def test_a_memory_written_in_between_refreshes_the_one_after_it(graph):
+    """Texts read only the memory before: a memory stored later with an
+    earlier time becomes the predecessor of one already embedded, whose
+    vector is embedded again with it."""
+    embedder = PlaceholderEmbedder(384)
+    stage = EmbeddingStage(
+        store=graph.enrichment, embedder=embedder, relay=AcceptingRelay(), batch_size=4, conflict_retries=3,
+        context=EmbeddingContext(1800, 600),
+    )  # fmt: skip
+    await _store(graph, [_turn("a", "Yes!", minutes=1)])
+    assert await stage.embed_ids("c", ["a"]) == ["a"]
+    await _store(graph, [_turn("q", "Caroline: I went to a support group")])
+    assert await stage.embed_ids("c", ["q"]) == ["q"]
+    [alone, with_question] = await embedder.embed(
+        ["Caroline: I went to a support group", "Yes!\nCaroline: I went to a support group"]
+    )
+    assert (await graph.reader.get_memory("c", "q")).embedding == pytest.approx(alone)
+    assert (await graph.reader.get_memory("c", "a")).embedding == pytest.approx(with_question)
+    assert stage.stats.refreshed == 1

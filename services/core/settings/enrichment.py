@@ -18,10 +18,11 @@ class EnrichmentSettings(Group):
     # many seconds earlier (0: its content alone), cut to this many characters ...
     embedding_context_seconds: float = Field(default=1800.0, ge=0)
     embedding_context_chars: int = Field(default=600, ge=0)
-    # ... and with the one written just after it (as far ahead), so a memory is
-    # embedded again when its successor arrives (about one embedding more a
-    # memory for memories written one at a time; a batch's own items need none).
-    embedding_context_following: bool = True
+    # ... and, when on, with the one written just after it (as far ahead), so a
+    # memory is embedded again when its successor arrives (about one embedding
+    # more a memory written one at a time). Off: it did not hold on the held-out
+    # folds (docs/performance.md, "The next turn in the embedding").
+    embedding_context_following: bool = False
     enrichment_temporal_window_hours: float = 24.0  # PRECEDED_BY links memories this close in time ...
     enrichment_temporal_limit: int = 3  # ... at most this many
     enrichment_similarity_limit: int = 5  # SIMILAR_TO links at most this many neighbours ...
