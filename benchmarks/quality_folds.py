@@ -48,8 +48,8 @@ class Reach:
     adjacent: int = 0
 
 
-def fused_order(pool: Sequence[PoolItem], weights: Mapping[str, float], reach: Reach) -> list[str]:
-    """The pool's dia_ids in the order recall would rank them with `weights`."""
+def fused(pool: Sequence[PoolItem], weights: Mapping[str, float], reach: Reach) -> list[tuple[PoolItem, float]]:
+    """The pool's items, best first, with the final score recall would give them with `weights`."""
     if not pool:
         return []
     spread = {name: w for name, w in weights.items() if name != "neighbourhood"}
@@ -63,7 +63,12 @@ def fused_order(pool: Sequence[PoolItem], weights: Mapping[str, float], reach: R
         lifts = [weight * item.trust_weight for item in pool]
         final = [(f + lift * b) / (1.0 + lift) for f, b, lift in zip(first, best, lifts, strict=True)]
     order = np.argsort(-np.array(final), kind="stable")
-    return [pool[i].dia_id for i in order]
+    return [(pool[i], float(final[i])) for i in order]
+
+
+def fused_order(pool: Sequence[PoolItem], weights: Mapping[str, float], reach: Reach) -> list[str]:
+    """The pool's dia_ids in the order recall would rank them with `weights`."""
+    return [item.dia_id for item, _ in fused(pool, weights, reach)]
 
 
 Objective = Callable[[dict[str, list[str]]], float]

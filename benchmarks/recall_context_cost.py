@@ -2,7 +2,7 @@
 one run: beside the stack's recall, a second recall process over the same
 FalkorDB with them off (BASELINES "before": no related words, no speaker or
 neighbourhood component, no second query text, the shallower shortlist of
-before; or one lever off at a time), its own vector index rebuilt from the same
+before, no reranker; or one lever off at a time), its own vector index rebuilt from the same
 graph; after the same warm-up queries, the same distinct queries are sent to
 each in turn over gRPC (SearchMemories, as the gateway calls it), each going
 first every other time, so both see the same machine at the same moment, and
@@ -39,8 +39,10 @@ BASELINES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
             "RECALL_NAMELESS_QUERY_SHARE": "0",
             "RECALL_CANDIDATE_MIN": "30",
             "RECALL_SHORTLIST_MIN": "30",
+            "RECALL_RERANK_DEPTH": "0",
         },
     ),
+    "rerank": ((), {"RECALL_RERANK_DEPTH": "0"}),
     "shortlist": ((), {"RECALL_CANDIDATE_MIN": "30", "RECALL_SHORTLIST_MIN": "30"}),
     "second-text": ((), {"RECALL_NAMELESS_QUERY_SHARE": "0"}),
     "related": (("related",), {"RECALL_RELATED_CACHE_WORDS": "0"}),

@@ -39,6 +39,7 @@ from services.recall.projector import Projector
 from services.recall.ranked import RankedRecall
 from services.recall.readiness import CaughtUp
 from services.recall.reads import MemoryReads
+from services.recall.rerank_stage import RerankStage, load_model
 from services.recall.servicer import RecallServicer
 from services.recall.text_arms import TextArms
 from services.recall.trust_reads import TrustReads
@@ -94,6 +95,10 @@ def build_app(
         state=state,
         policy=policy,
         access=access,
+        rerank=RerankStage(
+            load_model(settings.recall.recall_rerank_model) if settings.recall.recall_rerank_depth > 1 else None,
+            settings.recall.recall_rerank_depth,
+        ),
     )
     listings = Listings(
         reader=reader,

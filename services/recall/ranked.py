@@ -31,6 +31,7 @@ from services.recall.access import AccessRecorder
 from services.recall.current_state import CurrentStatePass
 from services.recall.expansion import Expansion
 from services.recall.related_stage import RelatedStage
+from services.recall.rerank_stage import RerankStage
 from services.recall.text_arms import TEXT_ARMS, TextArms
 from services.recall.vector_arm import VectorArm
 from services.recall.word_vectors import WordVectors
@@ -98,8 +99,10 @@ class RankedRecall:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         access: AccessRecorder | None = None,
         words: WordVectors | None = None,
+        rerank: RerankStage | None = None,
     ):
         self._related = RelatedStage(words, policy)
+        self._rerank = rerank or RerankStage(None, 0)
         self._reader = reader
         self._text = text
         self._vector = vector
@@ -272,6 +275,8 @@ class RankedRecall:
             ranking.score(candidate, request, self._policy, weights)
         ranking.with_neighbourhood(candidates, self._policy, weights, search=request.has_query)
         watch.lap("score")
+        self._rerank.apply(request, candidates, debug)
+        watch.lap("rerank")
         results = await self._state.apply(tenant, candidates, scope, debug, known)
         watch.lap("state_pass")
         results = ranking.dedupe(results)

@@ -24,6 +24,12 @@ class RecallSettings(Group):
     # are read from the graph and scored (the shortlist, by their arm scores); a recall without a
     # query lists as many.
     recall_shortlist_min: int = Field(default=30, ge=1)
+    # The second stage (services/core/domain/rerank.py): a query's best this-many
+    # candidates of the first stage are reordered by a learned model (0 or 1: off) ...
+    recall_rerank_depth: int = Field(default=50, ge=0)
+    # ... read from this file ("": the model shipped in services/recall/rerank_model.json,
+    # fitted by benchmarks/quality_rerank.py); one that cannot be read leaves it off.
+    recall_rerank_model: str = ""
     recall_expansion_limit: int = 10  # memories each expansion adds at most (expansion_limit)
     recall_expand_min_strength: float = 0.0  # defaults of expand_min_strength ...
     recall_expand_min_importance: float = 0.0  # ... and expand_min_importance
