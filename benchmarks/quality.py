@@ -38,6 +38,8 @@ import numpy as np
 
 from benchmarks.bm25 import BM25
 from benchmarks.quality_folds import FITTED, PoolItem, Reach, fit, held_out
+from benchmarks.quality_rerank import held_out as rerank_held_out
+from benchmarks.quality_rerank import rerank_depth
 from benchmarks.report import percentiles, progress
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
@@ -531,6 +533,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         start, reach = served_weights()
         folds, chosen = held_out(pools, objective_for(questions), start, reach)
         results["memgrid held-out folds"] = figures(folds, questions, ks)
+        # The second stage's folds: each conversation's top reranked by an ensemble fitted on the others.
+        evidence = {q.key: set(q.evidence) for q in questions}
+        second = rerank_held_out(pools, evidence, objective_for(questions), start, reach, rerank_depth())
+        results["memgrid reranked folds"] = figures(second, questions, ks)
         every = {key: pool for by_key in pools.values() for key, pool in by_key.items()}
         summary["fold_weights"] = chosen
         summary["weights_on_all"] = fit(every, objective_for(questions)(list(pools)), start, reach)

@@ -109,7 +109,7 @@ def held_out(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from benchmarks.quality import (
+    from benchmarks.quality import (  # noqa: PLC0415  quality imports this module
         CATEGORIES,
         DEFAULT_DATA,
         OVERALL,

@@ -264,3 +264,38 @@ def test_the_folds_fuse_a_pool_in_the_order_recall_ranks_it(adjacent):
     reach = policy(neighbourhood_seconds=1800.0, neighbourhood_adjacent=adjacent)
     with_neighbourhood(candidates, reach, weights, search=True)
     assert [c.id for c in order(candidates, "score")] == fused_order(pool, weights, Reach(1800.0, adjacent))
+
+
+def test_the_reranked_folds_order_a_pool_as_recall_serves_it():
+    """The benchmark's reranked order (benchmarks/quality_rerank.py) is the
+    order recall's second stage gives the same candidates with the shipped model."""
+    from benchmarks.quality_folds import PoolItem, Reach, fused
+    from benchmarks.quality_rerank import reranked
+    from services.core.domain.recall_ranking import Candidate, order
+    from services.recall.rerank_stage import RerankStage, load_model
+    from tests.factories import memory_at
+    from tests.unit.test_recall_domain import req
+
+    model = load_model("")
+    assert model is not None
+    rng = np.random.default_rng(5)
+    weights = {"vector": 0.4, "keyword": 0.15, "speaker": 0.2, "related": 0.1, "tag": 0.1}
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    pool, candidates = [], []
+    for i in range(40):
+        components = {
+            "vector": round(float(rng.random()), 6),
+            "keyword": round(float(rng.random()) * float(rng.integers(2)), 6),
+            "speaker": float(rng.integers(2)),
+            "related": round(float(rng.random()) * 0.5, 6),
+            "tag": 0.857143,
+        }
+        pool.append(PoolItem(f"m{i}", components, at.timestamp()))
+    for item, score in fused(pool, weights, Reach(0)):
+        candidate = Candidate(item.dia_id, memory=memory_at(item.dia_id, at, importance=0.5))
+        candidate.components, candidate.final = dict(item.components), score
+        candidates.append(candidate)
+    RerankStage(model, depth=25).apply(req(queries=["x"]), candidates, {})
+    served = [c.id for c in order(candidates, "score")]
+    assert served == reranked(pool, weights, Reach(0), 25, model)
+    assert served[:25] != [item.dia_id for item, _ in fused(pool, weights, Reach(0))][:25]  # it did reorder
