@@ -13,22 +13,30 @@ consolidation pass (full, for real) runs every --consolidate-every seconds
 from a tenth of the run on, and one POST /backup is taken at --backup-at of
 the run. Every answer that is not a 2xx counts as an error; each kind's
 p50 and p99 are reported (an SSE client's: to its `ready` event).
-Every --sample seconds the VmRSS of each process of the stack (nats-server
-and FalkorDB included) is read from /proc/<pid>/status. After --warmup
-seconds (the models loaded, the caches and pools filled) the RSS then is
-the baseline; the run passes when no operation failed and no process's RSS
-grew by more than --late-growth (a share of its baseline, 2 %) over the
-second half of the window, where a one-off step (a model, a pool, a Go heap)
-is over and a leak still grows: the median of the tenth of the samples
-after the half against that of the last tenth, so that a batch's working
-memory or a garbage collection caught by one sample does not decide. Two
-processes hold data that grows by design, taken out of their growth:
-FalkorDB (every change adds an audit entry; its own accounting, INFO
-memory used_memory) and nats-server (the events stream's newest message
-block, kept in memory while it is written: up to 8 MiB, read as the
-newest *.blk file's size). A table of both is printed, the figures
-(with each process's RSS and RssAnon series) written to --json, and
-devstack's output to --log.
+Every --sample seconds each process of the stack (nats-server and
+FalkorDB included) is read from /proc/<pid>/status: VmRSS and its parts.
+After --warmup seconds (the models loaded, the caches and pools filled)
+the figures then are the baseline; the run passes when no operation failed
+and no process's held memory (RssAnon + RssShmem: heaps, stacks, shared
+memory, what the kernel cannot take back) grew by more than --late-growth
+(a share of its baseline, 2 %) over the second half of the window, where a
+one-off step (a model, a pool, a Go heap) is over and a leak still grows:
+the median of the tenth of the samples after the half against that of the
+last tenth, so that a batch's working memory or a garbage collection
+caught by one sample does not decide. VmRSS is shown beside it; it also
+counts the pages of the files a process maps (RssFile), page cache the
+kernel drops under pressure and reads again when touched: recall's vector
+index (segments, WAL) grows and shrinks there, so recall's mapped index
+pages (from smaps) and the index's size on disk, their ceiling, are
+reported too. FalkorDB holds data that grows by design (every change adds
+an audit entry), taken out of its growth (its own accounting, INFO memory
+used_memory). nats-server's memory saws with the events stream's newest
+message block (kept in memory while the consumers read it, up to 8 MiB,
+plus Go's heap headroom; read as the newest *.blk file's size): its last
+tenth is compared with the samples of an earlier block at the same fill
+(block_matched). A table is printed, the figures (with each process's
+series) written to --json, and devstack's output to --log; --reanalyse
+judges an earlier run's --json again.
 
     python -m benchmarks.soak --duration 300 --rate 10
 """
