@@ -155,6 +155,9 @@ class Load:
         self.weights = [mix[k] for k in self.kinds]
         self.random = random.Random(seed)  # noqa: S311  a seeded load pattern, not a secret
         self.live: list[str] = []  # ids this run wrote and has not deleted
+        #: Patches under way, by id: a delete leaves those ids alone, else a patch sent before it
+        #: and served after it answers 404, the load's own race, not the service's error.
+        self.patching: dict[str, int] = {}
         self.latencies: dict[str, list[float]] = {k: [] for k in (*KINDS, *SCHEDULED)}
         self.errors: dict[str, list[str]] = {k: [] for k in (*KINDS, *SCHEDULED)}
         #: Events the SSE clients received, all told.
@@ -180,15 +183,27 @@ class Load:
                 reply = await self.client.get("/recall", params={"query": self._words(), "limit": 10})
             elif kind == "patch":
                 target = self.random.choice(self.live)
-                reply = await self.client.patch(f"/memory/{target}", json={"importance": self.random.random()})
+                self.patching[target] = self.patching.get(target, 0) + 1
+                try:
+                    reply = await self.client.patch(f"/memory/{target}", json={"importance": self.random.random()})
+                finally:
+                    if (left := self.patching.pop(target) - 1) > 0:
+                        self.patching[target] = left
             else:
-                target = self.live.pop(self.random.randrange(len(self.live)))
-                reply = await self.client.delete(f"/memory/{target}")
+                reply = await self.client.delete(f"/memory/{self._deletable()}")
             if not reply.is_success:
                 self.errors[kind].append(f"{reply.status_code} {reply.text[:200]}")
         except httpx.HTTPError as exc:
             self.errors[kind].append(repr(exc))
         self.latencies[kind].append(time.monotonic() - started)
+
+    def _deletable(self) -> str:
+        """A live id to delete, taken out of the live ones: a random one, else the
+        first no patch is under way for (any, when every one is being patched)."""
+        at = self.random.randrange(len(self.live))
+        if self.live[at] in self.patching:
+            at = next((i for i, memory in enumerate(self.live) if memory not in self.patching), at)
+        return self.live.pop(at)
 
     async def sse_client(self, hold: float) -> None:
         """Connect to GET /stream, read events for `hold` seconds, leave."""

@@ -4,6 +4,10 @@ it, and nats-server's saw is compared at the same fill of its block."""
 
 from __future__ import annotations
 
+import asyncio
+
+import httpx
+
 from benchmarks import soak
 
 MIB = 1024
@@ -70,3 +74,25 @@ def test_an_earlier_runs_figures_are_judged_again(tmp_path):
     for name in names:
         assert abs(again[name]["late_held_growth"] - result["processes"][name]["late_held_growth"]) < 1e-9
     assert abs(again["redis-server"]["late_held_growth"]) < 1e-9  # its growth was all data
+
+
+async def test_a_delete_leaves_a_memory_being_patched_alone():
+    release, seen = asyncio.Event(), []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.url.path))
+        if request.method == "PATCH":
+            await release.wait()
+        return httpx.Response(200, json={})
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler), base_url="http://soak") as client:
+        load = soak.Load(client, {"patch": 1.0})
+        load.live = ["a"]
+        patch = asyncio.create_task(load.one("patch"))
+        await asyncio.sleep(0.01)
+        load.live.append("b")
+        await load.one("delete")  # "a" is being patched: "b" goes
+        release.set()
+        await patch
+    assert ("DELETE", "/memory/b") in seen and load.live == ["a"] and not load.patching
+    assert not any(load.errors.values())
