@@ -143,7 +143,10 @@ class StreamHub:
         raises (grpc.aio.AioRpcError: the route answers it in the envelope)."""
         items = self._watch(tenant, after, kinds)
         try:
-            opened = await asyncio.wait_for(anext(items), self._open_timeout)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns an item that came in as
+            # the caller was cancelled and drops the cancellation, which left watches open on recall.
+            async with asyncio.timeout(self._open_timeout):
+                opened = await anext(items)
         except BaseException:
             with contextlib.suppress(Exception):
                 await items.aclose()
@@ -184,7 +187,8 @@ class StreamHub:
             try:
                 while True:
                     try:
-                        item = await asyncio.wait_for(anext(items), self._silence)
+                        async with asyncio.timeout(self._silence):  # not wait_for: see _opened
+                            item = await anext(items)
                     except StopAsyncIteration:
                         break
                     self._take(subscriber, item, totals)

@@ -37,5 +37,9 @@ def test_a_short_soak_runs_the_whole_mix_without_errors(tmp_path):
         assert isinstance(p["late_growth"], float) and isinstance(p["late_anon_growth"], float), name
     assert result["late_growth_bound"] == 0.02
     assert 0 < result["live_at_end"] <= 40  # at the cap a write became a delete
-    assert result["processes"]["nats-server"]["data_series_kib"]  # its newest blocks, taken out
+    assert result["processes"]["nats-server"]["block_series_kib"]  # its newest block, its saw matched on
+    assert result["processes"][soak.FALKORDB]["data_series_kib"]  # its data, taken out
+    for name, p in result["processes"].items():
+        assert p["held_baseline_kib"] > 0 and isinstance(p["late_held_growth"], float), name  # the verdict's measure
+    assert result["processes"]["recall"]["index_disk_kib"][0] > 0  # its index's files, the mapped pages' ceiling
     assert (tmp_path / "stack.log").exists()  # devstack logs warnings only: a quiet run leaves it empty

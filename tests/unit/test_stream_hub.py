@@ -230,3 +230,38 @@ async def test_a_silent_watch_is_taken_for_lost_but_heartbeats_keep_it():
         await stream.aclose()
     finally:
         await hub.close()
+
+
+@pytest.mark.timeout(30)
+async def test_a_leaving_subscriber_closes_its_watch_while_events_pour_in():
+    """A stream that leaves while its watch is busy closes the watch (and so
+    recall's consumer): the pump's cancellation is never lost to an event
+    that came in at the same moment (asyncio.wait_for in Python 3.11 returned
+    the event and dropped the cancellation; the soak found the watches left
+    open, about one SSE client in thirty under a consolidation's burst)."""
+    closed = []
+
+    async def busy_watch(tenant, after, kinds):
+        try:
+            yield WatchOpened(0, 1, 0)
+            n = 0
+            while True:
+                await asyncio.sleep(0.0005)  # an event ready at almost every turn of the loop
+                yield event(n)
+                n += 1
+        finally:
+            closed.append(tenant)
+
+    hub = StreamHub(busy_watch, buffer_size=4, keepalive_seconds=0.01, silence_seconds=30.0)
+    for _ in range(40):
+        stream = hub.events(await hub.open("acme", None))
+        await anext(stream)
+        await asyncio.sleep(0.002)
+        await stream.aclose()
+    await asyncio.sleep(0.05)
+    left_open = 40 - len(closed)
+    for task in asyncio.all_tasks():  # a pump that outlived its subscriber, stopped so the test ends
+        if task is not asyncio.current_task() and "_pump" in repr(task.get_coro()):
+            task.cancel()
+    assert left_open == 0 and not hub._pumps  # every watch closed, no pump left
+    await hub.close()

@@ -1,0 +1,98 @@
+"""`make soak`'s memory rule (benchmarks/soak.py) on made-up samples: what
+the kernel cannot take back is judged, mapped file pages are shown beside
+it, and nats-server's saw is compared at the same fill of its block."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from benchmarks import soak
+
+MIB = 1024
+
+
+def _samples(n: int, each) -> list:
+    return [(float(i * 5), each(i)) for i in range(n)]
+
+
+def test_mapped_file_pages_are_shown_but_not_judged():
+    # recall: its heaps flat, its mapped index pages growing (page cache within the files on disk)
+    def sizes(i):
+        anon, file = 300 * MIB, 150 * MIB + i * 200
+        return {"recall": anon + file, "recall:anon": anon, "recall:held": anon, "recall:file": file}
+
+    p = soak.analyse(_samples(200, sizes), ["recall"], warmup=0)["recall"]
+    assert p["late_growth"] > 0.02  # VmRSS grew, and the figure says so
+    assert abs(p["late_held_growth"]) < 0.001  # what the kernel cannot take back did not
+
+
+def test_a_growing_heap_fails_the_rule():
+    def sizes(i):
+        anon = 300 * MIB + i * 100
+        return {"recall": anon + 150 * MIB, "recall:anon": anon, "recall:held": anon}
+
+    assert soak.analyse(_samples(200, sizes), ["recall"], warmup=0)["recall"]["late_held_growth"] > 0.02
+
+
+def _nats(leak_per_sample: float):
+    # a block of 8 MiB filled in 150 samples; the heap follows it and Go's headroom doubles it
+    def sizes(i):
+        fill = (i % 150) / 150 * 8 * MIB
+        held = 10 * MIB + 2 * fill + leak_per_sample * i
+        return {"nats-server": held + 16 * MIB, "nats-server:anon": held, "nats-server:held": held, "nats-block": fill}
+
+    return sizes
+
+
+def test_the_nats_saw_is_compared_at_the_same_block_fill():
+    p = soak.analyse(_samples(400, _nats(0)), ["nats-server"], warmup=0)["nats-server"]
+    assert p["blocks_begun"] == 2
+    assert "same block fill" in p["measure"]
+    assert abs(p["late_held_growth"]) < 0.005  # the saw alone is not growth
+    assert abs(p["late_growth"]) > 0.02  # though two windows of VmRSS at different fills differ
+
+
+def test_a_nats_leak_shows_through_the_saw():
+    p = soak.analyse(_samples(400, _nats(20)), ["nats-server"], warmup=0)["nats-server"]
+    assert p["late_held_growth"] > 0.02
+
+
+def test_a_run_shorter_than_a_block_takes_the_block_out():
+    p = soak.analyse(_samples(100, _nats(0)), ["nats-server"], warmup=0)["nats-server"]
+    assert p["blocks_begun"] == 0 and "beyond the newest block" in p["measure"]
+
+
+def test_an_earlier_runs_figures_are_judged_again(tmp_path):
+    def sizes(i):
+        return {**_nats(0)(i), "redis-server": 40 * MIB + i, "redis-server:anon": 30 * MIB + i, "falkordb-data": i}
+
+    names = ["nats-server", "redis-server"]
+    result = {"processes": soak.analyse(_samples(400, sizes), names, warmup=0)}
+    again = soak.analyse(soak.samples_of(result), names, warmup=0)
+    for name in names:
+        assert abs(again[name]["late_held_growth"] - result["processes"][name]["late_held_growth"]) < 1e-9
+    assert abs(again["redis-server"]["late_held_growth"]) < 1e-9  # its growth was all data
+
+
+async def test_a_delete_leaves_a_memory_being_patched_alone():
+    release, seen = asyncio.Event(), []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.url.path))
+        if request.method == "PATCH":
+            await release.wait()
+        return httpx.Response(200, json={})
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler), base_url="http://soak") as client:
+        load = soak.Load(client, {"patch": 1.0})
+        load.live = ["a"]
+        patch = asyncio.create_task(load.one("patch"))
+        await asyncio.sleep(0.01)
+        load.live.append("b")
+        await load.one("delete")  # "a" is being patched: "b" goes
+        release.set()
+        await patch
+    assert ("DELETE", "/memory/b") in seen and load.live == ["a"] and not load.patching
+    assert not any(load.errors.values())
