@@ -22,11 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: The components read as they are, in this order (recall_ranking.COMPONENTS).
-RAW = (
-    "vector", "keyword", "metadata", "tag", "exact", "relation", "importance", "confidence", "recency", "trust",
-    "context", "relevance", "speaker", "neighbourhood", "related",
-)  # fmt: skip
+#: The components read as they are: how each candidate matches the query.
+#: What describes a memory whatever is asked (importance, confidence,
+#: recency, trust, relevance, the context hint) is left to the first stage's
+#: weights, which the first stage's own rank and score carry in: a model
+#: fitted on one data set's ages and defaults would not carry to another's.
+RAW = ("vector", "keyword", "metadata", "tag", "exact", "relation", "speaker", "neighbourhood", "related")
 #: The components also read against the candidates': a share of the best, and a rank.
 RELATIVE = ("vector", "keyword", "neighbourhood", "related", "speaker", "tag")
 #: Every feature's name, in the model's column order.
