@@ -238,7 +238,8 @@ def main(
     first (background work that should yield the CPU to the services
     answering requests). Every service times its garbage collections
     (heap.GC_PAUSES); with `freeze_after_start` what it holds once started
-    is frozen out of the collector's reach (heap.freeze_startup_objects).
+    is frozen out of the collector's reach, and its young collections made
+    rarer (heap.freeze_startup_objects, GC_YOUNG_THRESHOLD).
     """
     from services.core.observability import configure_logging, start_metrics_server
     from services.core.settings import Settings
@@ -264,7 +265,7 @@ def main(
             max_connection_age_seconds=settings.plane.grpc_max_connection_age_seconds,
         )
         if freeze_after_start:
-            freeze_startup_objects()
+            freeze_startup_objects(settings.process.gc_young_threshold)
         await run_until_signalled(running)
 
     asyncio.run(serve())

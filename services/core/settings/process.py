@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import Field
+
 from services.core.settings.base import Group
 
 
@@ -22,3 +24,6 @@ class ProcessSettings(Group):
     # Logging.
     log_level: str = "INFO"  # DEBUG, INFO, WARNING, ERROR
     log_json: bool = True  # JSON lines; false: readable console lines
+
+    # The garbage collector (recall's, which freezes what it holds once started).
+    gc_young_threshold: int = Field(default=10_000, ge=100)  # a young collection after this many new objects (700)
