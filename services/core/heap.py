@@ -71,7 +71,7 @@ def time_collections() -> None:
         gc.callbacks.append(_PauseTimer())
 
 
-def freeze_startup_objects(young_threshold: int = 700) -> None:
+def freeze_startup_objects() -> None:
     """Move what the process holds after it started (its modules, settings,
     clients, models) out of the collector's reach (gc.freeze): a full
     collection then walks only what was made since, not the hundreds of
@@ -79,14 +79,6 @@ def freeze_startup_objects(young_threshold: int = 700) -> None:
     recall process took 0.4-0.5 s on the loaded benchmark machine, and a
     request that allocates many objects, such as pooling a recall's
     candidates, is where one runs). Objects frozen are still freed when
-    their count drops to zero; only cycles among them would stay.
-
-    A young collection then runs after `young_threshold` new objects
-    (GC_YOUNG_THRESHOLD), the older generations' thresholds as they were: a
-    request's objects mostly die with it, so fewer young collections cost
-    less in all, and promote fewer of a request's objects into the older
-    generations, whose collections are the long ones."""
+    their count drops to zero; only cycles among them would stay."""
     gc.collect()
     gc.freeze()
-    _, middle, old = gc.get_threshold()
-    gc.set_threshold(young_threshold, middle, old)

@@ -238,8 +238,7 @@ def main(
     first (background work that should yield the CPU to the services
     answering requests). Every service times its garbage collections
     (heap.GC_PAUSES); with `freeze_after_start` what it holds once started
-    is frozen out of the collector's reach, and its young collections made
-    rarer (heap.freeze_startup_objects, GC_YOUNG_THRESHOLD).
+    is frozen out of the collector's reach (heap.freeze_startup_objects).
     """
     from services.core.observability import configure_logging, start_metrics_server
     from services.core.settings import Settings
@@ -265,7 +264,7 @@ def main(
             max_connection_age_seconds=settings.plane.grpc_max_connection_age_seconds,
         )
         if freeze_after_start:
-            freeze_startup_objects(settings.process.gc_young_threshold)
+            freeze_startup_objects()
         await run_until_signalled(running)
 
     asyncio.run(serve())

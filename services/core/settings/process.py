@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
-
 from services.core.settings.base import Group
 
 
@@ -24,6 +22,3 @@ class ProcessSettings(Group):
     # Logging.
     log_level: str = "INFO"  # DEBUG, INFO, WARNING, ERROR
     log_json: bool = True  # JSON lines; false: readable console lines
-
-    # The garbage collector (recall's, which freezes what it holds once started).
-    gc_young_threshold: int = Field(default=10_000, ge=100)  # a young collection after this many new objects (700)
