@@ -4,4 +4,4 @@ from services.core.grpc.server import main
 from services.recall.bootstrap import GROUPS, build_app
 
 if __name__ == "__main__":
-    main("recall", build_app, GROUPS)
+    main("recall", build_app, GROUPS, freeze_after_start=True)

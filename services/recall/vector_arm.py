@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import structlog
 
@@ -163,5 +163,11 @@ TIE_MARGIN = 2
 
 
 def _best(vector: QueryVector, found: list[VectorHit], fetch: int) -> list[VectorHit]:
-    scaled = [h if vector.scale == 1.0 else replace(h, score=h.score * vector.scale) for h in found if h.score > 0]
-    return sorted(scaled, key=lambda h: (-h.score, h.id))[:fetch]
+    """The best `fetch` of the hits with a positive score, their scores
+    scaled, by scaled score then id; a hit is rebuilt only for the ones kept
+    (dataclasses.replace of every hit was a tenth of a millisecond a search)."""
+    scale = vector.scale
+    if scale == 1.0:
+        return sorted((h for h in found if h.score > 0), key=lambda h: (-h.score, h.id))[:fetch]
+    scaled = sorted(((h.score * scale, h) for h in found if h.score > 0), key=lambda p: (-p[0], p[1].id))
+    return [VectorHit(h.id, score, h.payload) for score, h in scaled[:fetch]]

@@ -105,7 +105,11 @@ def merge(
     top = max(score for _, score in hits) if normalise else 1.0
     for memory_id, score in hits:
         value = score / top if normalise and top > 0 else score
-        pool.setdefault(memory_id, Candidate(memory_id)).add(arm, max(0.0, min(1.0, value)), raw=score, query=query)
+        # A candidate is made only for an id not pooled yet (setdefault would make one for every hit).
+        candidate = pool.get(memory_id)
+        if candidate is None:
+            candidate = pool[memory_id] = Candidate(memory_id)
+        candidate.add(arm, max(0.0, min(1.0, value)), raw=score, query=query)
 
 
 def shortlist(pool: Mapping[str, Candidate], weights: Mapping[str, float], size: int) -> list[Candidate]:

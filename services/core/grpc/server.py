@@ -22,6 +22,7 @@ from services.core.domain.errors import DomainError
 from services.core.grpc.errors import to_grpc_status
 from services.core.grpc.plane import ClaimInterceptor, ServicePlane
 from services.core.grpc.wrapping import around_calls
+from services.core.heap import freeze_startup_objects, time_collections
 from services.core.observability import GRPC_LATENCY, GRPC_REQUESTS
 
 if TYPE_CHECKING:
@@ -221,14 +222,23 @@ async def run_until_signalled(running: RunningService) -> None:
     await running.stop()
 
 
-def main(name: str, build_app, groups: Iterable[str], *, nice: Callable[[Settings], int] | None = None) -> None:
+def main(
+    name: str,
+    build_app,
+    groups: Iterable[str],
+    *,
+    nice: Callable[[Settings], int] | None = None,
+    freeze_after_start: bool = False,
+) -> None:
     """The entrypoint of every service: settings -> bootstrap -> serve.
 
     `build_app(settings)` is the service's composition root, `groups` the
     settings groups it reads (process and plane, which this reads too, are
     always loaded); `nice`, when given, is the niceness the process takes
     first (background work that should yield the CPU to the services
-    answering requests).
+    answering requests). Every service times its garbage collections
+    (heap.GC_PAUSES); with `freeze_after_start` what it holds once started
+    is frozen out of the collector's reach (heap.freeze_startup_objects).
     """
     from services.core.observability import configure_logging, start_metrics_server
     from services.core.settings import Settings
@@ -239,6 +249,7 @@ def main(name: str, build_app, groups: Iterable[str], *, nice: Callable[[Setting
     configure_logging(name, level=settings.process.log_level, json_logs=settings.process.log_json)
     start_metrics_server(settings.plane.metrics_port(name), host=settings.plane.listen_host)
     plane = ServicePlane.from_settings(settings.plane, settings.process.memgrid_data_dir)
+    time_collections()
 
     async def serve() -> None:
         app = build_app(settings)
@@ -252,6 +263,8 @@ def main(name: str, build_app, groups: Iterable[str], *, nice: Callable[[Setting
             max_message_bytes=settings.plane.grpc_max_message_bytes,
             max_connection_age_seconds=settings.plane.grpc_max_connection_age_seconds,
         )
+        if freeze_after_start:
+            freeze_startup_objects()
         await run_until_signalled(running)
 
     asyncio.run(serve())
