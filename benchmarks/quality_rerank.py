@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.quality_folds import PoolItem, Reach, fit, fused
-from services.core.domain.rerank import TreeModel, features, from_lightgbm
+from services.core.domain.rerank import TreeModel, features, from_lightgbm, model_order
 
 #: LightGBM's settings: small trees, shrunk and subsampled (three conversations are little data).
 PARAMS = {
@@ -83,8 +83,7 @@ def reranked(pool: Sequence[PoolItem], weights: Mapping[str, float], reach: Reac
     ranked, top, rows = _head(pool, weights, reach, depth)
     if len(top) < 2:
         return [item.dia_id for item, _ in ranked]
-    scores = model.predict(rows)
-    order = sorted(range(len(top)), key=lambda i: (-scores[i], i))
+    order = model_order(model.predict(rows).tolist())
     return [top[i][0].dia_id for i in order] + [item.dia_id for item, _ in ranked[depth:]]
 
 

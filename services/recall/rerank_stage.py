@@ -14,11 +14,13 @@ import structlog
 
 from services.core.domain import recall_ranking as ranking
 from services.core.domain.recall_ranking import Candidate
-from services.core.domain.recall_request import RecallRequest
+from services.core.domain.recall_request import INTENTS, RecallRequest
 from services.core.domain.rerank import TreeModel, features, reordered
 
 log = structlog.get_logger()
 
+#: The intent whose first stage the model was fitted on (recall's own weights, not browse's).
+RANKED_INTENT = INTENTS[0]
 #: The model shipped with recall (fitted by benchmarks/quality_rerank.py).
 PACKAGED = "rerank_model.json"
 
@@ -50,7 +52,7 @@ class RerankStage:
         """Reorder a query's best candidates by the model (recall intent, ranked by score)."""
         if self._model is None or self._depth <= 1:
             return
-        if not request.has_query or request.sort != "score" or request.intent != "recall":
+        if not request.has_query or request.sort != "score" or request.intent != RANKED_INTENT:
             return
         top = ranking.order([c for c in candidates if c.memory is not None], "score")[: self._depth]
         if len(top) < 2:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
@@ -170,4 +170,4 @@ def _best(vector: QueryVector, found: list[VectorHit], fetch: int) -> list[Vecto
     if scale == 1.0:
         return sorted((h for h in found if h.score > 0), key=lambda h: (-h.score, h.id))[:fetch]
     scaled = sorted(((h.score * scale, h) for h in found if h.score > 0), key=lambda p: (-p[0], p[1].id))
-    return [VectorHit(h.id, score, h.payload) for score, h in scaled[:fetch]]
+    return [replace(h, score=score) for score, h in scaled[:fetch]]

@@ -40,6 +40,13 @@ def _turn(memory_id: str, content: str, *, minutes: float = 0, micros: int = 0, 
     )
 
 
+def _stage(graph, embedder, context: EmbeddingContext, relay=None) -> EmbeddingStage:
+    return EmbeddingStage(
+        store=graph.enrichment, embedder=embedder, relay=relay or AcceptingRelay(), batch_size=4,
+        conflict_retries=3, context=context,
+    )  # fmt: skip
+
+
 async def _store(graph, memories) -> None:
     for memory in memories:
         event = MemoryEvent.for_memory(EventKind.CREATED, memory, AT)
@@ -97,10 +104,7 @@ async def test_the_stage_embeds_a_turn_with_the_one_before_it(graph):
     question, answer = _turn("q", "Caroline: I went to a support group", micros=0), _turn("a", "Yes!", micros=1)
     await _store(graph, [question, answer])
     embedder = PlaceholderEmbedder(384)
-    stage = EmbeddingStage(
-        store=graph.enrichment, embedder=embedder, relay=AcceptingRelay(), batch_size=4, conflict_retries=3,
-        context=EmbeddingContext(1800, 20),
-    )  # fmt: skip
+    stage = _stage(graph, embedder, EmbeddingContext(1800, 20))
     assert await stage.embed_ids("c", ["q", "a"]) == ["a", "q"]
     [alone, with_context] = await embedder.embed(["Caroline: I went to a support group", "Yes!\nCaroline: I went to"])
     assert (await graph.reader.get_memory("c", "q")).embedding == pytest.approx(alone)
@@ -160,10 +164,7 @@ async def test_a_successor_arriving_embeds_its_predecessor_again(graph):
     with its answer once the answer arrives; the answer is not re-enriched for it."""
     embedder = PlaceholderEmbedder(384)
     relay = _Relay()
-    stage = EmbeddingStage(
-        store=graph.enrichment, embedder=embedder, relay=relay, batch_size=4, conflict_retries=3,
-        context=EmbeddingContext(1800, 600, following=True),
-    )  # fmt: skip
+    stage = _stage(graph, embedder, EmbeddingContext(1800, 600, following=True), relay=relay)
     question = _turn("q", "Caroline: I went to a support group", micros=0)
     await _store(graph, [question])
     assert await stage.embed_ids("c", ["q"]) == ["q"]
@@ -189,10 +190,7 @@ async def test_a_successor_arriving_embeds_its_predecessor_again(graph):
 
 async def test_a_refresh_never_replaces_a_client_supplied_vector(graph):
     embedder = PlaceholderEmbedder(384)
-    stage = EmbeddingStage(
-        store=graph.enrichment, embedder=embedder, relay=AcceptingRelay(), batch_size=4, conflict_retries=3,
-        context=EmbeddingContext(1800, 600, following=True),
-    )  # fmt: skip
+    stage = _stage(graph, embedder, EmbeddingContext(1800, 600, following=True))
     supplied = [0.5] * 384
     question = _turn("q", "Caroline: I went to a support group", micros=0)
     question.embedding = supplied
@@ -207,10 +205,7 @@ async def test_a_memory_written_in_between_refreshes_the_one_after_it(graph):
     earlier time becomes the predecessor of one already embedded, whose
     vector is embedded again with it."""
     embedder = PlaceholderEmbedder(384)
-    stage = EmbeddingStage(
-        store=graph.enrichment, embedder=embedder, relay=AcceptingRelay(), batch_size=4, conflict_retries=3,
-        context=EmbeddingContext(1800, 600),
-    )  # fmt: skip
+    stage = _stage(graph, embedder, EmbeddingContext(1800, 600))
     await _store(graph, [_turn("a", "Yes!", minutes=1)])
     assert await stage.embed_ids("c", ["a"]) == ["a"]
     await _store(graph, [_turn("q", "Caroline: I went to a support group")])

@@ -180,14 +180,18 @@ def _flatten(root: Mapping) -> tuple[list[int], list[float], list[int], list[int
     return feats, thresholds, lefts, rights, values, deepest
 
 
+def model_order(scores: Sequence[float]) -> list[int]:
+    """The candidates' places, best first by the model's score; a tie keeps the first stage's order."""
+    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+
+
 def reordered(finals: Sequence[float], scores: Sequence[float]) -> list[float]:
     """The first stage's final scores handed out again in the reranker's
     order: the candidate it scores highest gets the highest of them, and so
     on. Scores keep their range and spread (min_score and the floors keep
     their meaning) and fall in the order the results are given."""
-    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
     ranked = sorted(finals, reverse=True)
     out = [0.0] * len(finals)
-    for place, index in enumerate(order):
+    for place, index in enumerate(model_order(scores)):
         out[index] = ranked[place]
     return out
