@@ -62,7 +62,9 @@ def build_app(
     graph = graph or graph_store(settings.graph, settings.process, recall=settings.recall)
     events = events or event_bus(settings.bus, settings.process, durables=stream_durables(settings))
     vectors = vectors or vector_index(settings.vectors, settings.process)
-    embedder = embedder or embedder_of(settings.models, settings.vectors.vector_size)
+    embedder = embedder or embedder_of(
+        settings.models, settings.vectors.vector_size, parallel=settings.recall.recall_embed_parallel, part_size=1
+    )
     # The store operations recall may use, by port: reads and their access
     # times, the full-text arms, the index rebuild's scan, the graph views.
     reader, text, lifecycle = graph.reader, graph.text, graph.lifecycle

@@ -136,6 +136,35 @@ async def test_local_gives_a_calls_working_memory_back():
     assert held < 250, f"RssAnon {held:.0f} MiB over its level before the model, after {2 * len(calls)} calls"
 
 
+def _parts_of(embedder: LocalMiniLMEmbedder) -> list[list[str]]:
+    """The texts of each part the embedder runs, recorded as it runs them."""
+    parts: list[list[str]] = []
+    blocking = embedder._embed_blocking
+
+    def recorded(part: list[str]) -> list[list[float]]:
+        parts.append(list(part))
+        return blocking(part)
+
+    embedder._embed_blocking = recorded  # type: ignore[method-assign]
+    return parts
+
+
+async def test_local_splits_a_query_and_its_twin_one_a_core_with_the_same_vectors(local):
+    # Recall's query embedder (part_size 1, RECALL_EMBED_PARALLEL 2): a question and its nameless
+    # twin run side by side, one text a part, instead of one batch of two on one core.
+    texts = ["What did Caroline research last week?", "What did research last week?"]
+    split = LocalMiniLMEmbedder(intra_op_threads=1, parallel=2, part_size=1)
+    parts = _parts_of(split)
+    vectors = await split.embed(texts)
+    assert sorted(parts) == sorted([[texts[0]], [texts[1]]])
+    for a, b in zip(vectors, await local.embed(texts), strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+    whole = LocalMiniLMEmbedder(intra_op_threads=1, parallel=2)  # parts of a batch's worth: one part
+    whole_parts = _parts_of(whole)
+    await whole.embed(texts)
+    assert whole_parts == [texts]
+
+
 async def test_local_embeds_an_empty_list_without_loading():
     assert await LocalMiniLMEmbedder().embed([]) == []
 

@@ -1,5 +1,5 @@
 """Recall's second stage (services/core/domain/rerank.py and
-services/recall/rerank_stage.py): the tree walk agrees with LightGBM, the
+services/recall/rerank_stage.py): the trees score as LightGBM's own, the
 features read the first stage's candidates, the stage reorders a query's top
 only, and without a usable model recall keeps the first stage's order."""
 
@@ -22,13 +22,15 @@ from tests.unit.test_recall_domain import req
 AT = datetime(2026, 5, 1, tzinfo=UTC)
 
 
-def test_the_tree_walk_gives_lightgbms_own_scores():
+@pytest.mark.parametrize("leaves", [2, 7, 31])
+def test_the_trees_score_as_lightgbms_own(leaves):
+    # 2: stumps, whose root has two leaves; 31: deeper, unbalanced trees.
     rng = np.random.default_rng(3)
     rows = rng.random((400, len(FEATURES)))
     rows[:, 4] = rng.integers(0, 2, 400)  # a 0/1 feature, as `exact` is: splits land on its values
     labels = (rows[:, 0] + 0.5 * rows[:, 4] + 0.2 * rng.random(400) > 0.9).astype(int)
     data = lightgbm.Dataset(rows, labels, group=[20] * 20)
-    params = {"objective": "lambdarank", "num_leaves": 7, "min_data_in_leaf": 5, "verbose": -1, "num_threads": 1}
+    params = {"objective": "lambdarank", "num_leaves": leaves, "min_data_in_leaf": 5, "verbose": -1, "num_threads": 1}
     booster = lightgbm.train(params, data, num_boost_round=30)
     model = from_lightgbm(booster.dump_model())
     fresh = rng.random((50, len(FEATURES)))
@@ -37,6 +39,25 @@ def test_the_tree_walk_gives_lightgbms_own_scores():
     # As shipped: through JSON and back.
     shipped = TreeModel.from_dict(json.loads(json.dumps(model.to_dict())))
     assert shipped.predict(fresh) == pytest.approx(booster.predict(fresh), abs=1e-9)
+
+
+def test_a_tree_of_a_single_leaf_scores_its_leaf_and_one_of_too_many_leaves_is_refused():
+    stump = {"split_feature": 0, "threshold": 0.5, "decision_type": "<=",
+             "left_child": {"leaf_value": -1.0}, "right_child": {"leaf_value": 2.0}}  # fmt: skip
+    model = from_lightgbm({"tree_info": [{"tree_structure": {"leaf_value": 0.25}}, {"tree_structure": stump}]})
+    rows = np.zeros((2, len(FEATURES)))
+    rows[1, 0] = 0.9
+    assert model.predict(rows).tolist() == [-0.75, 2.25]
+
+    def chain(depth: int) -> dict:  # a tree of depth + 1 leaves
+        if depth == 0:
+            return {"leaf_value": 1.0}
+        return {"split_feature": 0, "threshold": float(depth), "decision_type": "<=",
+                "left_child": chain(depth - 1), "right_child": {"leaf_value": 0.0}}  # fmt: skip
+
+    wide = from_lightgbm({"tree_info": [{"tree_structure": chain(64)}]})
+    with pytest.raises(ValueError, match="65 leaves"):
+        TreeModel.from_dict(json.loads(json.dumps(wide.to_dict())))
 
 
 def test_the_features_read_each_candidate_against_the_others():

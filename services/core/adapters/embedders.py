@@ -64,7 +64,10 @@ class LocalMiniLMEmbedder:
     `parallel` above 1 (and one intra-op thread), a call of more than one
     batch is split into that many parts embedded side by side on the one
     session, each on its own core, without the idle spinning of onnxruntime's
-    intra-op threads (enrichment's embedding stage, under a backlog).
+    intra-op threads (enrichment's embedding stage, under a backlog). With
+    `part_size` a call is split into parts of at least that many texts
+    rather than a batch's worth: recall's query embedder splits a query and
+    its nameless twin (two texts) one to a core.
 
     With `release_memory` (EMBEDDING_RELEASE_MEMORY) a call gives its working
     memory back when it ends: onnxruntime's arena (which keeps the largest
@@ -87,6 +90,7 @@ class LocalMiniLMEmbedder:
         cache_dir: Path | None = None,
         parallel: int = 1,
         release_memory: bool = True,
+        part_size: int | None = None,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -101,6 +105,7 @@ class LocalMiniLMEmbedder:
         self._cache_dir = cache_dir
         self._lock = threading.Lock()
         self._parallel = max(1, parallel)
+        self._part_size = max(1, part_size) if part_size is not None else batch_size
         self._runs = threading.BoundedSemaphore(self._parallel)
         self._release_memory = release_memory
         self._trim = malloc_trim() if release_memory else None
@@ -114,7 +119,7 @@ class LocalMiniLMEmbedder:
         """One unit-length 384-dimensional vector per text, in order."""
         if not texts:
             return []
-        parts = min(self._parallel, -(-len(texts) // self._batch_size))
+        parts = min(self._parallel, -(-len(texts) // self._part_size))
         if parts > 1:
             size = -(-len(texts) // parts)
             done = await asyncio.gather(
@@ -287,13 +292,16 @@ class PlaceholderEmbedder:
         return list(self._empty) if norm == 0 else (vector / norm).tolist()
 
 
-def embedder_from(settings: ModelSettings, vector_size: int, *, parallel: int = 1) -> Embedder:
+def embedder_from(
+    settings: ModelSettings, vector_size: int, *, parallel: int = 1, part_size: int | None = None
+) -> Embedder:
     """The embedder the settings describe (EMBEDDING_PROVIDER), making `vector_size` dimensions (VECTOR_SIZE).
 
     auto is openai when OPENAI_API_KEY is set, else local. VECTOR_SIZE must
     match what the provider produces: the local model only makes 384
     dimensions, and we refuse rather than truncate or pad. `parallel`: parts
-    of a call the local model runs side by side (enrich's embedding stage).
+    of a call the local model runs side by side (enrich's embedding stage),
+    each of at least `part_size` texts (None: a batch's worth; recall: 1).
     """
     provider = settings.embedding_provider.strip().lower()
     if provider not in PROVIDERS:
@@ -327,4 +335,5 @@ def embedder_from(settings: ModelSettings, vector_size: int, *, parallel: int = 
         quantized=settings.embedding_local_quantized,
         parallel=parallel,
         release_memory=settings.embedding_release_memory,
+        part_size=part_size,
     )

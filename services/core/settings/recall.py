@@ -57,6 +57,10 @@ class RecallSettings(Group):
     recall_recency_decay_rate: float = 0.005  # recency = exp(-rate x age in days)
     recall_diversity_factor: float = 0.15  # 0 turns diversity ordering off
     recall_query_cache_size: int = 1024  # query embeddings kept in memory
+    # A query's texts (the question and its nameless twin) embedded side by side,
+    # one a core, at most this many at once in the process (the local model; 1:
+    # one text after another, one query's embedding at a time).
+    recall_embed_parallel: int = Field(default=2, ge=1)
     # The text arms leave out words held by more than this share of memories (at least recall_keyword_min_df).
     recall_keyword_max_df_ratio: float = 0.02
     recall_keyword_min_df: int = 200  # the least document frequency the share rule leaves out
