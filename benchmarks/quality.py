@@ -28,7 +28,7 @@ import math
 import re
 import sys
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -366,10 +366,13 @@ def online_rankings(
     pool: int = DEFAULT_POOL,
     timestamps: bool = True,
     ks: Sequence[int] = DEFAULT_KS,
+    extra: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, list[str]], dict[str, dict[str, list[PoolItem]]], dict]:
     """memgrid's /recall rankings (dia_ids) per question key, each question's
     deep pool (`pool` results with their components) by conversation, and
-    timings, latencies and oddities."""
+    timings, latencies and oddities. `extra`: more /recall parameters for
+    every question (auto_decompose)."""
+    extra = dict(extra or {})
     from benchmarks.stack import BenchStack
 
     stats: dict = {"foreign_results": 0}
@@ -391,7 +394,7 @@ def online_rankings(
         questions = [q for c in conversations for q in c.questions]
         started = time.perf_counter()
         for n, question in enumerate(questions, 1):
-            params = {"query": question.text, "tags": tag_of(question.sample_id), "limit": max(depth, pool)}
+            params = {"query": question.text, "tags": tag_of(question.sample_id), "limit": max(depth, pool), **extra}
             asked = time.perf_counter()
             reply = client.get("/recall", params=params)
             latencies.append(time.perf_counter() - asked)
@@ -408,13 +411,17 @@ def online_rankings(
             if n % 50 == 0 or n == len(questions):
                 progress(f"recall: {n}/{len(questions)} questions")
         stats["query_seconds"] = time.perf_counter() - started
-        stats["asked_at"] = _asked_at_each_k(client, questions, by_id, ks)
+        stats["asked_at"] = _asked_at_each_k(client, questions, by_id, ks, extra)
     stats["latency"] = latencies
     return rankings, pools, stats
 
 
 def _asked_at_each_k(
-    client: httpx.Client, questions: Sequence[Question], by_id: dict[str, tuple[str, str]], ks: Sequence[int]
+    client: httpx.Client,
+    questions: Sequence[Question],
+    by_id: dict[str, tuple[str, str]],
+    ks: Sequence[int],
+    extra: Mapping[str, str],
 ) -> dict[int, dict[str, list[str]]]:
     """Each question asked again with limit k, for each cut-off k: what an
     agent asking for k results sees (the shortlist's depth follows the
@@ -423,7 +430,7 @@ def _asked_at_each_k(
     for k in ks:
         asked[k] = {}
         for question in questions:
-            params = {"query": question.text, "tags": tag_of(question.sample_id), "limit": k}
+            params = {"query": question.text, "tags": tag_of(question.sample_id), "limit": k, **extra}
             body = client.get("/recall", params=params).raise_for_status().json()
             asked[k][question.key] = [
                 by_id[m][1] for m in result_ids(body) if by_id.get(m, (None, None))[0] == question.sample_id
@@ -497,6 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="save the figures here")
     parser.add_argument("--no-timestamps", action="store_true",
                         help="store the turns without their sessions' times (each stamped on arrival)")  # fmt: skip
+    parser.add_argument("--auto-decompose", action="store_true", help="ask every question with auto_decompose=true")
     args = parser.parse_args(argv)
     ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
     depth = max(ks)
@@ -517,8 +525,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             memgrid, pools = load_pools(args.from_pools)
         else:
             memgrid, pools, stats = online_rankings(
-                conversations, depth, args.wait_timeout, args.pool, not args.no_timestamps, ks
-            )
+                conversations, depth, args.wait_timeout, args.pool, not args.no_timestamps, ks,
+                {"auto_decompose": "true"} if args.auto_decompose else None,
+            )  # fmt: skip
             latency = stats.pop("latency")
             asked = asked_figures(stats.pop("asked_at"), questions, ks)
             summary["memgrid"] = stats | {
