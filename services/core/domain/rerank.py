@@ -78,7 +78,7 @@ class TreeModel:
     left: np.ndarray  # (trees, nodes) int
     right: np.ndarray  # (trees, nodes) int
     leaf: np.ndarray  # (trees, leaves) float
-    depth: int
+    depth: int  # the deepest path, kept in the file (predict does not need it)
     names: tuple[str, ...] = FEATURES
 
     def predict(self, rows: np.ndarray) -> np.ndarray:
