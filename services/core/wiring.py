@@ -235,9 +235,7 @@ def subscription_spec(
     )
 
 
-def embedder(
-    models: ModelSettings, vector_size: int, *, parallel: int = 1, part_size: int | None = None
-) -> Embedder:
+def embedder(models: ModelSettings, vector_size: int, *, parallel: int = 1, part_size: int | None = None) -> Embedder:
     """The embedder EMBEDDING_PROVIDER names (`parallel` parts of a call side by
     side, one core each, of at least `part_size` texts: None, a batch's worth)."""
     return embedder_from(models, vector_size, parallel=parallel, part_size=part_size)
