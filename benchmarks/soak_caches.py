@@ -9,7 +9,8 @@ about 1.9 KiB: four hours at 15 operations a second) and their filling is
 what a leak looks like over one hour's second half. The soak therefore
 bounds the three that fill with new words (`--cache-cap`, 4,000 each: above
 the working set of the live cap's 3,000 memories, full within about a
-quarter of an hour) so that they are full, and evicting, before the second
+quarter of an hour, 17 minutes on a saturated machine; the index reopened
+every --reopen-every changes, 2,000) so that they are full, and evicting, before the second
 half: what still grows then is not a cache filling, and the caps are seen
 to hold. `--cache-cap 0` runs them at the service's defaults. Each cache's
 entries, the embedded index's reopens, the words embedded and the open
