@@ -34,7 +34,11 @@ used_memory). nats-server's memory saws with the events stream's newest
 message block (kept in memory while the consumers read it, up to 8 MiB,
 plus Go's heap headroom; read as the newest *.blk file's size): its last
 tenth is compared with the samples of an earlier block at the same fill
-(block_matched). A table is printed, the figures (with each process's
+(block_matched). Recall's memory that fills with the corpus's new words up
+to a bound (its word and stem caches, its index's native memory between
+reopens) is run at small bounds, --cache-cap and --reopen-every, reached
+before the second half (benchmarks/soak_caches.py), and each cache's fill
+is read from recall's /metrics and reported. A table is printed, the figures (with each process's
 series) written to --json, and devstack's output to --log; --reanalyse
 judges an earlier run's --json again.
 
@@ -57,6 +61,8 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.soak_caches import cache_figures, cache_notes, recall_figures, stack_bounds
+from benchmarks.soak_rule import DATA_OF, FALKORDB, NATS_BLOCK, analyse, samples_of
 from benchmarks.stack import TOKEN, BenchStack, _process_name, _stat
 
 KINDS = ("write", "recall", "patch", "delete")
@@ -321,15 +327,6 @@ VOCABULARY = tuple(
 )
 
 
-#: The name benchmarks.stack gives FalkorDB's process (redis-server with the module).
-FALKORDB = "redis-server"
-#: What a process holds by design and may grow with, taken out of its growth: FalkorDB's data
-#: (its used_memory). nats-server's newest message block is not taken out but matched (block_matched).
-DATA_OF = {FALKORDB: "falkordb-data"}
-#: nats-server's series beside its memory: the newest message block's size, which saws.
-NATS_BLOCK = "nats-block"
-
-
 def falkordb_data_kib(port: int) -> int | None:
     """FalkorDB's own count of the memory its data takes (used_memory), in KiB."""
     import redis
@@ -356,7 +353,13 @@ def newest_blocks_kib(nats_dir: Path) -> int:
 
 
 async def sample_rss(
-    pids: dict[str, int], falkordb_port: int, data_dir: Path, every: float, stop: asyncio.Event, samples: list
+    pids: dict[str, int],
+    falkordb_port: int,
+    data_dir: Path,
+    every: float,
+    stop: asyncio.Event,
+    samples: list,
+    recall_metrics_port: int | None = None,
 ) -> None:
     started = time.monotonic()
     vectors = data_dir / "vectors"
@@ -371,129 +374,12 @@ async def sample_rss(
         mapped = [mapped_under_kib(p, vectors) for n, p in pids.items() if n.startswith("recall")]
         sizes["index-mapped"] = sum(m for m in mapped if m is not None) if any(m is not None for m in mapped) else None
         sizes["index-disk"] = await asyncio.to_thread(tree_kib, vectors)
+        sizes |= await asyncio.to_thread(recall_figures, recall_metrics_port)
         samples.append((time.monotonic() - started, sizes))
         try:
             await asyncio.wait_for(stop.wait(), every)
         except TimeoutError:
             pass
-
-
-def _median(values: list[float]) -> float:
-    return float(statistics.median(values)) if values else 0.0
-
-
-def late_change(values: list[float]) -> float:
-    """The change over the second half of a series: the median of its last
-    tenth (at least three samples) against that of the tenth after its half.
-    One sample is a garbage collection's moment or a batch's working memory;
-    a leak moves the median."""
-    half, width = len(values) // 2, max(3, len(values) // 10)
-    return _median(values[-width:]) - _median(values[half : half + width])
-
-
-def blocks_of(fill: list[float]) -> list[int]:
-    """Which of the stream's blocks each sample was taken in, counted from 0:
-    the newest block's size only grows, so a drop is the next block beginning."""
-    block, out = 0, []
-    for i, size in enumerate(fill):
-        if i and size < fill[i - 1] / 2:
-            block += 1
-        out.append(block)
-    return out
-
-
-def block_matched(held: list[float], fill: list[float], tolerance: float = 0.03) -> tuple[float | None, str]:
-    """nats-server's growth over the second half at the same point of its
-    block cycle. JetStream keeps the block it writes in memory while the
-    consumers read it (up to 8 MiB) and Go's heap takes up to as much again
-    before a collection, so its memory saws with the block: two windows at
-    different fills differ by megabytes without anything leaking. Each sample
-    of the last tenth is set against the samples of an earlier block whose
-    fill was within `tolerance` of the block's size of its own, in the second
-    half (else anywhere in the window, said so); the change is the median of
-    those differences. None where no earlier block reached that fill (a run
-    shorter than one block)."""
-    block, size = blocks_of(fill), max(fill, default=0.0)
-    half, width = len(held) // 2, max(3, len(held) // 10)
-    for scope, start in (("second half, same block fill", half), ("window, same block fill", 0)):
-        differences = []
-        for i in range(len(held) - width, len(held)):
-            matched = [
-                held[j]
-                for j in range(start, len(held) - width)
-                if block[j] < block[i] and abs(fill[j] - fill[i]) <= tolerance * size
-            ]
-            if matched:
-                differences.append(held[i] - _median(matched))
-        if size and len(differences) * 2 >= width:  # at least half of the late window matched
-            return _median(differences), scope
-    return None, "no earlier block at the same fill"
-
-
-def analyse(samples: list, names: list[str], warmup: float) -> dict:
-    """Each process's figures from the samples (seconds, sizes) after the warm-up.
-
-    The verdict's measure is the memory the kernel cannot take back (RssAnon +
-    RssShmem, held_kib): VmRSS also counts mapped file pages, page cache that
-    grows and shrinks with the files a process reads (recall's vector index:
-    its segments and WAL), shown beside it with the index's own pages and its
-    size on disk. FalkorDB's is taken beyond its data; nats-server's is
-    matched on its newest block's fill (block_matched)."""
-    warm = [s for t, s in samples if t >= warmup] or [samples[-1][1]]
-    processes = {}
-    for name in names:
-        rows = [s for s in warm if s.get(name)]
-        if not rows:
-            continue
-        series = [float(s[name]) for s in rows]
-        held = [float(s.get(f"{name}:held") or s.get(f"{name}:anon") or 0) for s in rows]
-        anon = [float(s.get(f"{name}:anon") or 0) for s in rows]
-        data_key = DATA_OF.get(name)
-        data = [float(s.get(data_key) or 0) for s in rows] if data_key else [0.0] * len(rows)
-        baseline, held_baseline = series[0], held[0] or 1.0
-        late_data = late_change(data)
-        figures = {
-            "baseline_kib": series[0],
-            "end_kib": series[-1],
-            "max_kib": max(series),
-            "data_growth_kib": data[-1] - data[0],
-            "late_data_growth_kib": late_data,
-            "growth": (series[-1] - baseline - (data[-1] - data[0])) / baseline,
-            # VmRSS over the second half, beyond the data: shown, not the verdict.
-            "late_growth": (late_change(series) - late_data) / baseline,
-            "late_anon_growth": (late_change(anon) - late_data) / baseline,
-            "held_baseline_kib": held_baseline,
-            "held_end_kib": held[-1],
-            "late_held_growth": (late_change(held) - late_data) / held_baseline,
-            "measure": "RssAnon+RssShmem" + (", beyond its data" if data_key else ""),
-            "series_kib": [[round(t, 1), s.get(name)] for t, s in samples],
-            "anon_series_kib": [[round(t, 1), s.get(f"{name}:anon")] for t, s in samples],
-            "held_series_kib": [[round(t, 1), s.get(f"{name}:held")] for t, s in samples],
-            "file_series_kib": [[round(t, 1), s.get(f"{name}:file")] for t, s in samples],
-            **({"data_series_kib": [[round(t, 1), s.get(data_key)] for t, s in samples]} if data_key else {}),
-        }
-        if name == "nats-server":
-            fill = [float(s.get(NATS_BLOCK) or 0) for s in rows]
-            matched, scope = block_matched(held, fill)
-            figures["block_series_kib"] = [[round(t, 1), s.get(NATS_BLOCK)] for t, s in samples]
-            figures["blocks_begun"] = blocks_of(fill)[-1]
-            if matched is not None:
-                figures["late_held_growth"] = matched / held_baseline
-                figures["measure"] = f"RssAnon+RssShmem, {scope}"
-            else:  # shorter than a block: beyond the newest block's bytes, as before
-                figures["late_held_growth"] = (late_change(held) - late_change(fill)) / held_baseline
-                figures["measure"] = f"RssAnon+RssShmem beyond the newest block ({scope})"
-        if name.startswith("recall"):
-            mapped = [float(s.get("index-mapped") or 0) for s in rows]
-            disk = [float(s.get("index-disk") or 0) for s in rows]
-            figures |= {
-                "index_mapped_kib": [mapped[0], mapped[-1], max(mapped)],
-                "late_index_mapped_kib": late_change(mapped),
-                "index_disk_kib": [disk[0], disk[-1], max(disk)],
-                "late_index_disk_kib": late_change(disk),
-            }
-        processes[name] = figures
-    return processes
 
 
 async def soak(stack: BenchStack, args) -> dict:
@@ -504,7 +390,8 @@ async def soak(stack: BenchStack, args) -> dict:
     async with httpx.AsyncClient(base_url=stack.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as c:
         load = Load(c, mix, live_cap=args.live_cap)
         port = int(stack.env["FALKORDB_PORT"])
-        sampler = asyncio.create_task(sample_rss(pids, port, stack.data, args.sample, stop, samples))
+        recall_port = int(stack.env["RECALL_METRICS_PORT"])
+        sampler = asyncio.create_task(sample_rss(pids, port, stack.data, args.sample, stop, samples, recall_port))
         started = time.monotonic()
         await asyncio.gather(
             load.run(args.duration, args.rate),
@@ -533,31 +420,11 @@ async def soak(stack: BenchStack, args) -> dict:
         "live_cap": args.live_cap,
         "live_at_end": len(load.live),
         "processes": analyse(samples, list(pids), args.warmup),
+        "cache_cap": args.cache_cap,
+        "reopen_every": args.reopen_every,
+        "recall_caches": cache_figures(samples, args.warmup),
         "samples": len(samples),
     }
-
-
-def samples_of(result: dict) -> list:
-    """The samples (seconds, sizes) back from a result's series, so that
-    --reanalyse judges an earlier run's figures by today's rule."""
-    sizes: dict[float, dict] = {}
-    suffixes = {
-        "series_kib": "",
-        "anon_series_kib": ":anon",
-        "held_series_kib": ":held",
-        "file_series_kib": ":file",
-    }
-    for name, p in result["processes"].items():
-        for key, suffix in suffixes.items():
-            for t, value in p.get(key, []):
-                sizes.setdefault(t, {})[f"{name}{suffix}"] = value
-        for key, series in (("data_series_kib", DATA_OF.get(name)), ("block_series_kib", NATS_BLOCK)):
-            for t, value in p.get(key, []) if series else []:
-                sizes.setdefault(t, {})[series] = value
-        if name == "nats-server" and "block_series_kib" not in p:  # before the rule matched blocks
-            for t, value in p.get("data_series_kib", []):
-                sizes.setdefault(t, {})[NATS_BLOCK] = value
-    return sorted(sizes.items())
 
 
 def report(result: dict, console: Console) -> bool:
@@ -613,6 +480,7 @@ def report(result: dict, console: Console) -> bool:
                 f" 2nd half {p['late_index_disk_kib'] / 1024:+.1f})"
             )
     console.print(rss)
+    notes += cache_notes(result.get("recall_caches", {}))
     for note in notes:
         console.print(note)
     for kind, o in result["operations"].items():
@@ -637,6 +505,18 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=3000,
         help="most memories the run keeps: at the cap a write becomes a delete, so the store's size holds (0: none)",
+    )
+    parser.add_argument(
+        "--cache-cap",
+        type=int,
+        default=4000,
+        help="recall's word, stem and text caches bounded at this (full before the second half; 0: the defaults)",
+    )
+    parser.add_argument(
+        "--reopen-every",
+        type=int,
+        default=2000,
+        help="recall's embedded index reopened after this many changes (VECTOR_REOPEN_EVERY; 0: the default)",
     )
     parser.add_argument("--sse-every", type=float, default=10.0, help="seconds between SSE clients connecting")
     parser.add_argument("--consolidate-every", type=float, default=600.0, help="seconds between consolidation passes")
@@ -663,7 +543,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def run(args: argparse.Namespace, console: Console | None = None) -> tuple[dict, bool]:
     """The soak on a stack of its own; its figures (also written to args.json) and the verdict."""
     console = console or Console(width=130)  # the tables whole, in a pipe too
-    env = {"ADMIN_API_TOKEN": ADMIN, **dict(e.split("=", 1) for e in args.env)}
+    bounds = stack_bounds(args.cache_cap, args.reopen_every)
+    env = {"ADMIN_API_TOKEN": ADMIN, **bounds, **dict(e.split("=", 1) for e in args.env)}
     with BenchStack(log_path=args.log, **env) as stack:
         result = asyncio.run(soak(stack, args))
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from memgrid.v1 import audit_service_pb2, audit_service_pb2_grpc, recall_service_pb2, recall_service_pb2_grpc
 from services.core.adapters.falkor import FalkorGraph
 from services.core.adapters.nats_bus import NatsEventBus
+from services.core.domain import recall_text
 from services.core.domain.event_consumers import PROJECTION
 from services.core.domain.times import to_micros
 from services.core.grpc.app import ServiceApp, full_service_name
@@ -27,6 +28,7 @@ from services.core.wiring import (
 from services.recall.access import AccessRecorder
 from services.recall.audit import AuditLimits, AuditReads
 from services.recall.audit_servicer import AuditServicer
+from services.recall.cache_gauges import watch_caches
 from services.recall.convergence import IndexConvergence
 from services.recall.current_state import CurrentStatePass
 from services.recall.df_warmer import FrequencyWarmer
@@ -85,15 +87,28 @@ def build_app(
         corpus_count_seconds=settings.recall.recall_corpus_count_seconds,
         corpus_tenants=settings.recall.recall_corpus_tenants,
     )
+    vector_arm = VectorArm(vectors=vectors, embedder=embedder, query_cache_size=settings.recall.recall_query_cache_size)
+    words = WordVectors(
+        word_embedder(embedder, settings.models),
+        max_words=settings.recall.recall_related_cache_words,
+        new_per_recall=settings.recall.recall_related_new_words,
+    )
+    recall_text.bound_stem_caches(settings.recall.recall_stem_cache_words, settings.recall.recall_stem_cache_texts)
+    watch_caches(
+        {
+            "query_vectors": lambda: vector_arm.cached_queries,
+            "word_vectors": words.__len__,
+            "document_frequencies": text.cached,
+            "stems": lambda: recall_text.stem.cache_info().currsize,
+            "text_stems": lambda: recall_text.text_stems.cache_info().currsize,
+        },
+        reopens=lambda: getattr(vectors, "reopens", 0),
+    )
     ranked = RankedRecall(
         reader=reader,
         text=text_arms,
-        vector=VectorArm(vectors=vectors, embedder=embedder, query_cache_size=settings.recall.recall_query_cache_size),
-        words=WordVectors(
-            word_embedder(embedder, settings.models),
-            max_words=settings.recall.recall_related_cache_words,
-            new_per_recall=settings.recall.recall_related_new_words,
-        ),
+        vector=vector_arm,
+        words=words,
         state=state,
         policy=policy,
         access=access,

@@ -47,6 +47,9 @@ class QueryEmbeddings:
     def available(self) -> bool:
         return self._embedder is not None
 
+    def __len__(self) -> int:
+        return len(self._cache)
+
     async def vectors(self, texts: tuple[str, ...]) -> list[list[float]]:
         """One vector per text, in order: the cached ones, and the others embedded in one call."""
         found: dict[str, array] = {text: self._cache[text] for text in texts if text in self._cache}
@@ -105,6 +108,11 @@ class VectorArm:
     def __init__(self, *, vectors: VectorSearch, embedder: Embedder | None = None, query_cache_size: int = 1024):
         self._vectors = vectors
         self._queries = QueryEmbeddings(embedder, query_cache_size)
+
+    @property
+    def cached_queries(self) -> int:
+        """Query texts whose embeddings are cached."""
+        return len(self._queries)
 
     @property
     def enabled(self) -> bool:

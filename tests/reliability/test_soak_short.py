@@ -42,4 +42,7 @@ def test_a_short_soak_runs_the_whole_mix_without_errors(tmp_path):
     for name, p in result["processes"].items():
         assert p["held_baseline_kib"] > 0 and isinstance(p["late_held_growth"], float), name  # the verdict's measure
     assert result["processes"]["recall"]["index_disk_kib"][0] > 0  # its index's files, the mapped pages' ceiling
+    caches = result["recall_caches"]  # recall's caches' fill, read from its /metrics with every sample
+    assert {"cache:query_vectors", "cache:word_vectors", "cache:stems", "cache:text_stems"} <= caches.keys()
+    assert caches["cache:query_vectors"]["end"] > 0 and caches["cache:text_stems"]["end"] > 0  # the recalls filled them
     assert (tmp_path / "stack.log").exists()  # devstack logs warnings only: a quiet run leaves it empty

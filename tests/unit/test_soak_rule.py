@@ -9,6 +9,7 @@ import asyncio
 import httpx
 
 from benchmarks import soak
+from benchmarks.soak_caches import cache_figures, cache_notes
 
 MIB = 1024
 
@@ -96,3 +97,12 @@ async def test_a_delete_leaves_a_memory_being_patched_alone():
         await patch
     assert ("DELETE", "/memory/b") in seen and load.live == ["a"] and not load.patching
     assert not any(load.errors.values())
+
+
+def test_recalls_caches_are_reported_with_their_change_over_the_second_half():
+    # one cache filling to its bound of 4,000 in the first third, one still filling at the end
+    samples = _samples(200, lambda i: {"cache:word_vectors": min(4000, i * 60), "cache:stems": i * 10})
+    figures = cache_figures(samples, 10.0)
+    assert figures["cache:word_vectors"]["late_change"] == 0 and figures["cache:word_vectors"]["max"] == 4000
+    assert figures["cache:stems"]["late_change"] > 0
+    assert "word_vectors" in cache_notes(figures)[0]

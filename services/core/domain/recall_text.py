@@ -36,7 +36,12 @@ def tokens(text: str) -> list[str]:
 _SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "ly", "s")
 
 
-@functools.lru_cache(maxsize=1 << 16)
+#: The default bounds of the two caches below (RECALL_STEM_CACHE_WORDS, RECALL_STEM_CACHE_TEXTS).
+STEM_CACHE_WORDS = 1 << 16
+STEM_CACHE_TEXTS = 1 << 14
+
+
+@functools.lru_cache(maxsize=STEM_CACHE_WORDS)
 def stem(word: str) -> str:
     """A light suffix stripper: enough to match plural and tense variants
     (memory/memories, database/databases, cache/cached/caching, class/classes).
@@ -64,12 +69,24 @@ def common_words(texts: Iterable[str], count: int) -> list[str]:
     return [w for w in sorted(found, key=lambda w: (-found[w], w)) if found[w] > 1][:count]
 
 
-@functools.lru_cache(maxsize=1 << 14)
-def text_stems(text: str) -> tuple[str, ...]:
+def _text_stems(text: str) -> tuple[str, ...]:
     """The stemmed words of a text, cached: BM25 re-reads the texts of the
     keyword arm's candidates on every query, and at scale the same texts
     come back for query after query."""
     return tuple(stem(t) for t in tokens(text))
+
+
+text_stems = functools.lru_cache(maxsize=STEM_CACHE_TEXTS)(_text_stems)
+
+
+def bound_stem_caches(words: int, texts: int) -> None:
+    """Set the most words and texts whose stems are kept (a process's
+    start-up, from its settings); what they held is dropped. Each is a
+    process's memory: every new word or text of the corpus takes a place
+    until the bound (docs/reliability.md has the cost of each)."""
+    global stem, text_stems  # noqa: PLW0603  the module's caches, rebuilt once at start-up
+    stem = functools.lru_cache(maxsize=words)(stem.__wrapped__)
+    text_stems = functools.lru_cache(maxsize=texts)(_text_stems)
 
 
 @dataclass(frozen=True, slots=True)

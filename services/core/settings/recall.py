@@ -56,7 +56,9 @@ class RecallSettings(Group):
     recall_related_max_depth: int = Field(default=3, ge=1)
     recall_recency_decay_rate: float = 0.005  # recency = exp(-rate x age in days)
     recall_diversity_factor: float = 0.15  # 0 turns diversity ordering off
-    recall_query_cache_size: int = 1024  # query embeddings kept in memory
+    # Query texts whose embeddings are kept in memory (a recall embeds two: the
+    # question and its nameless twin), about 1.8 KiB each: 2 MiB at 1024.
+    recall_query_cache_size: int = 1024
     # A query's texts (the question and its nameless twin) embedded side by side,
     # one a core, at most this many at once in the process (the local model; 1:
     # one text after another, one query's embedding at a time).
@@ -69,6 +71,13 @@ class RecallSettings(Group):
     # words while their matches add up to this; when every word is over the
     # share, this many matches of the rarest (FalkorTextSearch.search_text).
     recall_keyword_scan: int = Field(default=2000, ge=1)
+    # BM25's stems, kept least recently used first: of words (about 0.17 KiB
+    # each, 11 MiB full) and of the texts of the keyword arm's candidates (the
+    # text, kept as the key, and about 0.25 KiB more: 6 MiB full of the soak's
+    # 100-character texts). Every new word and text of the corpus takes a
+    # place until the bound.
+    recall_stem_cache_words: int = Field(default=1 << 16, ge=1)
+    recall_stem_cache_texts: int = Field(default=1 << 14, ge=1)
     # How long a word's counted document frequency is trusted (FalkorTextSearch).
     recall_df_cache_seconds: float = Field(default=300.0, gt=0)
     # The commonest words of a sample of the corpus have their document frequencies
@@ -115,6 +124,9 @@ class RecallSettings(Group):
     # question's words only (at most this many), and the shortlist's unseen
     # words are embedded in the background, 32 at a time (services/recall/
     # word_vectors.py); about 2 ms of CPU a word.
+    # Each kept word costs about 1.9 KiB (384 float32 and the word), so the
+    # default holds up to about 92 MiB once the corpus has shown that many
+    # words (a soak's uuids: about 15,000 an hour, docs/reliability.md).
     recall_related_cache_words: int = Field(default=50_000, ge=0)
     recall_related_new_words: int = Field(default=256, ge=0)
     # Weight sets per intent over the score components (services/core/domain/recall_ranking.py COMPONENTS).

@@ -30,6 +30,10 @@ class FalkorTextSearch:
         #: (tenant, field, word) -> (count, when, the cap it was counted to or None: exact).
         self._df_cache: dict[tuple[str, str, str], tuple[int, float, int | None]] = {}
 
+    def cached(self) -> int:
+        """Document frequencies cached (at most DF_CACHE_SIZE)."""
+        return len(self._df_cache)
+
     async def document_frequencies(
         self, tenant: str, field: str, words: list[str], *, cap: int | None = None, recount: bool = False
     ) -> dict[str, int]:
