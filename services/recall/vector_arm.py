@@ -155,19 +155,23 @@ class VectorArm:
     async def search(self, vectors: list[QueryVector], scope: Scope, fetch: int) -> list[list[VectorHit]]:
         """Each vector's best `fetch` hits within the scope with a positive
         score, best first; equal scores in id order. The index is asked for
-        TIE_MARGIN times as many, so which of equally scored memories make
-        the cut is decided here, the same way every time, and not by the
+        TIE_MARGIN more, so which of equally scored memories make the cut
+        is decided here, the same way every time, and not by the
         index's internal order (which a rebuild or a re-upsert changes): the
         neighbourhood component reads the candidates' order in time, so one
         candidate more or less at the cut could move the top results."""
         if not vectors:
             return []
-        hits = await self._vectors.search_many([vector_query(v.values, scope, fetch * TIE_MARGIN) for v in vectors])
+        hits = await self._vectors.search_many([vector_query(v.values, scope, fetch + TIE_MARGIN) for v in vectors])
         return [_best(v, found, fetch) for v, found in zip(vectors, hits, strict=True)]
 
 
-#: How many times the hits asked for the vector index is asked for (VectorArm.search).
-TIE_MARGIN = 2
+#: How many hits more than asked for the vector index is asked for
+#: (VectorArm.search): enough for the memories tied at the cut (copies of one
+#: text score alike). Not a multiple: the index's search beam is at least the
+#: hits asked for, and twice 100 cost a recall 4.5 ms at 100k memories, against
+#: 1 ms for 116 (docs/performance.md).
+TIE_MARGIN = 16
 
 
 def _best(vector: QueryVector, found: list[VectorHit], fetch: int) -> list[VectorHit]:

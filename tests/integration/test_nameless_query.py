@@ -90,4 +90,4 @@ async def test_equal_scores_make_the_cut_in_id_order_whatever_the_index_returns(
     )
     [found] = await arm.search([QueryVector([1.0, 0.0])], request.scope, 4)
     assert [h.id for h in found] == ["best", "m0", "m1", "m2"]
-    assert index.asked == [4 * TIE_MARGIN]  # asked for more than the cut, so the tied ones are all seen
+    assert index.asked == [4 + TIE_MARGIN]  # asked for more than the cut, so the tied ones are all seen

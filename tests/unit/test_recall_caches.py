@@ -28,12 +28,6 @@ def test_the_stem_caches_hold_at_most_their_bounds():
         recall_text.bound_stem_caches(*before)
 
 
-def test_the_settings_default_to_the_modules_bounds():
-    recall = Settings().recall
-    assert recall.recall_stem_cache_words == recall_text.STEM_CACHE_WORDS
-    assert recall.recall_stem_cache_texts == recall_text.STEM_CACHE_TEXTS
-
-
 def test_each_caches_fill_reaches_metrics_as_the_soak_reads_it():
     held = {"word_vectors": [3], "text_stems": [5]}
     watch_caches({name: (lambda name=name: held[name][0]) for name in held}, reopens=lambda: 2)

@@ -36,7 +36,8 @@ def tokens(text: str) -> list[str]:
 _SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "ly", "s")
 
 
-#: The default bounds of the two caches below (RECALL_STEM_CACHE_WORDS, RECALL_STEM_CACHE_TEXTS).
+#: The bounds of the two caches below until a process sets its own: the
+#: defaults of RECALL_STEM_CACHE_WORDS and RECALL_STEM_CACHE_TEXTS.
 STEM_CACHE_WORDS = 1 << 16
 STEM_CACHE_TEXTS = 1 << 14
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from services.core.domain import recall_text
 from services.core.domain.decompose import DecomposePolicy
 from services.core.domain.limits import Limits
 from services.core.domain.recall_request import RecallPolicy
@@ -76,8 +77,8 @@ class RecallSettings(Group):
     # text, kept as the key, and about 0.25 KiB more: 6 MiB full of the soak's
     # 100-character texts). Every new word and text of the corpus takes a
     # place until the bound.
-    recall_stem_cache_words: int = Field(default=1 << 16, ge=1)
-    recall_stem_cache_texts: int = Field(default=1 << 14, ge=1)
+    recall_stem_cache_words: int = Field(default=recall_text.STEM_CACHE_WORDS, ge=1)
+    recall_stem_cache_texts: int = Field(default=recall_text.STEM_CACHE_TEXTS, ge=1)
     # How long a word's counted document frequency is trusted (FalkorTextSearch).
     recall_df_cache_seconds: float = Field(default=300.0, gt=0)
     # The commonest words of a sample of the corpus have their document frequencies
