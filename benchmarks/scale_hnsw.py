@@ -1,7 +1,7 @@
 """The vector index's one HNSW build, alone: CPU a point by size and by
 configuration (issue 27's open problem, docs/performance.md).
 
-    python -m benchmarks.scale_hnsw --size 50000 --variant default
+    python -m benchmarks.scale_hnsw --size 50000 [--vectors clustered] [--fetch 100 --asks 200,116]
 
 Loads `size` points of the scale loader's memories (benchmarks/scale_seed.py:
 its payloads, and its random unit vectors or, with --vectors clustered,
@@ -100,7 +100,54 @@ def _searches(
     return out
 
 
-async def probe(size: int, payload_links: str, vectors: str, quantization: str, acorn: bool = False) -> dict:
+def _fetch_recall(
+    index: EdgeVectorIndex, seeder: Seeder, stored: np.ndarray, rng: np.random.Generator, fetch: int, asks: list[int]
+) -> dict:
+    """What recall's vector arm keeps for each size of ask (its fetch plus
+    the tie margin, services/recall/vector_arm.py): the share of an exact
+    search's best `fetch` among the best `fetch` of an HNSW search asked for
+    `ask` hits (the beam is at least the ask; the int8 index rescores only
+    those), plain and within a project, and that search's p50 in ms."""
+    shard = index._shard
+    if shard is None:
+        raise RuntimeError("the index is not open")
+    out: dict = {}
+    for kind in ("plain", "project"):
+        found, times = dict.fromkeys(asks, 0.0), {ask: [] for ask in asks}
+        for i in range(SEARCHES):
+            vector = stored[int(rng.integers(0, len(stored)))] + 0.02 * rng.standard_normal(stored.shape[1])
+            extra = {"tags": (PROJECTS[i % len(PROJECTS)],)} if kind == "project" else {}
+            query = VectorQuery(
+                vector=[float(x) for x in vector], tenant="default", limit=fetch, current_at=seeder.now, **extra
+            )
+            request = {"query": Query.Nearest(query.vector), "filter": to_edge(vf.vector_filter(query))}
+            exact = shard.search(SearchRequest(**request, limit=fetch, params=SearchParams(exact=True)))
+            best = {p.id for p in exact}
+            for ask in asks:
+                started = time.perf_counter()
+                hits = shard.search(SearchRequest(**request, limit=ask))
+                times[ask].append(time.perf_counter() - started)
+                kept = {p.id for p in sorted(hits, key=lambda p: -p.score)[:fetch]}
+                found[ask] += len(kept & best) / max(1, len(best))
+        out[kind] = {
+            f"ask_{ask}": {
+                f"recall_at_{fetch}": round(found[ask] / SEARCHES, 4),
+                "p50_ms": round(1000 * sorted(times[ask])[SEARCHES // 2], 2),
+            }
+            for ask in asks
+        }
+    return out
+
+
+async def probe(
+    size: int,
+    payload_links: str,
+    vectors: str,
+    quantization: str,
+    acorn: bool = False,
+    fetch: int = 0,
+    asks: tuple[int, ...] = (),
+) -> dict:
     seeder = Seeder(vocabulary(np.random.default_rng(7), "locomo"))
     rng = np.random.default_rng(3)
     centres = rng.standard_normal((300, seeder.dimension)).astype(np.float32)
@@ -131,6 +178,7 @@ async def probe(size: int, payload_links: str, vectors: str, quantization: str, 
         build_wall, build_cpu = time.perf_counter() - wall, _cpu() - cpu
         rss = _rss_kib()
         searches = _searches(index, seeder, np.stack(sample), rng, acorn)
+        fetched = _fetch_recall(index, seeder, np.stack(sample), rng, fetch, list(asks)) if fetch and asks else {}
         shard = sum(f.stat().st_size for f in (Path(tmp) / "memories").rglob("*") if f.is_file())
         parts: dict[str, int] = {}  # the shard's bytes by what holds them (a segment's files, the WAL)
         for f in (Path(tmp) / "memories").rglob("*"):
@@ -152,6 +200,7 @@ async def probe(size: int, payload_links: str, vectors: str, quantization: str, 
         "shard_bytes_a_point": round(shard / size),
         "shard_parts_bytes_a_point": {k: round(v / size) for k, v in sorted(parts.items(), key=lambda kv: -kv[1])},
         "searches": searches,
+        **({"fetch_recall": fetched} if fetched else {}),
         "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "rss_anon_mib": round(rss.get("RssAnon", 0) / 1024),
         "rss_file_mib": round(rss.get("RssFile", 0) / 1024),
@@ -165,8 +214,13 @@ def main() -> None:
     parser.add_argument("--vectors", choices=("random", "clustered"), default="random")
     parser.add_argument("--quantization", default="int8")
     parser.add_argument("--acorn", action="store_true", help="search with Qdrant's ACORN")
+    parser.add_argument("--fetch", type=int, default=0, help="recall's vector fetch, to compare asks for it")
+    parser.add_argument("--asks", default="", help="hits asked for that fetch, comma-separated (e.g. 200,116)")
     args = parser.parse_args()
-    report = asyncio.run(probe(args.size, args.payload_links, args.vectors, args.quantization, args.acorn))
+    asks = tuple(int(a) for a in args.asks.split(",") if a.strip())
+    report = asyncio.run(
+        probe(args.size, args.payload_links, args.vectors, args.quantization, args.acorn, args.fetch, asks)
+    )
     print(json.dumps(report), flush=True)
 
 
