@@ -77,6 +77,25 @@ def test_an_earlier_runs_figures_are_judged_again(tmp_path):
     assert abs(again["redis-server"]["late_held_growth"]) < 1e-9  # its growth was all data
 
 
+def _falkordb(overhead_per_sample: float):
+    # FalkorDB's data flat, then climbing at the end; its RSS is the data, a steady
+    # overhead, and a sampling jitter that is not the data's (the two are read apart)
+    def sizes(i):
+        data = 20 * MIB + max(0, i - 500) * 60
+        jitter = (3 * MIB) if i % 3 == 0 else 0
+        held = data + 12 * MIB + overhead_per_sample * i + jitter
+        return {"redis-server": held + 18 * MIB, "redis-server:held": held, "falkordb-data": data}
+
+    return sizes
+
+
+def test_falkordbs_overhead_is_taken_sample_by_sample():
+    steady = soak.analyse(_samples(600, _falkordb(0)), ["redis-server"], warmup=0)["redis-server"]
+    assert abs(steady["late_held_growth"]) < 0.005
+    leaking = soak.analyse(_samples(600, _falkordb(8)), ["redis-server"], warmup=0)["redis-server"]
+    assert leaking["late_held_growth"] > 0.02
+
+
 async def test_a_delete_leaves_a_memory_being_patched_alone():
     release, seen = asyncio.Event(), []
 
