@@ -57,6 +57,11 @@ def _clustered(rng: np.random.Generator, count: int, dimension: int, centres: np
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
+def _near(stored: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A query near a stored memory, as a real one is: its vector with noise."""
+    return stored[int(rng.integers(0, len(stored)))] + 0.02 * rng.standard_normal(stored.shape[1])
+
+
 def _searches(
     index: EdgeVectorIndex, seeder: Seeder, stored: np.ndarray, rng: np.random.Generator, acorn: bool = False
 ) -> dict:
@@ -72,7 +77,7 @@ def _searches(
     for kind in ("plain", "project", "topic", "topic_exact", "window"):
         found, times = 0, []
         for i in range(SEARCHES):
-            vector = stored[int(rng.integers(0, len(stored)))] + 0.02 * rng.standard_normal(stored.shape[1])
+            vector = _near(stored, rng)
             extra: dict = {}
             if kind == "project":
                 extra["tags"] = (PROJECTS[i % len(PROJECTS)],)
@@ -115,7 +120,7 @@ def _fetch_recall(
     for kind in ("plain", "project"):
         found, times = dict.fromkeys(asks, 0.0), {ask: [] for ask in asks}
         for i in range(SEARCHES):
-            vector = stored[int(rng.integers(0, len(stored)))] + 0.02 * rng.standard_normal(stored.shape[1])
+            vector = _near(stored, rng)
             extra = {"tags": (PROJECTS[i % len(PROJECTS)],)} if kind == "project" else {}
             query = VectorQuery(
                 vector=[float(x) for x in vector], tenant="default", limit=fetch, current_at=seeder.now, **extra
