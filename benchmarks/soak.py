@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
 import sys
@@ -142,11 +143,14 @@ def mapped_under_kib(pid: int, directory: Path) -> int | None:
 def tree_kib(directory: Path) -> int:
     """The size of the files under `directory`, in KiB (what the mapped pages above can reach)."""
     total = 0
-    for path in directory.rglob("*"):
-        try:
-            total += path.stat().st_size if path.is_file() else 0
-        except OSError:
-            continue  # replaced or removed meanwhile (an optimisation's old segment)
+    # os.walk, not rglob: a directory the index removes while it is read (a WAL's
+    # atomic-write temporary) is skipped, where rglob's scandir raised and ended the soak.
+    for root, _, files in os.walk(directory):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except OSError:
+                continue  # replaced or removed meanwhile (an optimisation's old segment)
     return total // 1024
 
 

@@ -30,6 +30,14 @@ def late_change(values: list[float]) -> float:
     return _median(values[-width:]) - _median(values[half : half + width])
 
 
+def late_beyond(values: list[float], data: list[float]) -> float:
+    """late_change of a series beyond its data: each sample less its own
+    data, then the change. Two medians of series that both climb, taken apart
+    and subtracted, differ by the jitter of each (1.3 MiB, where FalkorDB's
+    memory beyond its data moved 0.1 MiB in the hour of 2026-12-05)."""
+    return late_change([v - d for v, d in zip(values, data, strict=True)])
+
+
 def blocks_of(fill: list[float]) -> list[int]:
     """Which of the stream's blocks each sample was taken in, counted from 0:
     the newest block's size only grows, so a drop is the next block beginning."""
@@ -92,12 +100,6 @@ def analyse(samples: list, names: list[str], warmup: float) -> dict:
         baseline, held_baseline = series[0], held[0] or 1.0
         late_data = late_change(data)
 
-        def beyond(values: list[float]) -> float:
-            # Each sample beyond its own data, then the change: two medians of series that
-            # both climb, taken apart, differ by the noise of each (1.3 MiB, where the
-            # overhead itself moved 0.1 in the hour of 2026-12-05).
-            return late_change([v - d for v, d in zip(values, data, strict=True)])
-
         figures = {
             "baseline_kib": series[0],
             "end_kib": series[-1],
@@ -106,11 +108,11 @@ def analyse(samples: list, names: list[str], warmup: float) -> dict:
             "late_data_growth_kib": late_data,
             "growth": (series[-1] - baseline - (data[-1] - data[0])) / baseline,
             # VmRSS over the second half, beyond the data: shown, not the verdict.
-            "late_growth": beyond(series) / baseline,
-            "late_anon_growth": beyond(anon) / baseline,
+            "late_growth": late_beyond(series, data) / baseline,
+            "late_anon_growth": late_beyond(anon, data) / baseline,
             "held_baseline_kib": held_baseline,
             "held_end_kib": held[-1],
-            "late_held_growth": beyond(held) / held_baseline,
+            "late_held_growth": late_beyond(held, data) / held_baseline,
             "measure": "RssAnon+RssShmem" + (", beyond its data" if data_key else ""),
             "series_kib": [[round(t, 1), s.get(name)] for t, s in samples],
             "anon_series_kib": [[round(t, 1), s.get(f"{name}:anon")] for t, s in samples],

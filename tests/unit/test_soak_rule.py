@@ -5,6 +5,7 @@ it, and nats-server's saw is compared at the same fill of its block."""
 from __future__ import annotations
 
 import asyncio
+import os
 
 import httpx
 
@@ -125,3 +126,20 @@ def test_recalls_caches_are_reported_with_their_change_over_the_second_half():
     assert figures["cache:word_vectors"]["late_change"] == 0 and figures["cache:word_vectors"]["max"] == 4000
     assert figures["cache:stems"]["late_change"] > 0
     assert "word_vectors" in cache_notes(figures)[0]
+
+
+def test_the_index_size_skips_a_directory_removed_while_it_is_read(tmp_path, monkeypatch):
+    (tmp_path / "segments").mkdir()
+    (tmp_path / "segments" / "a.dat").write_bytes(b"x" * 4096)
+    (tmp_path / "wal").mkdir()
+    (tmp_path / "wal" / "log").write_bytes(b"x" * 2048)
+    gone = tmp_path / "wal"
+    scandir = os.scandir
+
+    def vanishing(path):
+        if os.fspath(path) == os.fspath(gone):
+            raise FileNotFoundError(path)  # as qdrant-edge's atomic-write temporary did mid-soak
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", vanishing)
+    assert soak.tree_kib(tmp_path) == 4
