@@ -265,9 +265,37 @@ def tag_of(sample_id: str) -> str:
     return f"locomo:{sample_id}"
 
 
-def memory_payload(turn: Turn, timestamps: bool = True) -> dict:
+#: How the turns are stored and the questions scoped: this benchmark's own
+#: way, or the way AutoMem's LoCoMo benchmark stores them (a tag for the
+#: conversation, the session and the speaker each, the session's time in
+#: metadata only, so each turn is stamped on arrival), which a harness built
+#: for AutoMem's API would use.
+STYLES = ("memgrid", "automem")
+
+
+def memory_payload(turn: Turn, timestamps: bool = True, style: str = "memgrid") -> dict:
     """The POST /memory/batch item for a turn (without its session's time:
     stamped when it arrives, as an agent writing as it goes would)."""
+    if style == "automem":
+        return {
+            "content": turn.content,
+            "type": "Context",
+            "importance": 0.5,
+            "tags": [
+                "locomo-test",
+                f"conversation:{turn.sample_id}",
+                f"session:{turn.session}",
+                f"speaker:{turn.speaker.lower().replace(' ', '-')}",
+            ],
+            "metadata": {
+                "source": "locomo_benchmark",
+                "conversation_id": turn.sample_id,
+                "session_id": str(turn.session),
+                "dialog_id": turn.dia_id,
+                "speaker": turn.speaker,
+                "session_datetime": turn.timestamp.strftime("%I:%M %p on %d %B, %Y"),
+            },
+        }
     payload = {
         "content": turn.content,
         "type": "Context",
@@ -277,6 +305,13 @@ def memory_payload(turn: Turn, timestamps: bool = True) -> dict:
     if timestamps:
         payload["timestamp"] = turn.timestamp.isoformat()
     return payload
+
+
+def scope_params(sample_id: str, style: str = "memgrid") -> dict[str, str]:
+    """The /recall parameters that scope a question to its conversation."""
+    if style == "automem":
+        return {"tags": f"conversation:{sample_id}", "tag_match": "exact"}
+    return {"tags": tag_of(sample_id)}
 
 
 def result_ids(body: dict) -> list[str]:
@@ -290,7 +325,7 @@ def result_ids(body: dict) -> list[str]:
 
 
 def _store(
-    client: httpx.Client, conversations: Sequence[Conversation], timestamps: bool = True
+    client: httpx.Client, conversations: Sequence[Conversation], timestamps: bool = True, style: str = "memgrid"
 ) -> dict[str, tuple[str, str]]:
     """Every turn stored; memory id -> (sample_id, dia_id)."""
     by_id: dict[str, tuple[str, str]] = {}
@@ -298,7 +333,8 @@ def _store(
     for conversation in conversations:
         for offset in range(0, len(conversation.turns), BATCH_LIMIT):
             chunk = conversation.turns[offset : offset + BATCH_LIMIT]
-            reply = client.post("/memory/batch", json={"memories": [memory_payload(t, timestamps) for t in chunk]})
+            items = [memory_payload(t, timestamps, style) for t in chunk]
+            reply = client.post("/memory/batch", json={"memories": items})
             reply.raise_for_status()
             memory_ids = reply.json()["memory_ids"]
             if len(memory_ids) != len(chunk):
@@ -367,11 +403,12 @@ def online_rankings(
     timestamps: bool = True,
     ks: Sequence[int] = DEFAULT_KS,
     extra: Mapping[str, str] | None = None,
+    style: str = "memgrid",
 ) -> tuple[dict[str, list[str]], dict[str, dict[str, list[PoolItem]]], dict]:
     """memgrid's /recall rankings (dia_ids) per question key, each question's
     deep pool (`pool` results with their components) by conversation, and
     timings, latencies and oddities. `extra`: more /recall parameters for
-    every question (auto_decompose)."""
+    every question (auto_decompose). `style`: how turns are stored and scoped (STYLES)."""
     extra = dict(extra or {})
     from benchmarks.stack import BenchStack
 
@@ -385,7 +422,7 @@ def online_rankings(
         if probe.status_code != 200:
             raise RuntimeError(f"GET /recall answers {probe.status_code}: {probe.text[:300]}")
         started = time.perf_counter()
-        by_id = _store(client, conversations, timestamps)
+        by_id = _store(client, conversations, timestamps, style)
         stats["store_seconds"] = time.perf_counter() - started
         started = time.perf_counter()
         status = _wait_searchable(client, len(by_id), wait_timeout)
@@ -394,7 +431,8 @@ def online_rankings(
         questions = [q for c in conversations for q in c.questions]
         started = time.perf_counter()
         for n, question in enumerate(questions, 1):
-            params = {"query": question.text, "tags": tag_of(question.sample_id), "limit": max(depth, pool), **extra}
+            scope = scope_params(question.sample_id, style)
+            params = {"query": question.text, **scope, "limit": max(depth, pool), **extra}
             asked = time.perf_counter()
             reply = client.get("/recall", params=params)
             latencies.append(time.perf_counter() - asked)
@@ -411,7 +449,7 @@ def online_rankings(
             if n % 50 == 0 or n == len(questions):
                 progress(f"recall: {n}/{len(questions)} questions")
         stats["query_seconds"] = time.perf_counter() - started
-        stats["asked_at"] = _asked_at_each_k(client, questions, by_id, ks, extra)
+        stats["asked_at"] = _asked_at_each_k(client, questions, by_id, ks, extra, style)
     stats["latency"] = latencies
     return rankings, pools, stats
 
@@ -422,6 +460,7 @@ def _asked_at_each_k(
     by_id: dict[str, tuple[str, str]],
     ks: Sequence[int],
     extra: Mapping[str, str],
+    style: str = "memgrid",
 ) -> dict[int, dict[str, list[str]]]:
     """Each question asked again with limit k, for each cut-off k: what an
     agent asking for k results sees (the shortlist's depth follows the
@@ -430,7 +469,7 @@ def _asked_at_each_k(
     for k in ks:
         asked[k] = {}
         for question in questions:
-            params = {"query": question.text, "tags": tag_of(question.sample_id), "limit": k, **extra}
+            params = {"query": question.text, **scope_params(question.sample_id, style), "limit": k, **extra}
             body = client.get("/recall", params=params).raise_for_status().json()
             asked[k][question.key] = [
                 by_id[m][1] for m in result_ids(body) if by_id.get(m, (None, None))[0] == question.sample_id
@@ -505,6 +544,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-timestamps", action="store_true",
                         help="store the turns without their sessions' times (each stamped on arrival)")  # fmt: skip
     parser.add_argument("--auto-decompose", action="store_true", help="ask every question with auto_decompose=true")
+    parser.add_argument("--style", choices=STYLES, default="memgrid",
+                        help="store and scope the turns this way, or as AutoMem's benchmark does")  # fmt: skip
     args = parser.parse_args(argv)
     ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
     depth = max(ks)
@@ -526,7 +567,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             memgrid, pools, stats = online_rankings(
                 conversations, depth, args.wait_timeout, args.pool, not args.no_timestamps, ks,
-                {"auto_decompose": "true"} if args.auto_decompose else None,
+                {"auto_decompose": "true"} if args.auto_decompose else None, args.style,
             )  # fmt: skip
             latency = stats.pop("latency")
             asked = asked_figures(stats.pop("asked_at"), questions, ks)

@@ -22,6 +22,7 @@ from benchmarks.quality import (
     recall_at_k,
     result_ids,
     rrf_fusion,
+    scope_params,
     table,
     top,
     turn_content,
@@ -118,6 +119,17 @@ def test_memory_payload_carries_the_session_time_tag_and_turn(data_file):
     # --no-timestamps: stamped on arrival, as an agent writing as it goes would store it.
     assert "timestamp" not in memory_payload(conversation.turns[0], timestamps=False)
     assert memory_payload(conversation.turns[0], timestamps=False)["content"] == payload["content"]
+
+
+def test_automem_style_tags_each_turn_and_leaves_its_time_to_metadata(data_file):
+    (conversation,), _ = load(data_file)
+    payload = memory_payload(conversation.turns[0], style="automem")
+    assert payload["tags"] == ["locomo-test", "conversation:conv-x", "session:1", "speaker:ann"]
+    assert "timestamp" not in payload  # stamped on arrival; the session's time is metadata
+    assert payload["metadata"]["session_datetime"] == "01:56 PM on 08 May, 2023"
+    assert payload["metadata"]["dialog_id"] == "D1:1"
+    assert scope_params("conv-x", "automem") == {"tags": "conversation:conv-x", "tag_match": "exact"}
+    assert scope_params("conv-x") == {"tags": "locomo:conv-x"}
 
 
 def test_result_ids_read_either_shape():
