@@ -225,7 +225,7 @@ RECALL_PARAMETERS: tuple[RecallParameter, ...] = (
         "auto_decompose",
         _flag,
         _flag_entry,
-        "A single question is searched again for its names and topics (multi-hop).",
+        "A single question is searched again for its names and topics, which widen the candidates the question ranks.",
     ),
     P("per_query_limit", _count, _counted(minimum=1), "Results each query contributes at most (default: limit)."),
     P(

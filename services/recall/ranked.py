@@ -33,7 +33,8 @@ from services.recall.expansion import Expansion
 from services.recall.related_stage import RelatedStage
 from services.recall.rerank_stage import RerankStage
 from services.recall.text_arms import TEXT_ARMS, TextArms
-from services.recall.vector_arm import VectorArm
+from services.recall.vector_arm import QueryVector, VectorArm
+from services.recall.widening import Widening
 from services.recall.word_vectors import WordVectors
 
 STAGE_SECONDS = Histogram(
@@ -111,6 +112,7 @@ class RankedRecall:
         self._clock = clock
         self._access = access
         self._expansion = Expansion(reader=reader, state=state, policy=policy)
+        self._widening = Widening(vector=vector, text=text)
 
     def request(self, tenant: str, **params) -> RecallRequest:
         """Validate the raw parameters of a recall (INVALID_ARGUMENT names the field)."""
@@ -144,10 +146,13 @@ class RankedRecall:
             return pool
         max_df = await self._text.max_df(scope.tenant)
 
+        searched: list[QueryVector] = []
+
         async def vector_arm() -> list[list[VectorHit]]:
             # Embedding the query and searching the index run beside the text arms.
             started = time.perf_counter()
             vectors = await self._vector.query_vectors(request, debug, self._policy.nameless_query_share)
+            searched.extend(vectors)
             debug["vector_searched"] = bool(vectors)
             embedded = time.perf_counter()
             debug["timings_ms"]["embed"] = round((embedded - started) * 1000, 2)
@@ -166,6 +171,9 @@ class RankedRecall:
         for arm, index, matches in text_hits:
             ranking.merge(pool, arm, ((m.id, m.score) for m in matches), normalise=True, query=index)
         debug["arms"] = counts
+        if request.widening:
+            await self._widening.widen(request, pool, searched, fetch, max_df, debug)
+            watch.lap("widen")
         return pool
 
     async def _hydrate(self, tenant: str, pool: dict[str, Candidate]) -> dict[str, list[Successor]]:

@@ -60,8 +60,8 @@ def search_to_pb(outcome: RecallOutcome) -> pb.SearchMemoriesResponse:
     results = [result_to_pb(c, outcome.relations.get(c.id, ())) for c in outcome.results]
     reply = pb.SearchMemoriesResponse(
         results=results,
-        query=" | ".join(recall.queries),
-        queries=list(recall.queries),
+        query=" | ".join(recall.asked),
+        queries=list(recall.asked),
         count=len(results),
         state_debug_json=json.dumps(outcome.debug) if recall.state_debug else "",
         window_start=format_iso(scope.window.start) or "",

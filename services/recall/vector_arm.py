@@ -152,6 +152,28 @@ class VectorArm:
             for asked, other in zip(request.queries, nameless, strict=True)
         ]
 
+    async def text_vectors(self, texts: tuple[str, ...], debug: dict) -> list[QueryVector]:
+        """Plain search vectors of these texts (auto_decompose's queries);
+        none without an embedder or when embedding fails."""
+        if not texts or not self._queries.available:
+            return []
+        try:
+            return [QueryVector(v) for v in await self._queries.vectors(texts)]
+        except Exception as exc:
+            log.warning("widening queries' embedding failed; recalling without them", error=str(exc))
+            debug.setdefault("degraded", []).append(f"vector: {exc}")
+            return []
+
+    async def score_ids(self, vectors: list[QueryVector], scope: Scope, ids: list[str]) -> list[list[VectorHit]]:
+        """Each vector's scores of these memories only (within the scope,
+        with a positive score): what the vector arm would give them had its
+        search reached that deep."""
+        if not vectors or not ids:
+            return [[] for _ in vectors]
+        asked = [replace(vector_query(v.values, scope, len(ids)), only_ids=tuple(ids)) for v in vectors]
+        hits = await self._vectors.search_many(asked)
+        return [_best(v, found, len(ids)) for v, found in zip(vectors, hits, strict=True)]
+
     async def search(self, vectors: list[QueryVector], scope: Scope, fetch: int) -> list[list[VectorHit]]:
         """Each vector's best `fetch` hits within the scope with a positive
         score, best first; equal scores in id order. The index is asked for

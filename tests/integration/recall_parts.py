@@ -40,12 +40,13 @@ def ranked(
     clock: Callable[[], datetime] = now,
     access: AccessRecorder | None = None,
     text: TextArms | None = None,
+    vector: VectorArm | None = None,
 ) -> RankedRecall:
-    """Ranked recall without an embedder: the vector arm answers `embedding=` only."""
+    """Ranked recall, by default without an embedder: the vector arm answers `embedding=` only."""
     return RankedRecall(
         reader=graph.reader,
         text=text or text_arms(graph, policy),
-        vector=VectorArm(vectors=vectors),
+        vector=vector or VectorArm(vectors=vectors),
         state=CurrentStatePass(graph.reader, policy.max_hops),
         policy=policy,
         clock=clock,

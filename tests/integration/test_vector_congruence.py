@@ -233,6 +233,8 @@ async def test_exclude_tags_and_ids(engines):
     await engines.expect(
         CURRENT - {"plain", "ops"}, current_at=NOW, keep_superseded=False, exclude_ids=engines.ids("plain", "ops")
     )
+    await engines.expect({"plain", "ops"}, current_at=NOW, keep_superseded=False, only_ids=engines.ids("plain", "ops"))
+    await engines.expect({"ops"}, only_ids=engines.ids("plain", "ops"), exclude_ids=engines.ids("plain"))
 
 
 async def test_min_score_and_limit(engines):

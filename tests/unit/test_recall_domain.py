@@ -981,14 +981,18 @@ def test_decompose_without_entities_searches_the_topics():
     assert decompose("is it ok", DecomposePolicy()) == []
 
 
-def test_auto_decompose_adds_the_queries_to_a_single_query_only():
+def test_auto_decompose_adds_widening_queries_to_a_single_query_only():
     request = req(query="Would Caroline pursue writing?", auto_decompose=True)
-    assert request.queries == ("Would Caroline pursue writing?", "Caroline", "Caroline writing")
-    assert request.multi
+    # The question alone scores; its names and topics only widen the candidates (services/recall/widening.py).
+    assert request.queries == ("Would Caroline pursue writing?",)
+    assert request.widening == ("Caroline", "Caroline writing")
+    assert request.asked == ("Would Caroline pursue writing?", "Caroline", "Caroline writing")
+    assert request.multi and request.keywords == ("caroline", "pursue", "writing")
     single = req(query="Would Caroline pursue writing?")
     assert single.queries == ("Would Caroline pursue writing?",) and not single.multi
     several = req(queries=["Would Caroline pursue writing?", "Bob"], auto_decompose=True)
     assert several.queries == ("Would Caroline pursue writing?", "Bob") and several.multi
+    assert not several.widening
 
 
 # Context hints (services/core/domain/context_hints.py) --------------------------------------------------

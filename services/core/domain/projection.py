@@ -84,6 +84,8 @@ class VectorQuery:
     limit: int
     current_at: datetime | None = None
     exclude_ids: tuple[str, ...] = ()
+    #: When set, only these memories are candidates (a recall's widening scores them by the question).
+    only_ids: tuple[str, ...] = ()
     min_score: float | None = None
     tags: tuple[str, ...] = ()
     tag_mode: str = "any"

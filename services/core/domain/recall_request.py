@@ -155,12 +155,19 @@ class RecallRequest:
     expand_respect_tags: bool = False
     adaptive_floor: bool = False
     multi: bool = False  # several queries were asked (or made by decomposition)
+    #: auto_decompose's queries: they widen the candidates, and only `queries` score them.
+    widening: tuple[str, ...] = ()
     #: What the context hints favour (its tags and types are context_tags and context_types).
     context: ContextProfile = field(default_factory=ContextProfile)
 
     @property
     def has_query(self) -> bool:
         return bool(self.queries) or self.embedding is not None
+
+    @property
+    def asked(self) -> tuple[str, ...]:
+        """Every query searched: the caller's, then auto_decompose's (as the reply lists them)."""
+        return (*self.queries, *self.widening)
 
     @property
     def keywords(self) -> tuple[str, ...]:
@@ -206,10 +213,15 @@ def clamp_limit(limit: int | None, default: int, maximum: int) -> int:
     return min(limit, maximum)
 
 
-def _queries(policy: RecallPolicy, query: str, queries: Iterable[str], auto_decompose: bool) -> tuple[tuple, bool]:
-    """The queries to run, and whether there are several: the caller's
-    (at most max_queries, each at most max_query_words words), then with
-    auto_decompose a single question's supplementary queries."""
+def _queries(
+    policy: RecallPolicy, query: str, queries: Iterable[str], auto_decompose: bool
+) -> tuple[tuple[str, ...], bool, tuple[str, ...]]:
+    """The caller's queries (at most max_queries, each at most
+    max_query_words words), whether there are several, and with
+    auto_decompose a single question's supplementary queries: those only
+    widen the candidates, which the question alone scores (a name alone
+    matches every turn its speaker said as strongly as the question's own
+    evidence, so scored on their own they ranked far worse)."""
     asked = [("query", query.strip())] if query and query.strip() else []
     asked += [("queries", q.strip()) for q in queries if q and q.strip()]
     for name, text in asked:
@@ -224,10 +236,10 @@ def _queries(policy: RecallPolicy, query: str, queries: Iterable[str], auto_deco
         )
     multi = any(name == "queries" for name, _ in asked)
     if auto_decompose and len(texts) == 1 and not multi:
-        extra = decompose(texts[0], policy.decompose)
+        extra = tuple(q for q in dict.fromkeys(decompose(texts[0], policy.decompose)) if q != texts[0])
         if extra:
-            return (*texts, *dict.fromkeys(extra)), True
-    return texts, multi
+            return texts, True, extra
+    return texts, multi, ()
 
 
 def _priority_ids(policy: RecallPolicy, values: Iterable[str]) -> tuple[str, ...]:
@@ -286,7 +298,7 @@ def build_request(
     if policy.tag_limits is not None:  # the write side's tag limits, for whoever calls (the gateway checks too)
         for field_name, values in (("tags", tags), ("exclude_tags", exclude_tags), ("context_tags", context_tags)):
             check_tag_limits(list(clean_tags(values)), policy.tag_limits, field_name)
-    texts, multi = _queries(policy, query, queries, auto_decompose)
+    texts, multi, widening = _queries(policy, query, queries, auto_decompose)
     limit = clamp_limit(limit, policy.default_limit, policy.max_limit)
     profile = context_profile(
         tags=clean_tags(context_tags), types=context_types, language=language, context=context,
@@ -336,6 +348,7 @@ def build_request(
         expand_respect_tags=expand_respect_tags,
         adaptive_floor=policy.adaptive_floor if adaptive_floor is None else adaptive_floor,
         multi=multi,
+        widening=widening,
         context=profile,
     )
 

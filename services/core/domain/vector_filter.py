@@ -100,4 +100,6 @@ def vector_filter(query: VectorQuery) -> Filter:
         must_not += _tag_matches(query, query.exclude_tags)
     if query.exclude_ids:
         must_not.append(HasId(tuple(point_id(query.tenant, i) for i in query.exclude_ids)))
+    if query.only_ids:
+        must.append(HasId(tuple(point_id(query.tenant, i) for i in query.only_ids)))
     return Filter(must=tuple(must), must_not=tuple(must_not))
