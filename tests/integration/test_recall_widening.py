@@ -33,12 +33,18 @@ ASKED, OTHER = [1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]
 
 
 class TwoWayEmbedder:
-    """The question's vector for the question, another for any other text."""
+    """The question's vector for the question, another for any other text
+    (or, `failing`, an error for any other text)."""
 
     dimension = 4
     name = "test:two-way"
 
+    def __init__(self, failing: bool = False):
+        self.failing = failing
+
     async def embed(self, texts: list[str]) -> list[list[float]]:
+        if self.failing and any(text != QUESTION for text in texts):
+            raise RuntimeError("the model is gone")
         return [ASKED if text == QUESTION else OTHER for text in texts]
 
 
@@ -61,7 +67,12 @@ MEMORIES = {
 
 
 @pytest.fixture
-async def recall(graph, index, settings) -> RankedRecall:
+def embedder() -> TwoWayEmbedder:
+    return TwoWayEmbedder()
+
+
+@pytest.fixture
+async def recall(graph, index, settings, embedder) -> RankedRecall:
     memories: list[Memory] = [
         memory_at(uid(name), NOW - timedelta(days=days), tenant="acme", content=content, embedding=vector)
         for name, (vector, days, content) in MEMORIES.items()
@@ -75,7 +86,7 @@ async def recall(graph, index, settings) -> RankedRecall:
         settings.recall.policy(settings.limits),
         candidate_multiplier=1, candidate_min=1, shortlist_min=10, nameless_query_share=0.0,
     )  # fmt: skip
-    vector = VectorArm(vectors=index, embedder=TwoWayEmbedder())
+    vector = VectorArm(vectors=index, embedder=embedder)
     return recall_parts.ranked(graph, index, policy, clock=lambda: NOW, vector=vector)
 
 
@@ -105,3 +116,11 @@ async def test_widening_leaves_what_both_find_scored_alike(recall):
     assert names(widened) == names(plain)  # deep enough, the question's arms found everything already
     assert widened.debug["widened"]["added"] == 0
     assert [c.final for c in widened.results] == [c.final for c in plain.results]
+
+
+async def test_a_widening_that_fails_leaves_the_questions_own_answer(recall, embedder):
+    plain = await recall.search(recall.request("acme", query=QUESTION, limit=2))
+    embedder.failing = True
+    widened = await recall.search(recall.request("acme", query=QUESTION, limit=2, auto_decompose=True))
+    assert names(widened) == names(plain)
+    assert any("the model is gone" in reason for reason in widened.debug["degraded"])
