@@ -140,11 +140,8 @@ class VectorArm:
             return []
         share = nameless_share
         nameless = tuple(focus_text(q) if share > 0 else q for q in request.queries)
-        try:
-            found = await self._queries.vectors(tuple(dict.fromkeys((*request.queries, *nameless))))
-        except Exception as exc:
-            log.warning("query embedding failed; recalling without the vector arm", error=str(exc))
-            debug.setdefault("degraded", []).append(f"vector: {exc}")
+        found = await self._embedded(tuple(dict.fromkeys((*request.queries, *nameless))), debug, "the vector arm")
+        if found is None:
             return []
         by_text = dict(zip(dict.fromkeys((*request.queries, *nameless)), found, strict=True))
         return [
@@ -157,12 +154,18 @@ class VectorArm:
         none without an embedder or when embedding fails."""
         if not texts or not self._queries.available:
             return []
+        found = await self._embedded(texts, debug, "the widening queries")
+        return [QueryVector(v) for v in found or ()]
+
+    async def _embedded(self, texts: tuple[str, ...], debug: dict, without: str) -> list[list[float]] | None:
+        """The texts' embeddings (cached); None when embedding fails, which
+        debug's `degraded` reports (the recall goes on `without` them)."""
         try:
-            return [QueryVector(v) for v in await self._queries.vectors(texts)]
+            return await self._queries.vectors(texts)
         except Exception as exc:
-            log.warning("widening queries' embedding failed; recalling without them", error=str(exc))
+            log.warning(f"query embedding failed; recalling without {without}", error=str(exc))
             debug.setdefault("degraded", []).append(f"vector: {exc}")
-            return []
+            return None
 
     async def score_ids(self, vectors: list[QueryVector], scope: Scope, ids: list[str]) -> list[list[VectorHit]]:
         """Each vector's scores of these memories only (within the scope,
