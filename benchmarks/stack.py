@@ -14,6 +14,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import IO
 from urllib.parse import urlencode, urlsplit
 
 import httpx
@@ -82,19 +83,13 @@ class BenchStack:
             **os.environ,
             "MEMGRID_DATA_DIR": str(self.data),
             "AUTOMEM_API_TOKEN": TOKEN,
-            "PORT": str(free_port()),
-            "GATEWAY_METRICS_PORT": str(free_port()),
-            "FALKORDB_PORT": str(free_port()),
-            "NATS_URL": f"nats://127.0.0.1:{free_port()}",
             "LOG_LEVEL": "WARNING",
             "SERVICE_CLAIM_KEY": secrets.token_urlsafe(48),  # the benchmarks call the services directly too
-            **env_overrides,
         }
-        for name in SERVICE_NAMES:
-            self.env[f"{name.upper()}_GRPC_PORT"] = str(free_port())
-            self.env[f"{name.upper()}_METRICS_PORT"] = str(free_port())
-        self.url = f"http://127.0.0.1:{self.env['PORT']}"
+        self._overrides = env_overrides
+        self._pick_ports()
         self.process: subprocess.Popen | None = None
+        self._log: IO[bytes] | None = None
         #: Where devstack runs (None: here); with PYTHONPATH, another checkout's code (benchmarks/write_ab.py).
         self.cwd: Path | None = None
 
@@ -125,31 +120,62 @@ class BenchStack:
         key = self.env["SERVICE_CLAIM_KEY"].encode()
         return claim_metadata(key, tenant, role, actor="bench", ttl=6 * 3600, audience=SERVICE_NAMES)
 
+    def _pick_ports(self) -> None:
+        """Fresh free ports for every server of the stack (a port given in the overrides stays)."""
+        ports = ["PORT", "GATEWAY_METRICS_PORT", "FALKORDB_PORT"]
+        ports += [f"{name.upper()}_{kind}_PORT" for name in SERVICE_NAMES for kind in ("GRPC", "METRICS")]
+        self.env.update({name: str(free_port()) for name in ports})
+        self.env["NATS_URL"] = f"nats://127.0.0.1:{free_port()}"
+        self.env.update(self._overrides)
+        self.url = f"http://127.0.0.1:{self.env['PORT']}"
+
     def __enter__(self) -> BenchStack:
         print(f"starting the stack in {self.data} ...", file=sys.stderr, flush=True)
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        exited, tail = self._start()
+        if exited is not None:
+            # A probed port can be taken again before a server binds it (a client's ephemeral
+            # port): a stack that exited at once starts once more on fresh ports.
+            print(f"devstack exited with {exited}; starting again on fresh ports:\n{tail}", file=sys.stderr, flush=True)
+            self._pick_ports()
+            shutil.rmtree(self.data, ignore_errors=True)  # and on a clean data directory
+            self.data.mkdir()
+            exited, tail = self._start()
+        if tail is None:
+            return self
+        self.__exit__()
+        why = f"devstack exited with {exited}" if exited is not None else f"no answer in {self.startup_seconds:.0f} s"
+        raise RuntimeError(f"the stack did not become healthy ({why}); devstack's last output:\n{tail}")
+
+    def _start(self) -> tuple[int | None, str | None]:
+        """Start devstack and wait for /health: (None, None) once healthy, else devstack's
+        exit code (None: still running) and the tail of its output."""
         # devstack's output, shown when it fails to start
-        self._log = self.log_path.open("w+b") if self.log_path is not None else tempfile.TemporaryFile()
+        log = self.log_path.open("w+b") if self.log_path is not None else tempfile.TemporaryFile()  # noqa: SIM115  open while devstack runs
+        self._log = log
         self.process = subprocess.Popen(  # noqa: S603  this venv's python -m devstack, the benchmark's arguments
             [sys.executable, "-m", "devstack", *self.devstack_args],
             env=self.env,
             cwd=self.cwd,
             stdout=subprocess.DEVNULL,
-            stderr=self._log,
+            stderr=log,
         )
         deadline = time.monotonic() + self.startup_seconds
         while True:
             try:
                 if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return self
+                    return None, None
             except httpx.HTTPError:
                 pass
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                self.__exit__()
-                self._log.seek(0)
-                tail = self._log.read().decode(errors="replace")[-2000:]
-                raise RuntimeError(f"the stack did not become healthy; devstack's last output:\n{tail}")
+            exited = self.process.poll()
+            if time.monotonic() > deadline or exited is not None:
+                log.flush()
+                log.seek(0)
+                tail = log.read().decode(errors="replace")[-4000:]
+                log.close()
+                self._log = None
+                return exited, tail
             time.sleep(0.3)
 
     def __exit__(self, *exc) -> None:
@@ -157,8 +183,9 @@ class BenchStack:
             self.process.send_signal(signal.SIGTERM)
             self.process.wait(timeout=60)
         shutil.rmtree(self.data, ignore_errors=True)  # a 100k run leaves half a gigabyte
-        if getattr(self, "_log", None) is not None:
+        if self._log is not None:
             self._log.close()
+            self._log = None
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
