@@ -21,6 +21,12 @@ def test_the_speaker_comes_from_metadata_then_the_content_label():
     assert speaker_of(memory_at("a", NOW, content="Caroline: I went to a support group")) == "Caroline"
     assert speaker_of(memory_at("b", NOW, content="Dr Ann Lee: take two")) == "Dr Ann Lee"
     assert speaker_of(memory_at("c", NOW, content="Bob: hi", metadata={"speaker": "Robert"})) == "Robert"
+    # A speaker filed as a tag, as AutoMem's LoCoMo harness files it, when the content has no label.
+    tagged = memory_at("g", NOW, content="I went to a support group", tags=["locomo", "speaker:caroline"])
+    assert speaker_of(tagged) == "caroline"
+    assert speaker_of(memory_at("h", NOW, content="take two", tags=["author:dr-ann_lee"])) == "dr ann lee"
+    assert speaker_of(memory_at("i", NOW, content="Bob: hi", tags=["speaker:robert"])) == "robert"  # before the label
+    assert speaker_of(memory_at("j", NOW, content="take two", tags=["speaker:"])) == ""  # an empty name says nothing
     # A transcript's bracketed stamp before the label.
     assert speaker_of(memory_at("s", NOW, content="[1:56 pm on 8 May, 2023] Caroline: hi")) == "Caroline"
     assert speaker_of(memory_at("t", NOW, content="(2023-05-08 13:56) Dr Ann Lee: take two")) == "Dr Ann Lee"

@@ -28,17 +28,25 @@ from services.core.domain.recall_text import all_words
 _SPEAKER_LABEL = re.compile(r"\s*(?:[\[(][^\])\n]{1,60}[\])]\s*)?([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}):\s")
 #: metadata keys naming who said or wrote a memory, in the order they are read.
 SPEAKER_KEYS = ("speaker", "author", "user_name")
+#: Tag prefixes naming who said or wrote a memory ("speaker:caroline", "author:dr-ann-lee"), as a
+#: client that files its speaker as a tag writes it; hyphens and underscores stand for spaces.
+SPEAKER_TAG_PREFIXES = tuple(f"{key}:" for key in SPEAKER_KEYS)
 
 
 def speaker_of(memory: Memory) -> str:
     """Who a memory is spoken by: metadata's speaker (or author, user_name)
-    when it is a string, else the content's leading "Name:" label; "" when
-    neither says."""
+    when it is a string, else a speaker (author, user_name) tag, else the
+    content's leading "Name:" label; "" when none says."""
     metadata = memory.metadata if isinstance(memory.metadata, dict) else {}
     for key in SPEAKER_KEYS:
         value = metadata.get(key)
         if isinstance(value, str) and value.strip():
             return value.strip()
+    for prefix in SPEAKER_TAG_PREFIXES:
+        for tag in memory.tags:
+            name = tag[len(prefix) :].replace("-", " ").replace("_", " ").strip() if tag.startswith(prefix) else ""
+            if name:
+                return name
     match = _SPEAKER_LABEL.match(memory.content)
     return match.group(1) if match else ""
 
