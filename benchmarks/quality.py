@@ -404,11 +404,14 @@ def online_rankings(
     ks: Sequence[int] = DEFAULT_KS,
     extra: Mapping[str, str] | None = None,
     style: str = "memgrid",
+    settle: float | None = None,
 ) -> tuple[dict[str, list[str]], dict[str, dict[str, list[PoolItem]]], dict]:
     """memgrid's /recall rankings (dia_ids) per question key, each question's
     deep pool (`pool` results with their components) by conversation, and
     timings, latencies and oddities. `extra`: more /recall parameters for
-    every question (auto_decompose). `style`: how turns are stored and scoped (STYLES)."""
+    every question (auto_decompose). `style`: how turns are stored and scoped (STYLES).
+    `settle`: ask each conversation's questions this many seconds after its
+    turns are stored, not once they are all searchable."""
     extra = dict(extra or {})
     from benchmarks.stack import BenchStack
 
@@ -421,34 +424,45 @@ def online_rankings(
         probe = client.get("/recall", params={"query": "probe", "tags": tag_of("probe"), "limit": 1})
         if probe.status_code != 200:
             raise RuntimeError(f"GET /recall answers {probe.status_code}: {probe.text[:300]}")
-        started = time.perf_counter()
-        by_id = _store(client, conversations, timestamps, style)
-        stats["store_seconds"] = time.perf_counter() - started
-        started = time.perf_counter()
-        status = _wait_searchable(client, len(by_id), wait_timeout)
-        stats["wait_seconds"] = time.perf_counter() - started
-        stats["enrichment_failed"] = status["failed"]
+        # Each conversation stored, then its questions asked: once every turn is searchable
+        # (the default), or `settle` seconds after its turns are stored, as a client that
+        # does not wait for enrichment asks (AutoMem's LoCoMo harness waits 2 s).
+        rounds = [conversations] if settle is None else [[c] for c in conversations]
+        by_id: dict[str, tuple[str, str]] = {}
+        stats |= {"store_seconds": 0.0, "wait_seconds": 0.0, "query_seconds": 0.0, "enrichment_failed": 0}
+        for batch in rounds:
+            started = time.perf_counter()
+            by_id |= _store(client, batch, timestamps, style)
+            stats["store_seconds"] += time.perf_counter() - started
+            started = time.perf_counter()
+            if settle is None:
+                stats["enrichment_failed"] = _wait_searchable(client, len(by_id), wait_timeout)["failed"]
+            else:
+                time.sleep(settle)
+            stats["wait_seconds"] += time.perf_counter() - started
+            started = time.perf_counter()
+            for question in (q for c in batch for q in c.questions):
+                scope = scope_params(question.sample_id, style)
+                params = {"query": question.text, **scope, "limit": max(depth, pool), **extra}
+                asked = time.perf_counter()
+                reply = client.get("/recall", params=params)
+                latencies.append(time.perf_counter() - asked)
+                reply.raise_for_status()
+                ranked = []
+                for memory_id in result_ids(reply.json()):
+                    sample_id, dia_id = by_id.get(memory_id, (None, None))
+                    if sample_id != question.sample_id:
+                        stats["foreign_results"] += 1
+                        continue
+                    ranked.append(dia_id)
+                rankings[question.key] = ranked[:depth]
+                pools[question.sample_id][question.key] = pool_items(reply.json(), by_id, question.sample_id)
+                if len(rankings) % 50 == 0:
+                    progress(f"recall: {len(rankings)} questions")
+            stats["query_seconds"] += time.perf_counter() - started
         questions = [q for c in conversations for q in c.questions]
-        started = time.perf_counter()
-        for n, question in enumerate(questions, 1):
-            scope = scope_params(question.sample_id, style)
-            params = {"query": question.text, **scope, "limit": max(depth, pool), **extra}
-            asked = time.perf_counter()
-            reply = client.get("/recall", params=params)
-            latencies.append(time.perf_counter() - asked)
-            reply.raise_for_status()
-            ranked = []
-            for memory_id in result_ids(reply.json()):
-                sample_id, dia_id = by_id.get(memory_id, (None, None))
-                if sample_id != question.sample_id:
-                    stats["foreign_results"] += 1
-                    continue
-                ranked.append(dia_id)
-            rankings[question.key] = ranked[:depth]
-            pools[question.sample_id][question.key] = pool_items(reply.json(), by_id, question.sample_id)
-            if n % 50 == 0 or n == len(questions):
-                progress(f"recall: {n}/{len(questions)} questions")
-        stats["query_seconds"] = time.perf_counter() - started
+        if settle is not None:  # the asked-at-k figures, as in the default, once everything is searchable
+            stats["enrichment_failed"] = _wait_searchable(client, len(by_id), wait_timeout)["failed"]
         stats["asked_at"] = _asked_at_each_k(client, questions, by_id, ks, extra, style)
     stats["latency"] = latencies
     return rankings, pools, stats
@@ -546,6 +560,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--auto-decompose", action="store_true", help="ask every question with auto_decompose=true")
     parser.add_argument("--style", choices=STYLES, default="memgrid",
                         help="store and scope the turns this way, or as AutoMem's benchmark does")  # fmt: skip
+    parser.add_argument("--settle", type=float, metavar="SECONDS",
+                        help="ask a conversation SECONDS after storing it, not once searchable")  # fmt: skip
     args = parser.parse_args(argv)
     ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
     depth = max(ks)
@@ -567,7 +583,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             memgrid, pools, stats = online_rankings(
                 conversations, depth, args.wait_timeout, args.pool, not args.no_timestamps, ks,
-                {"auto_decompose": "true"} if args.auto_decompose else None, args.style,
+                {"auto_decompose": "true"} if args.auto_decompose else None, args.style, args.settle,
             )  # fmt: skip
             latency = stats.pop("latency")
             asked = asked_figures(stats.pop("asked_at"), questions, ks)

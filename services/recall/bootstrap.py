@@ -34,6 +34,7 @@ from services.recall.current_state import CurrentStatePass
 from services.recall.df_warmer import FrequencyWarmer
 from services.recall.event_watch import EventWatches
 from services.recall.exports import MemoryExports
+from services.recall.fresh_reads import FreshReads
 from services.recall.graph_views import GraphLimits, GraphViews
 from services.recall.index_admin import IndexAdmin
 from services.recall.listings import Listings, ReadLimits, StartupRules
@@ -104,8 +105,11 @@ def build_app(
         },
         reopens=lambda: getattr(vectors, "reopens", 0),
     )
+    # Fresh reads need every event in this process: the embedded index's own projector.
+    fresh = None if settings.vectors.qdrant_url else FreshReads(settings.recall.fresh_policy())
     ranked = RankedRecall(
         reader=reader,
+        fresh=fresh,
         text=text_arms,
         vector=vector_arm,
         words=words,
@@ -200,7 +204,7 @@ def build_app(
         ),
         settings.recall.recall_df_warm_seconds,
     )
-    projector = Projector(lookup=reader, vectors=vectors)
+    projector = Projector(lookup=reader, vectors=vectors, fresh=fresh)
     consumer = event_consumer(
         settings.bus,
         events,

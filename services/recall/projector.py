@@ -18,6 +18,7 @@ from services.core.domain.model import SUPERSESSION_RELATIONS, EventKind
 from services.core.domain.projection import vector_payload
 from services.core.ports.graph import MemoryLookup
 from services.core.ports.vector import VectorWrites
+from services.recall.fresh_reads import FreshReads
 
 log = structlog.get_logger()
 
@@ -31,13 +32,20 @@ def _projects(event) -> bool:
         return False
     if event.kind is EventKind.ASSOCIATED:
         return event.relation is not None and event.relation.type in SUPERSESSION_RELATIONS
-    return not (event.kind is EventKind.CREATED and not event.has_embedding)
+    return not _awaits_vector(event)
+
+
+def _awaits_vector(event) -> bool:
+    """A memory stored without a vector: enrichment's event will bring it."""
+    return event.kind is EventKind.CREATED and not event.has_embedding
 
 
 class Projector:
-    def __init__(self, *, lookup: MemoryLookup, vectors: VectorWrites):
+    def __init__(self, *, lookup: MemoryLookup, vectors: VectorWrites, fresh: FreshReads | None = None):
         self._lookup = lookup
         self._vectors = vectors
+        #: Told what is stored without a vector and what reaches the index (a recall waits on it).
+        self._fresh = fresh
 
     async def project(self, tenant: str, memory_ids: list[str]) -> tuple[int, int]:
         """Bring these points in line with the graph; returns (upserted, deleted)."""
@@ -54,14 +62,23 @@ class Projector:
         stale = [i for i in memory_ids if i not in found or found[i].embedding is None]
         await self._vectors.upsert(points)
         await self._vectors.delete(stale, tenant=tenant)
+        if self._fresh is not None:
+            self._fresh.arrived(tenant, [point[0] for point in points])
+            self._fresh.forget(tenant, [i for i in memory_ids if i not in found])
         return len(points), len(stale)
 
     async def handle(self, deliveries: list[Delivery]) -> list[Outcome]:
         """The consumer's handler: one graph read and one upsert per tenant."""
         by_tenant: dict[str, set[str]] = defaultdict(set)
+        awaited: dict[str, list[str]] = defaultdict(list)
         for d in deliveries:
+            if _awaits_vector(d.event):
+                awaited[d.event.tenant].append(d.event.memory_id)
             if _projects(d.event):
                 by_tenant[d.event.tenant].add(d.event.memory_id)
+        if self._fresh is not None:
+            for tenant, stored in awaited.items():
+                self._fresh.expect(tenant, stored)
         for tenant, ids in by_tenant.items():
             await self.project(tenant, sorted(ids))
         return [Outcome.DONE if _projects(d.event) else Outcome.SKIP for d in deliveries]

@@ -30,6 +30,7 @@ from services.core.ports.reads import RankedReads
 from services.recall.access import AccessRecorder
 from services.recall.current_state import CurrentStatePass
 from services.recall.expansion import Expansion
+from services.recall.fresh_reads import FreshReads
 from services.recall.related_stage import RelatedStage
 from services.recall.rerank_stage import RerankStage
 from services.recall.text_arms import TEXT_ARMS, TextArms
@@ -101,7 +102,10 @@ class RankedRecall:
         access: AccessRecorder | None = None,
         words: WordVectors | None = None,
         rerank: RerankStage | None = None,
+        fresh: FreshReads | None = None,
     ):
+        #: Waits for the vectors of memories stored before a recall (None: never).
+        self._fresh = fresh
         self._related = RelatedStage(words, policy)
         self._rerank = rerank or RerankStage(None, 0)
         self._reader = reader
@@ -156,6 +160,11 @@ class RankedRecall:
             debug["vector_searched"] = bool(vectors)
             embedded = time.perf_counter()
             debug["timings_ms"]["embed"] = round((embedded - started) * 1000, 2)
+            if vectors and self._fresh is not None:
+                # What was stored before this recall is searched too, once its vector is in (bounded).
+                await self._fresh.wait(scope.tenant, debug)
+                debug["timings_ms"]["fresh_wait"] = round((time.perf_counter() - embedded) * 1000, 2)
+                embedded = time.perf_counter()
             found = await self._vector.search(vectors, scope, fetch)
             debug["timings_ms"]["vector_search"] = round((time.perf_counter() - embedded) * 1000, 2)
             return found

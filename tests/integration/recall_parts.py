@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from services.core.domain.recall_request import RecallPolicy
 from services.recall.access import AccessRecorder
 from services.recall.current_state import CurrentStatePass
+from services.recall.fresh_reads import FreshReads
 from services.recall.graph_views import GraphLimits, GraphViews
 from services.recall.index_admin import IndexAdmin
 from services.recall.listings import Listings, ReadLimits
@@ -41,6 +42,7 @@ def ranked(
     access: AccessRecorder | None = None,
     text: TextArms | None = None,
     vector: VectorArm | None = None,
+    fresh: FreshReads | None = None,
 ) -> RankedRecall:
     """Ranked recall, by default without an embedder: the vector arm answers `embedding=` only."""
     return RankedRecall(
@@ -51,6 +53,7 @@ def ranked(
         policy=policy,
         clock=clock,
         access=access,
+        fresh=fresh,
     )
 
 

@@ -6,6 +6,7 @@ from pydantic import Field, model_validator
 
 from services.core.domain import recall_text
 from services.core.domain.decompose import DecomposePolicy
+from services.core.domain.fresh_vectors import FreshPolicy
 from services.core.domain.limits import Limits
 from services.core.domain.recall_request import RecallPolicy
 from services.core.settings.base import Group
@@ -64,6 +65,19 @@ class RecallSettings(Group):
     # one a core, at most this many at once in the process (the local model; 1:
     # one text after another, one query's embedding at a time).
     recall_embed_parallel: int = Field(default=2, ge=1)
+    # Fresh reads (docs/recall.md): a recall that searches by vector first waits at most this
+    # long for the vectors of memories stored before it and not yet in the index (0: never);
+    # only with the embedded index, where each replica's projector sees every event.
+    recall_fresh_wait_seconds: float = Field(default=3.0, ge=0)
+    # ... but not at all when more than this many are awaited (a bulk import: the wait could
+    # not cover it) ...
+    recall_fresh_max_awaited: int = Field(default=2000, ge=0)
+    # ... nor when no vector has reached the tenant's index for this long (enrichment off or down).
+    recall_fresh_stall_seconds: float = Field(default=10.0, gt=0)
+    # Memories awaited that the process keeps in mind, every tenant together (about 100 bytes
+    # each), and how long it awaits one before letting it go.
+    recall_fresh_capacity: int = Field(default=100_000, ge=0)
+    recall_fresh_expire_seconds: float = Field(default=600.0, gt=0)
     # The text arms leave out words held by more than this share of memories (at least recall_keyword_min_df).
     recall_keyword_max_df_ratio: float = 0.02
     recall_keyword_min_df: int = 200  # the least document frequency the share rule leaves out
@@ -258,6 +272,16 @@ class RecallSettings(Group):
                 f"({self.recall_df_cache_seconds}), or the counts expire before they are counted again"
             )
         return self
+
+    def fresh_policy(self) -> FreshPolicy:
+        """How long a recall waits for the vectors of what was stored before it."""
+        return FreshPolicy(
+            wait_seconds=self.recall_fresh_wait_seconds,
+            stall_seconds=self.recall_fresh_stall_seconds,
+            max_awaited=self.recall_fresh_max_awaited,
+            capacity=self.recall_fresh_capacity,
+            expire_seconds=self.recall_fresh_expire_seconds,
+        )
 
     def policy(self, tag_limits: Limits) -> RecallPolicy:
         """The numbers behind ranked recall; `tag_limits` (MemorySettings.limits) bound the tags a recall names."""
