@@ -50,7 +50,8 @@ from services.recall.vector_arm import VectorArm
 from services.recall.word_vectors import WordVectors
 
 #: The settings groups this service reads (its main loads only these, with process and plane).
-GROUPS = ("process", "plane", "graph", "bus", "vectors", "consumers", "memory", "models", "recall")
+# enrichment: whether anything will embed what is stored without a vector (fresh reads wait for it).
+GROUPS = ("process", "plane", "graph", "bus", "vectors", "consumers", "memory", "models", "enrichment", "recall")
 
 
 def build_app(
@@ -105,8 +106,10 @@ def build_app(
         },
         reopens=lambda: getattr(vectors, "reopens", 0),
     )
-    # Fresh reads need every event in this process: the embedded index's own projector.
-    fresh = None if settings.vectors.qdrant_url else FreshReads(settings.recall.fresh_policy())
+    # Fresh reads need every event in this process (the embedded index's own projector), and
+    # something to embed what is stored without a vector (enrichment on).
+    waits = not settings.vectors.qdrant_url and settings.enrichment.enrichment_enabled
+    fresh = FreshReads(settings.recall.fresh_policy()) if waits else None
     ranked = RankedRecall(
         reader=reader,
         fresh=fresh,

@@ -67,7 +67,7 @@ class RecallSettings(Group):
     recall_embed_parallel: int = Field(default=2, ge=1)
     # Fresh reads (docs/recall.md): a recall that searches by vector first waits at most this
     # long for the vectors of memories stored before it and not yet in the index (0: never);
-    # only with the embedded index, where each replica's projector sees every event.
+    # only with the embedded index, where each replica's projector sees every event, and enrichment on.
     recall_fresh_wait_seconds: float = Field(default=3.0, ge=0)
     # ... but not at all when more than this many are awaited (a bulk import: the wait could
     # not cover it) ...
