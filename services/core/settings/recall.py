@@ -69,9 +69,9 @@ class RecallSettings(Group):
     # long for the vectors of memories stored before it and not yet in the index (0: never);
     # only with the embedded index, where each replica's projector sees every event, and enrichment on.
     recall_fresh_wait_seconds: float = Field(default=3.0, ge=0)
-    # ... but not at all when more than this many are awaited (a bulk import: the wait could
-    # not cover it) ...
-    recall_fresh_max_awaited: int = Field(default=2000, ge=0)
+    # ... but not at all when more than this many are awaited: a bulk import, more than the
+    # local model embeds in about three minutes on two cores, while the recalls wait ...
+    recall_fresh_max_awaited: int = Field(default=5000, ge=0)
     # ... nor when no vector has reached the tenant's index for this long (enrichment off or down).
     recall_fresh_stall_seconds: float = Field(default=10.0, gt=0)
     # Memories awaited that the process keeps in mind, every tenant together (about 100 bytes
