@@ -66,11 +66,13 @@ class FreshReads:
         if policy.wait_seconds <= 0:
             return
         started = self._clock()
-        awaited = self._notes.awaited(tenant, started)
-        if not awaited:
+        count = self._notes.count(tenant, started)
+        if not count:
             return
-        left = len(awaited)
-        waits = left <= policy.max_awaited and self._notes.idle_for(tenant, started) <= policy.stall_seconds
+        waits = count <= policy.max_awaited and self._notes.idle_for(tenant, started) <= policy.stall_seconds
+        # A bulk load's set is not copied for a recall that will not wait for it.
+        awaited = self._notes.awaited(tenant, started) if waits else frozenset()
+        left = count
         deadline = started + policy.wait_seconds
         while waits and left:
             now = self._clock()
@@ -84,4 +86,4 @@ class FreshReads:
             left = self._notes.left(tenant, awaited)
         waited = self._clock() - started
         WAITED.observe(waited)
-        debug["fresh"] = {"awaited": len(awaited), "left": left, "waited_ms": round(waited * 1000, 2), "waits": waits}
+        debug["fresh"] = {"awaited": count, "left": left, "waited_ms": round(waited * 1000, 2), "waits": waits}

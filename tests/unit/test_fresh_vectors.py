@@ -29,6 +29,14 @@ def test_notes_past_the_capacity_are_not_taken_and_old_ones_are_let_go():
     assert notes.expect("u", ["x"], now=11.0) == 1  # room again
 
 
+def test_only_the_notes_older_than_the_expiry_are_let_go():
+    notes = FreshVectors(capacity=10, expire_seconds=10)
+    notes.expect("t", ["a"], now=0.0)
+    notes.expect("t", ["b", "a"], now=5.0)  # a is noted once, at 0
+    assert notes.count("t", now=12.0) == 1 and notes.awaited("t", now=12.0) == {"b"}
+    assert notes.count("t", now=16.0) == 0 and notes.count("nobody", now=16.0) == 0
+
+
 def test_progress_is_the_last_vector_or_the_start_of_a_wait():
     notes = FreshVectors(capacity=10, expire_seconds=60)
     notes.expect("t", ["a", "b"], now=5.0)

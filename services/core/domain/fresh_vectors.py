@@ -83,16 +83,27 @@ class FreshVectors:
             self._drop(state, ids)
             self._tidy(tenant, state)
 
-    def awaited(self, tenant: str, now: float) -> frozenset[str]:
-        """The memories this tenant's index still lacks, noted at most
+    def count(self, tenant: str, now: float) -> int:
+        """How many memories this tenant's index still lacks, noted at most
         `expire_seconds` ago (older notes are let go here)."""
         state = self._tenants.get(tenant)
         if state is None:
-            return frozenset()
-        old = [i for i, noted in state.awaited.items() if now - noted > self.expire_seconds]
-        self._drop(state, old)
+            return 0
+        # Notes are kept in the order they were taken, so the expired ones come first.
+        expired = []
+        for memory_id, noted in state.awaited.items():
+            if now - noted <= self.expire_seconds:
+                break
+            expired.append(memory_id)
+        self._drop(state, expired)
         self._tidy(tenant, state)
-        return frozenset(state.awaited)
+        return len(state.awaited)
+
+    def awaited(self, tenant: str, now: float) -> frozenset[str]:
+        """The memories this tenant's index still lacks (as `count` counts them)."""
+        if not self.count(tenant, now):
+            return frozenset()
+        return frozenset(self._tenants[tenant].awaited)
 
     def left(self, tenant: str, ids: frozenset[str]) -> int:
         """How many of `ids` are still awaited."""
