@@ -8,7 +8,7 @@ memories are searchable, at most RECALL_FRESH_WAIT_SECONDS; memories stored
 after it began are not waited for. It does not wait at all when more than
 RECALL_FRESH_MAX_AWAITED are awaited (a bulk import: the wait could not
 cover it), nor when no vector has arrived for the tenant for
-RECALL_FRESH_STALL_SECONDS (enrichment off, down or failing). state_debug's
+RECALL_FRESH_STALL_SECONDS when it begins (enrichment off, down or failing). state_debug's
 `fresh` says what was awaited, what was still missing and how long the
 recall waited.
 """
@@ -29,8 +29,6 @@ WAITED = Histogram(
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0),
 )
 AWAITED = Gauge("memgrid_recall_vectors_awaited", "Memories stored without a vector this process's index awaits")
-#: The longest a waiting recall sleeps between two looks (it is woken sooner by every arrival).
-_TICK_SECONDS = 0.25
 
 
 class FreshReads:
@@ -45,17 +43,12 @@ class FreshReads:
         self._notes.expect(tenant, ids, self._clock())
         AWAITED.set(len(self._notes))
 
-    def arrived(self, tenant: str, ids: Iterable[str]) -> None:
-        """The projector put these memories' vectors in the index."""
-        self._notes.arrived(tenant, ids, self._clock())
-        self._wake()
-
-    def forget(self, tenant: str, ids: Iterable[str]) -> None:
-        """These memories are gone: no vector is to come."""
-        self._notes.forget(tenant, ids)
-        self._wake()
-
-    def _wake(self) -> None:
+    def projected(self, tenant: str, indexed: Iterable[str], gone: Iterable[str]) -> None:
+        """The projector put `indexed` memories' vectors in the index, and found
+        `gone` ones deleted (no vector is to come): waiting recalls look again."""
+        now = self._clock()
+        self._notes.arrived(tenant, indexed, now)
+        self._notes.forget(tenant, gone)
         AWAITED.set(len(self._notes))
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
@@ -75,12 +68,11 @@ class FreshReads:
         left = count
         deadline = started + policy.wait_seconds
         while waits and left:
-            now = self._clock()
-            if now >= deadline or self._notes.idle_for(tenant, now) > policy.stall_seconds:
+            remaining = deadline - self._clock()
+            if remaining <= 0:
                 break
-            changed = self._changed
-            try:
-                await asyncio.wait_for(changed.wait(), timeout=min(deadline - now, _TICK_SECONDS))
+            try:  # woken by the projector's next batch, or the deadline
+                await asyncio.wait_for(self._changed.wait(), timeout=remaining)
             except TimeoutError:
                 pass
             left = self._notes.left(tenant, awaited)

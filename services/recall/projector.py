@@ -63,8 +63,7 @@ class Projector:
         await self._vectors.upsert(points)
         await self._vectors.delete(stale, tenant=tenant)
         if self._fresh is not None:
-            self._fresh.arrived(tenant, [point[0] for point in points])
-            self._fresh.forget(tenant, [i for i in memory_ids if i not in found])
+            self._fresh.projected(tenant, [point[0] for point in points], [i for i in memory_ids if i not in found])
         return len(points), len(stale)
 
     async def handle(self, deliveries: list[Delivery]) -> list[Outcome]:

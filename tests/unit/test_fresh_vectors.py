@@ -60,10 +60,10 @@ def test_a_recall_waits_until_what_was_stored_before_it_arrives():
         waiting = asyncio.ensure_future(fresh.wait("t", debug))
         await asyncio.sleep(0.05)
         fresh.expect("t", ["later"])  # stored after the recall began: not waited for
-        fresh.arrived("t", ["a"])
+        fresh.projected("t", ["a"], [])
         await asyncio.sleep(0.05)
         assert not waiting.done()
-        fresh.arrived("t", ["b"])
+        fresh.projected("t", ["b"], [])
         await asyncio.wait_for(waiting, 1.0)  # woken by the arrival, long before its 5 s
         return debug["fresh"]
 
