@@ -173,8 +173,9 @@ def recall_figures(stack: BenchStack, seeder: Seeder, queries: int) -> dict[str,
         figures = {}
         for k, kind in enumerate(KINDS):
             samples, returned, expanded = [], 0, 0
+            stages: dict[str, list[float]] = {}
             for i, text in enumerate(texts[k * queries : (k + 1) * queries]):
-                params = {"query": text, "limit": 10}
+                params = {"query": text, "limit": 10, "state_debug": "true"}
                 if kind == "tagged":
                     params["tags"] = PROJECTS[i % len(PROJECTS)]
                 elif kind == "windowed":
@@ -185,12 +186,22 @@ def recall_figures(stack: BenchStack, seeder: Seeder, queries: int) -> dict[str,
                 reply = client.request("GET", "/recall", params=params)  # raises on an error status
                 samples.append(time.perf_counter() - started)
                 returned += len(reply.get("results") or [])
+                for stage, ms in ((reply.get("state_debug") or {}).get("timings_ms") or {}).items():
+                    stages.setdefault(stage, []).append(ms / 1000)
                 for key in ("expansion", "entity_expansion"):
                     expanded += (reply.get(key) or {}).get("expanded_count", 0)
-            figures[kind] = {**quantiles(samples), "results": returned / queries, "expanded": expanded / queries}
+            figures[kind] = {
+                **quantiles(samples),
+                "results": returned / queries,
+                "expanded": expanded / queries,
+                # Where the time went: each stage recall timed (state_debug's timings_ms), its p50/p95/p99.
+                "stages": {stage: quantiles(times) for stage, times in sorted(stages.items())},
+            }
             extra = f"  {figures[kind]['results']:.1f} results" + (
                 f", {figures[kind]['expanded']:.1f} expanded" if kind.startswith("expand") else ""
             )
+            slowest = sorted(figures[kind]["stages"].items(), key=lambda kv: -kv[1]["p95"])[:3]
+            extra += "".join(f"  {stage} p95 {q['p95']:.1f}" for stage, q in slowest)
             line(f"{seeder.count // 1000}k, recall {kind}", _shown(figures[kind]) + extra)
         return figures
     finally:

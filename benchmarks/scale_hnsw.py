@@ -63,13 +63,18 @@ def _near(stored: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def _searches(
-    index: EdgeVectorIndex, seeder: Seeder, stored: np.ndarray, rng: np.random.Generator, acorn: bool = False
+    index: EdgeVectorIndex,
+    seeder: Seeder,
+    stored: np.ndarray,
+    rng: np.random.Generator,
+    acorn: bool = False,
+    ef: int | None = None,
 ) -> dict:
     """Each kind of filter recall sends: the HNSW search's recall@10 against an
     exact search with the same filter, and its p50 in ms. The queries are
     stored vectors with noise (a query near a memory, as a real one is).
     With `acorn` the HNSW searches use Qdrant's ACORN (filtered searches
-    explore neighbours' neighbours), which recall does not."""
+    explore neighbours' neighbours); `ef` is their beam (None: Qdrant's default)."""
     shard = index._shard
     if shard is None:
         raise RuntimeError("the index is not open")
@@ -93,7 +98,7 @@ def _searches(
             )
             request = {"query": Query.Nearest(query.vector), "limit": 10, "filter": to_edge(vf.vector_filter(query))}
             started = time.perf_counter()
-            params = SearchParams(acorn=AcornSearchParams(enable=True)) if acorn else None
+            params = SearchParams(hnsw_ef=ef, acorn=AcornSearchParams(enable=True) if acorn else None)
             approximate = {p.id for p in shard.search(SearchRequest(**request, params=params))}
             times.append(time.perf_counter() - started)
             exact = {p.id for p in shard.search(SearchRequest(**request, params=SearchParams(exact=True)))}
@@ -152,6 +157,7 @@ async def probe(
     acorn: bool = False,
     fetch: int = 0,
     asks: tuple[int, ...] = (),
+    efs: tuple[int, ...] = (),
 ) -> dict:
     seeder = Seeder(vocabulary(np.random.default_rng(7), "locomo"))
     rng = np.random.default_rng(3)
@@ -183,6 +189,7 @@ async def probe(
         build_wall, build_cpu = time.perf_counter() - wall, _cpu() - cpu
         rss = _rss_kib()
         searches = _searches(index, seeder, np.stack(sample), rng, acorn)
+        by_ef = {f"ef_{ef}": _searches(index, seeder, np.stack(sample), rng, acorn, ef) for ef in efs}
         fetched = _fetch_recall(index, seeder, np.stack(sample), rng, fetch, list(asks)) if fetch and asks else {}
         shard = sum(f.stat().st_size for f in (Path(tmp) / "memories").rglob("*") if f.is_file())
         parts: dict[str, int] = {}  # the shard's bytes by what holds them (a segment's files, the WAL)
@@ -205,6 +212,7 @@ async def probe(
         "shard_bytes_a_point": round(shard / size),
         "shard_parts_bytes_a_point": {k: round(v / size) for k, v in sorted(parts.items(), key=lambda kv: -kv[1])},
         "searches": searches,
+        **({"searches_by_ef": by_ef} if by_ef else {}),
         **({"fetch_recall": fetched} if fetched else {}),
         "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "rss_anon_mib": round(rss.get("RssAnon", 0) / 1024),
@@ -221,10 +229,12 @@ def main() -> None:
     parser.add_argument("--acorn", action="store_true", help="search with Qdrant's ACORN")
     parser.add_argument("--fetch", type=int, default=0, help="recall's vector fetch, to compare asks for it")
     parser.add_argument("--asks", default="", help="hits asked for that fetch, comma-separated (e.g. 200,116)")
+    parser.add_argument("--efs", default="", help="search beams to measure the searches with too (e.g. 128,256)")
     args = parser.parse_args()
     asks = tuple(int(a) for a in args.asks.split(",") if a.strip())
+    efs = tuple(int(e) for e in args.efs.split(",") if e.strip())
     report = asyncio.run(
-        probe(args.size, args.payload_links, args.vectors, args.quantization, args.acorn, args.fetch, asks)
+        probe(args.size, args.payload_links, args.vectors, args.quantization, args.acorn, args.fetch, asks, efs)
     )
     print(json.dumps(report), flush=True)
 
