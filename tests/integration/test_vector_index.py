@@ -329,6 +329,38 @@ async def test_payload_links_choose_the_linked_fields_and_leave_the_results_alon
         EdgeVectorIndex(path=tmp_path / "x", collection="memories", vector_size=16, payload_links="some")
 
 
+async def test_acorn_searches_a_shard_made_without_links_for_tags_and_windows_only(tmp_path):
+    """VECTOR_SEARCH_ACORN is decided by the links the shard was made with:
+    on where a tag or window search has no links, off where it has them (there
+    it would only cost), and anew when clear() makes the shard again."""
+    path = tmp_path / "memories"
+
+    def made(links: str, acorn: bool = True) -> EdgeVectorIndex:
+        index = EdgeVectorIndex(path=path, collection="memories", vector_size=4, payload_links=links, acorn=acorn)
+        index.open()
+        return index
+
+    index = made("selective")
+    assert not index.searches_with_acorn  # tag_prefixes and timestamp have links
+    await put(index, [memory(tags=["p"], tag_prefixes=["p"])])
+    await index.close()
+    # The setting changes, the shard keeps its links, so no ACORN yet.
+    index = made("tenant")
+    assert not index.searches_with_acorn
+    await index.clear()  # a rebuild makes the shard with today's links
+    assert index.searches_with_acorn
+    await put(index, [found := memory(tags=["p"], tag_prefixes=["p"]), memory(tags=["q"], tag_prefixes=["q"])])
+    query = VectorQuery(vector=[1.0, 0.0, 0.0, 0.0], tenant="a", limit=10, current_at=NOW, tags=("p",))
+    assert [h.id for h in await nearest(index, query)] == [found.id]  # the same filter, searched with ACORN
+    await index.close()
+    index = made("tenant")
+    assert index.searches_with_acorn  # loaded again: still a shard without those links
+    await index.close()
+    index = made("tenant", acorn=False)
+    assert not index.searches_with_acorn  # the setting off: never
+    await index.close()
+
+
 def test_payloads_carry_what_every_filter_needs():
     m = memory(tags=["Project:X"], tag_prefixes=["project", "project:x"], archived=True, metadata={"source": "slack"})
     payload = vector_payload(m)

@@ -49,7 +49,14 @@ from qdrant_edge import (
 )
 
 from services.core.adapters.edge_filter import to_edge
-from services.core.adapters.edge_schema import INDEXED_FIELDS, PAYLOAD_LINKS, QUANTIZATIONS, field_schema
+from services.core.adapters.edge_schema import (
+    INDEXED_FIELDS,
+    NARROWING_FIELDS,
+    PAYLOAD_LINKS,
+    QUANTIZATIONS,
+    field_schema,
+    unlinked,
+)
 from services.core.adapters.edge_shard_lock import ShardLock
 from services.core.adapters.vector_status import vector_index_status
 from services.core.domain import vector_filter as vf
@@ -82,8 +89,8 @@ class EdgeVectorIndex:
         quantization: str = "int8",
         flush_seconds: float = 5.0,
         reopen_every: int = 0,
-        payload_links: str = "selective",
-        acorn: bool = False,
+        payload_links: str = "tenant",
+        acorn: bool = True,
     ):
         self._path = path
         self._collection = collection
@@ -108,8 +115,11 @@ class EdgeVectorIndex:
         self._payload_links = payload_links
         #: VECTOR_SEARCH_ACORN: filtered searches use Qdrant's ACORN (a filtered
         #: search also explores its neighbours' neighbours, so it stays connected
-        #: without payload links; Qdrant applies it to filters below 40 % of the points).
-        self._search_params = SearchParams(acorn=AcornSearchParams(enable=True)) if acorn else None
+        #: without payload links; Qdrant applies it to filters below 40 % of the
+        #: points), on a shard made without links for a field a search narrows
+        #: to (on one with them it would only cost): decided at every open.
+        self._acorn = acorn
+        self._search_params: SearchParams | None = None
         self._since_optimize = 0
         self._optimizing: asyncio.Task | None = None
         #: Bulk loads under way (bulk_load): upserts start no optimisation meanwhile.
@@ -176,7 +186,20 @@ class EdgeVectorIndex:
                         shard.update(UpdateOperation.create_field_index(name, self._schema(name, kind)))
         if not existing:
             self._shard = self._create()
+        self._search_params = self._searching(self._shard)
         self._manifest.write_text(json.dumps({"dimension": self.dimension, "distance": "cosine"}))
+
+    def _searching(self, shard: EdgeShard) -> SearchParams | None:
+        """ACORN for this shard's searches when it is wanted and the shard lacks
+        links for a field a search narrows to (the links it was made with)."""
+        if self._acorn and unlinked(shard.info().payload_schema) & set(NARROWING_FIELDS):
+            return SearchParams(acorn=AcornSearchParams(enable=True))
+        return None
+
+    @property
+    def searches_with_acorn(self) -> bool:
+        """Whether this shard's filtered searches use ACORN (a figure for status and the tests)."""
+        return self._search_params is not None
 
     def _manifest_dimension(self) -> int | None:
         """The dimension the manifest records; None when it is missing or unreadable."""
@@ -389,6 +412,7 @@ class EdgeVectorIndex:
                 shutil.rmtree(self._cleared, ignore_errors=True)
                 self._path.rename(self._cleared)
                 self._shard = self._create()
+                self._search_params = self._searching(self._shard)  # the new shard has today's links
                 shutil.rmtree(self._cleared, ignore_errors=True)
 
         await asyncio.to_thread(recreate)

@@ -48,6 +48,18 @@ PAYLOAD_LINKS: dict[str, frozenset[str] | None] = {
 }
 
 
+#: The fields a search narrows to within its tenant (a tag, a time window):
+#: when a shard has no links for one of them, its filtered searches need
+#: ACORN to stay connected (VECTOR_SEARCH_ACORN).
+NARROWING_FIELDS = ("tag_prefixes", "timestamp")
+
+
+def unlinked(schema: dict) -> set[str]:
+    """The indexed fields of a shard's payload schema (EdgeShard.info().payload_schema)
+    made without links of their own; a bare type keeps Qdrant's default (linked)."""
+    return {name for name, info in schema.items() if getattr(info.params, "enable_hnsw", None) is False}
+
+
 def field_schema(name: str, kind: PayloadSchemaType, payload_links: str):
     """A payload index's schema: the bare type (Qdrant's defaults) unless its links are turned off."""
     linked = PAYLOAD_LINKS[payload_links]

@@ -127,17 +127,17 @@ class VectorSettings(Group):
     vector_quantization: Literal["int8", "none"] = "int8"
     # Which payload indexes of the in-process index get HNSW links of their own (Qdrant's payload-aware
     # HNSW, built with the main graph, so that a filtered search stays connected): all (Qdrant's default),
-    # selective (tenant, tag_prefixes and timestamp: what a search narrows to, each block once), tenant,
-    # or none (a tag or time-window search then loses most of its neighbours). Fixed when the shard is
-    # made (a rebuild makes it anew). The links are most of a build's time, more so as the index grows
-    # (docs/performance.md, issue 27).
-    vector_payload_links: Literal["all", "selective", "tenant", "none"] = "selective"
-    # The in-process index's filtered searches use Qdrant's ACORN: a search also explores its neighbours'
-    # neighbours, so a filter to a small part of the index (a tag, a time window) finds its nearest without
-    # payload links (VECTOR_PAYLOAD_LINKS none builds in about 0.4x the CPU). Qdrant applies it to filters
-    # matching under 40 % of the points; it costs those searches time, and at 300k a time-window search
-    # found fewer of its nearest than with the links (docs/performance.md). With the links it only costs.
-    vector_search_acorn: bool = False
+    # selective (tenant, tag_prefixes and timestamp: what a search narrows to, each block once), tenant
+    # (each tenant's points; tags and time windows are left to ACORN below), or none. Fixed when the shard
+    # is made (a rebuild makes it anew). The links are most of a build's time, and more of it as the index
+    # grows: tenant builds a 1M index in a fraction of selective's time (docs/performance.md, issue 27).
+    vector_payload_links: Literal["all", "selective", "tenant", "none"] = "tenant"
+    # Filtered searches use Qdrant's ACORN (a search also explores its neighbours' neighbours, so a filter to
+    # a small part of the index, a tag or a time window, finds its nearest without payload links), on a
+    # shard made without links for tag_prefixes or timestamp; on a shard with them it would only cost, so
+    # it is not used there. Qdrant applies it to filters matching under 40 % of the points. At 300k it found
+    # as many of a filtered search's true nearest as the links did, at recall's beam (docs/performance.md).
+    vector_search_acorn: bool = True
     # The in-process index flushes its changes to its segments (and truncates its WAL) on a write this long
     # after its last flush. qdrant-edge never flushes by itself (Qdrant's server does every 5 s): unflushed,
     # its RAM and its WAL on disk grow with every write, and a restart replays all of it. A flush takes
