@@ -130,7 +130,8 @@ class VectorSettings(Group):
     # selective (tenant, tag_prefixes and timestamp: what a search narrows to, each block once), tenant
     # (each tenant's points; tags and time windows are left to ACORN below), or none. Fixed when the shard
     # is made (a rebuild makes it anew). The links are most of a build's time, and more of it as the index
-    # grows: tenant builds a 1M index in a fraction of selective's time (docs/performance.md, issue 27).
+    # grows: with tenant (and ACORN) a 1M rebuild ran at 0.58x its 100k rate, with all at 0.30x; a tag
+    # search at 1M then costs more (docs/performance.md, issue 27).
     vector_payload_links: Literal["all", "selective", "tenant", "none"] = "tenant"
     # Filtered searches use Qdrant's ACORN (a search also explores its neighbours' neighbours, so a filter to
     # a small part of the index, a tag or a time window, finds its nearest without payload links), on a
