@@ -80,6 +80,7 @@ def policy(**changes) -> RecallPolicy:
         "default_trust": 0.7,
         "keyword_max_df_ratio": 0.02,
         "keyword_min_df": 200,
+        "keyword_max_df": 2000,
         "keyword_scan": 2000,
         "keyword_candidates": 100,
         "bm25_k1": 1.2,
@@ -913,6 +914,9 @@ def test_the_text_arms_document_frequency_bound_grows_with_the_corpus():
     assert POLICY.max_document_frequency(0) == 200
     assert POLICY.max_document_frequency(10_000) == 200
     assert POLICY.max_document_frequency(100_000) == 2000
+    # ... up to its bound: a word's matches cost the same at a million memories as at 100k.
+    assert POLICY.max_document_frequency(1_000_000) == 2000
+    assert replace(POLICY, keyword_max_df=50).max_document_frequency(1_000_000) == 200  # never under the floor
 
 
 def test_common_words_are_those_in_the_most_texts_commonest_first():

@@ -54,8 +54,8 @@ def policy(**fields) -> RecallPolicy:
         default_limit=10, max_limit=100, candidate_multiplier=3, candidate_min=10, candidate_cap=100, shortlist_min=10,
         relation_limit=5, expansion_limit=5, expand_min_strength=0.0, expand_min_importance=0.0, max_hops=3,
         recency_decay_rate=0.005, diversity_factor=0.0, weights={}, source_trust={}, default_trust=0.7,
-        keyword_max_df_ratio=0.02, keyword_min_df=5, keyword_candidates=100, keyword_scan=100, bm25_k1=0.9,
-        bm25_b=0.4, related_threshold=0.4, related_per_word=8,
+        keyword_max_df_ratio=0.02, keyword_min_df=5, keyword_max_df=2000, keyword_candidates=100, keyword_scan=100,
+        bm25_k1=0.9, bm25_b=0.4, related_threshold=0.4, related_per_word=8,
         # What RecallPolicy's own defaults were before the settings became their one source.
         max_queries=10, max_query_words=64, max_priority_ids=100, adaptive_floor=False, adaptive_floor_min_results=3,
         adaptive_floor_gap=0.25, context_inject_limit=3, context_keyword_score=0.5, decompose=DecomposePolicy(),

@@ -186,7 +186,8 @@ class EdgeVectorIndex:
                         shard.update(UpdateOperation.create_field_index(name, self._schema(name, kind)))
         if not existing:
             self._shard = self._create()
-        self._search_params = self._searching(self._shard)
+        if self._shard is not None:
+            self._search_params = self._searching(self._shard)
         self._manifest.write_text(json.dumps({"dimension": self.dimension, "distance": "cosine"}))
 
     def _searching(self, shard: EdgeShard) -> SearchParams | None:

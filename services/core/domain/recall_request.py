@@ -52,6 +52,7 @@ class RecallPolicy:
     default_trust: float
     keyword_max_df_ratio: float
     keyword_min_df: int
+    keyword_max_df: int  # ... and at most this many, however large the corpus
     keyword_candidates: int
     keyword_scan: int
     bm25_k1: float
@@ -93,8 +94,12 @@ class RecallPolicy:
 
     def max_document_frequency(self, corpus_size: int) -> int:
         """Words held by more memories than this are left out of the text
-        arms (stopwords of this corpus; they would cost a row per match)."""
-        return max(self.keyword_min_df, int(self.keyword_max_df_ratio * corpus_size))
+        arms (stopwords of this corpus; they would cost a row per match): a
+        share of the corpus, at least keyword_min_df and at most
+        keyword_max_df, so that counting and searching a word costs the same
+        in a corpus of a million as in one of a hundred thousand."""
+        share = min(int(self.keyword_max_df_ratio * corpus_size), self.keyword_max_df)
+        return max(self.keyword_min_df, share)
 
     def trust(self, memory: Memory) -> float:
         source = memory.metadata.get("source") if isinstance(memory.metadata, dict) else None
