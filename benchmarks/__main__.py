@@ -44,6 +44,9 @@ def main() -> int:
     parser.add_argument("--import-batch", type=int, default=500, help="its batch size")
     parser.add_argument("--scale-sizes", default="100000,1000000", help="memory counts the scale run grows through")
     parser.add_argument("--scale-queries", type=int, default=200, help="distinct queries per scale recall figure")
+    parser.add_argument(
+        "--scale-warmup", type=int, default=scale.WARMUP, help="unmeasured recalls of each kind before its figures"
+    )
     parser.add_argument("--scale-creates", type=int, default=100, help="POST /memory calls per scale create figure")
     parser.add_argument("--scale-no-backup", action="store_true", help="leave backup and restore out of the scale run")
     parser.add_argument("--scale-backup-sizes", default="", help="sizes to back up and restore at (default: every)")
@@ -72,6 +75,7 @@ def main() -> int:
             backup_sizes=tuple(int(s) for s in args.scale_backup_sizes.split(",")) if args.scale_backup_sizes else None,
             json_path=Path(args.scale_json),
             words_from=args.recall_words,
+            warmup=args.scale_warmup,
         )
     if args.only in (None, "import"):
         import_export.run(args.import_count, args.import_parallel, args.import_batch, only_import=args.only == "import")
