@@ -32,9 +32,14 @@ from services.core.adapters.falkor.fulltext import FalkorTextSearch
 from services.core.domain.query_focus import focus_terms
 from services.core.domain.recall_request import Scope
 from services.core.domain.recall_text import df_count_cap
+from services.core.settings.recall import RecallSettings
 
-#: The recall defaults the arm runs with (RECALL_KEYWORD_MAX_DF_RATIO, _MIN_DF, _SCAN, _CANDIDATES).
-SHARE, FLOOR, SCAN, CANDIDATES = 0.02, 200, 2000, 200
+#: The recall defaults the arm runs with (RECALL_KEYWORD_MAX_DF_RATIO, _MIN_DF, _SCAN, _CANDIDATES): the settings'.
+_DEFAULTS = RecallSettings.model_fields
+SHARE = _DEFAULTS["recall_keyword_max_df_ratio"].default
+FLOOR = _DEFAULTS["recall_keyword_min_df"].default
+SCAN = _DEFAULTS["recall_keyword_scan"].default
+CANDIDATES = _DEFAULTS["recall_keyword_candidates"].default
 
 
 def _ms(samples: list[float], q: float) -> float:
