@@ -47,6 +47,12 @@ def main() -> int:
     parser.add_argument(
         "--scale-warmup", type=int, default=scale.WARMUP, help="unmeasured recalls of each kind before its figures"
     )
+    parser.add_argument(
+        "--scale-vectors",
+        choices=("text", "random"),
+        default="text",
+        help="the seeded memories' vectors: shaped like text embeddings, or random unit vectors",
+    )
     parser.add_argument("--scale-creates", type=int, default=100, help="POST /memory calls per scale create figure")
     parser.add_argument("--scale-no-backup", action="store_true", help="leave backup and restore out of the scale run")
     parser.add_argument("--scale-backup-sizes", default="", help="sizes to back up and restore at (default: every)")
@@ -76,6 +82,7 @@ def main() -> int:
             json_path=Path(args.scale_json),
             words_from=args.recall_words,
             warmup=args.scale_warmup,
+            vectors=args.scale_vectors,
         )
     if args.only in (None, "import"):
         import_export.run(args.import_count, args.import_parallel, args.import_batch, only_import=args.only == "import")

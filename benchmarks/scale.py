@@ -44,6 +44,7 @@ from benchmarks.backup import ADMIN, _chunks
 from benchmarks.recall_latency import PROJECTS, distinct_queries, vocabulary
 from benchmarks.report import line, progress
 from benchmarks.scale_seed import DAYS, Seeder
+from benchmarks.scale_vectors import TextVectors
 from benchmarks.soak import FALKORDB, falkordb_data_kib, rss_kib, stack_pids
 from benchmarks.stack import TOKEN, BenchStack, KeepAlive
 from memgrid.v1 import recall_service_pb2, recall_service_pb2_grpc
@@ -334,14 +335,17 @@ def run(
     words_from: str = "locomo",
     settle_seconds: float = 180.0,
     warmup: int = WARMUP,
+    vectors: str = "text",
 ) -> dict:
     """Measure at each size in turn on one stack; returns (and writes) the
     report. Backup and restore are measured at every size, or at `backup_sizes`.
     Before the recall figures the stack may settle (its CPU quiet) for at most
-    `settle_seconds`, and each kind of recall runs `warmup` unmeasured queries first."""
+    `settle_seconds`, and each kind of recall runs `warmup` unmeasured queries first.
+    `vectors`: "text" (shaped like text embeddings: benchmarks/scale_vectors.py) or "random"."""
     words = vocabulary(np.random.default_rng(7), words_from)
-    seeder = Seeder(words)
-    report: dict = {"sizes": {}, "queries": queries, "creates": creates, "words": words_from}
+    text_vectors = asyncio.run(TextVectors.embedded(words)) if vectors == "text" else None
+    seeder = Seeder(words, text_vectors=text_vectors)
+    report: dict = {"sizes": {}, "queries": queries, "creates": creates, "words": words_from, "vectors": vectors}
     print(f"\nscale: {', '.join(str(s) for s in sizes)} memories, {queries} distinct queries a figure, one client")
     with BenchStack(**ENV) as stack:
         priority = EqualPriority(stack_pids(stack.process.pid)["recall"])

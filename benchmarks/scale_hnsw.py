@@ -1,11 +1,12 @@
 """The vector index's one HNSW build, alone: CPU a point by size and by
 configuration (issue 27's open problem, docs/performance.md).
 
-    python -m benchmarks.scale_hnsw --size 50000 [--vectors clustered] [--fetch 100 --asks 200,116]
+    python -m benchmarks.scale_hnsw --size 50000 [--vectors text|clustered] [--fetch 100 --asks 200,116]
 
 Loads `size` points of the scale loader's memories (benchmarks/scale_seed.py:
-its payloads, and its random unit vectors or, with --vectors clustered,
-vectors drawn around a few hundred centres) into a fresh EdgeVectorIndex in a
+its payloads, and its random unit vectors; with --vectors text, vectors built
+from its words' MiniLM vectors (benchmarks/scale_vectors.py); with --vectors
+clustered, vectors drawn around a few hundred centres) into a fresh EdgeVectorIndex in a
 bulk load, then times its one optimize(): wall seconds and the process's CPU
 seconds (every thread; nothing else runs meanwhile), so the figure holds on a
 shared machine as a CPU cost. Prints one JSON line.
@@ -27,6 +28,7 @@ from qdrant_edge import AcornSearchParams, Query, SearchParams, SearchRequest
 
 from benchmarks.recall_latency import PROJECTS, vocabulary
 from benchmarks.scale_seed import DAYS, TOPICS, Seeder
+from benchmarks.scale_vectors import TextVectors
 from services.core.adapters.edge_filter import to_edge
 from services.core.adapters.edge_index import EdgeVectorIndex
 from services.core.domain import vector_filter as vf
@@ -159,7 +161,8 @@ async def probe(
     asks: tuple[int, ...] = (),
     efs: tuple[int, ...] = (),
 ) -> dict:
-    seeder = Seeder(vocabulary(np.random.default_rng(7), "locomo"))
+    words = vocabulary(np.random.default_rng(7), "locomo")
+    seeder = Seeder(words, text_vectors=await TextVectors.embedded(words) if vectors == "text" else None)
     rng = np.random.default_rng(3)
     centres = rng.standard_normal((300, seeder.dimension)).astype(np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
@@ -188,6 +191,7 @@ async def probe(
             cpu, wall = _cpu(), time.perf_counter()
         build_wall, build_cpu = time.perf_counter() - wall, _cpu() - cpu
         rss = _rss_kib()
+        segments = index._shard.info().segments_count if index._shard is not None else 0
         searches = _searches(index, seeder, np.stack(sample), rng, acorn)
         by_ef = {f"ef_{ef}": _searches(index, seeder, np.stack(sample), rng, acorn, ef) for ef in efs}
         fetched = _fetch_recall(index, seeder, np.stack(sample), rng, fetch, list(asks)) if fetch and asks else {}
@@ -209,6 +213,7 @@ async def probe(
         "build_seconds": round(build_wall, 1),
         "build_cpu_seconds": round(build_cpu, 1),
         "build_cpu_ms_a_point": round(1000 * build_cpu / size, 3),
+        "segments": segments,
         "shard_bytes_a_point": round(shard / size),
         "shard_parts_bytes_a_point": {k: round(v / size) for k, v in sorted(parts.items(), key=lambda kv: -kv[1])},
         "searches": searches,
@@ -224,7 +229,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=50_000)
     parser.add_argument("--payload-links", default="all", help="VECTOR_PAYLOAD_LINKS: all, tenant or none")
-    parser.add_argument("--vectors", choices=("random", "clustered"), default="random")
+    parser.add_argument("--vectors", choices=("random", "clustered", "text"), default="random")
     parser.add_argument("--quantization", default="int8")
     parser.add_argument("--acorn", action="store_true", help="search with Qdrant's ACORN")
     parser.add_argument("--fetch", type=int, default=0, help="recall's vector fetch, to compare asks for it")

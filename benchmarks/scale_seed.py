@@ -13,7 +13,10 @@ with more of a real store's variety):
   few entities are mentioned by a third of the store;
 - a timestamp spread over the last DAYS days (time-windowed recall has a
   real window to cut), importance 0.3-0.9, enriched;
-- a 384-dimension random unit vector (dense: the hard case for HNSW);
+- a 384-dimension unit vector: with `TextVectors` (`--scale-vectors text`,
+  benchmarks/scale_vectors.py) built from the MiniLM vectors of its words,
+  shaped like a text embedding; without, a random one (dense: the hard case
+  for HNSW, and nothing like what a memory store holds);
 - MENTIONS edges to Entity nodes, and 0-2 edges to earlier memories
   (SIMILAR_TO or an authored relation: recall_latency.LINKS).
 
@@ -32,6 +35,7 @@ import numpy as np
 
 from benchmarks.recall_latency import LINKS, PROJECTS, entity_tags, zipf_words
 from benchmarks.report import progress
+from benchmarks.scale_vectors import TextVectors
 from services.core.adapters.falkor import FalkorGraph, memory_to_row
 from services.core.domain.model import Memory
 from services.core.domain.tags import tag_prefixes
@@ -49,8 +53,11 @@ DIMENSION = 384
 class Seeder:
     """Grows the graph's store to a size, remembering the ids written (edges go to earlier memories)."""
 
-    def __init__(self, words: list[str], seed: int = 11, dimension: int = DIMENSION):
+    def __init__(
+        self, words: list[str], seed: int = 11, dimension: int = DIMENSION, text_vectors: TextVectors | None = None
+    ):
         self.rng = np.random.default_rng(seed)
+        self.text_vectors = text_vectors
         self.link_rng = np.random.default_rng(seed + 1)
         self.words = words
         self.dimension = dimension
@@ -96,6 +103,9 @@ class Seeder:
                     embedding=vectors[i].tolist(),
                 )
             )
+        if self.text_vectors is not None:  # drawn after the rest, so the random vectors' store is unchanged
+            for memory, vector in zip(out, self.text_vectors.of([m.content for m in out]), strict=True):
+                memory.embedding = vector.tolist()
         return out
 
     async def grow(self, graph: FalkorGraph, size: int) -> None:
