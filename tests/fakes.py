@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from services.core.adapters.falkor.reads import EntityBounds
+from services.core.domain.entity_expansion import rarest_entities
 from services.core.domain.idempotency import IdempotencyClaim
 from services.core.domain.model import (
     SUPERSESSION_RELATIONS,
@@ -340,14 +341,13 @@ class InMemoryGraph:
             for tag in tags if t == tenant else ():
                 holders.setdefault(tag, []).append(memory_id)
         # Each seed's rarest entities (by mentions, then tag), none mentioned
-        # by one memory alone or by more than `most`.
-        chosen: set[str] = set()
-        for seed in ids:
-            usable = sorted((len(holders[tag]), tag) for tag in self.mentions.get((tenant, seed), ()))
-            chosen.update(tag for _, tag in [(n, tag) for n, tag in usable if 1 < n <= most][: max(per_seed, 0)])
-        # The (entity, memory) pairs read, at most max_reads (which ones, when
-        # the bound cuts, is the engine's order in the adapter).
-        pairs = [(tag, b) for tag in sorted(chosen) for b in holders[tag] if b not in ids][: max(max_reads, 0)]
+        # by one memory alone or by more than `most`: the domain's rule.
+        seeds_entities = [(seed, tag) for seed in ids for tag in sorted(self.mentions.get((tenant, seed), ()))]
+        counts = {tag: len(holders[tag]) for _, tag in seeds_entities}
+        chosen = rarest_entities(seeds_entities, counts, per_seed=per_seed, over=most + 1)
+        # The (entity, memory) pairs read, the rarest entities' first, at most
+        # max_reads (which of one entity's, when the bound cuts, is the engine's order).
+        pairs = [(tag, b) for tag in chosen for b in holders[tag] if b not in ids][: max(max_reads, 0)]
         shared = Counter(b for _, b in pairs)
         return sorted(shared.items(), key=lambda item: (-item[1], item[0]))[: max(limit, 0)]
 

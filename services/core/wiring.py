@@ -60,6 +60,7 @@ def graph_store(
             per_seed=recall.recall_entity_per_seed,
             max_mentions=recall.recall_entity_max_mentions,
             max_reads=recall.recall_entity_max_reads,
+            cache_seconds=recall.recall_df_cache_seconds,
         )
     if backup is not None:
         tuning["backup_scratch"] = ScratchSpec(

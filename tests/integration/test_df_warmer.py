@@ -35,11 +35,15 @@ async def test_the_commonest_words_of_a_sample_are_counted_ahead_and_recounted(g
         await handlers.warm_document_frequencies(sample=100, words=5, chunk=25, tenants=["default"]) == 2
     )  # in two texts or more
     cap = df_count_cap(await handlers.max_df("default"))
-    assert {w: graph.text._df_cache[("default", "content", w)][::2] for w in ("lighthouse", "harbour")} == {
+    assert {w: graph.text._df_cache.snapshot()[("default", "content", w)] for w in ("lighthouse", "harbour")} == {
         "lighthouse": (9, cap),
         "harbour": (8, cap),
     }
-    assert ("default", "content", "unique") not in graph.text._df_cache  # in one text: cheap to count when asked
+    assert (
+        "default",
+        "content",
+        "unique",
+    ) not in graph.text._df_cache.snapshot()  # in one text: cheap to count when asked
 
     # A cached count answers until a warming pass counts again.
     await put(graph, ["lighthouse again"], start=100)
@@ -105,11 +109,11 @@ async def test_a_pass_warms_each_recently_recalling_tenant_from_its_own_memories
     for tenant in ("default", "other"):
         await handlers.max_df(tenant)  # what every text search asks first
     assert await handlers.warm_document_frequencies(sample=100, words=5, chunk=25) == 4
-    cached = {key for key in graph.text._df_cache}
+    cached = set(graph.text._df_cache.snapshot())
     assert {("default", "content", "lighthouse"), ("other", "content", "glacier")} <= cached
     assert ("default", "content", "glacier") not in cached  # another tenant's word, not sampled for this one
     assert not any(tenant == "quiet" for tenant, _, _ in cached)  # no recent recall: not warmed
-    assert graph.text._df_cache[("other", "content", "glacier")][0] == 4
+    assert graph.text._df_cache.snapshot()[("other", "content", "glacier")][0] == 4
     # A tenant that stops recalling drops out: warming it does not count as a recall.
     handlers._df_recent_seconds = 0.2
     await asyncio.sleep(0.3)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -9,6 +11,7 @@ import pytest
 from devstack.servers import free_port, start_falkordb
 from services.core.adapters.falkor import FalkorGraph
 from services.core.adapters.falkor.connection import FalkorConnection
+from services.core.adapters.falkor.reads import EntityBounds, FalkorMemoryReader
 from services.core.domain.errors import FailedPrecondition, Unavailable
 from services.core.domain.model import EventKind, Memory, MemoryEvent, Relation
 from services.core.domain.recall_request import Scope
@@ -278,7 +281,7 @@ async def test_document_frequencies_count_the_tenants_own_memories(store):
     assert await store.text.document_frequencies("small", "content", ["alpha"], cap=5, recount=True) == {"alpha": 2}
     assert await store.text.document_frequencies("big", "content", ["alpha"], cap=5) == {"alpha": 5}
     await store.text.arm_frequencies("small", ["keyword"], ["alpha"], cap=1000)
-    assert store.text._df_cache[("small", "content", "alpha")][0] == 2
+    assert store.text._df_cache.get(("small", "content", "alpha"), now=time.monotonic(), cap=1000) == 2
     assert await store.text.sample_texts("small", "content", 100) == ["alpha beta", "alpha beta"]
 
 
@@ -331,6 +334,55 @@ async def test_entity_expansion_reads_the_rarest_entities_within_its_bounds(stor
     assert await store.reader.entity_neighbours("default", ["seed"], 20, per_seed=1, max_mentions=10) == [("n0", 1)]
     # At most max_reads mentions read in all.
     assert len(await store.reader.entity_neighbours("default", ["seed"], 20, max_mentions=20, max_reads=4)) <= 4
+
+
+async def test_entity_expansion_counts_an_entitys_mentions_once_while_the_count_is_fresh(store):
+    await put(store, [memory("seed")] + [memory(f"n{i}") for i in range(4)])
+    mentions = [("seed", "Context", ["entity:a", "entity:b"])] + [(f"n{i}", "Context", ["entity:a"]) for i in range(4)]
+    mentions += [("n0", "Context", ["entity:b"])]
+    await store.enrichment.link_entities_and_patterns("default", mentions, min_members=100, max_members=100, now_us=1)
+    queries: list[str] = []
+    real_query = store.connection.query
+
+    async def counting(cypher, params=None, **options):
+        queries.append(cypher)
+        return await real_query(cypher, params, **options)
+
+    def counted() -> int:
+        return sum("count(x) AS mentions" in q for q in queries)
+
+    store.connection.query = counting
+    try:
+        assert await store.reader.entity_neighbours("default", ["seed"], 10) == [
+            ("n0", 2), ("n1", 1), ("n2", 1), ("n3", 1)
+        ]  # fmt: skip
+        assert counted() == 1
+        # Asked again: the counts are the cached ones, the mentions are read as they are now.
+        await store.writer.delete_memories("default", [MemoryEvent.deleted("default", "n0", T0)], now_us=2)
+        assert await store.reader.entity_neighbours("default", ["seed"], 10) == [("n1", 1), ("n2", 1), ("n3", 1)]
+        assert counted() == 1
+        # A stricter bound than the counts were taken to still uses them.
+        # As counted, a (5 mentions) is over 3 and b (2) is read: its other mention, n0, is gone.
+        assert await store.reader.entity_neighbours("default", ["seed"], 10, max_mentions=3) == []
+        assert counted() == 1
+        # A count stopped at its cap answers no looser bound: counted again.
+        capped = FalkorMemoryReader(store.connection, EntityBounds(max_mentions=2))
+        assert await capped.entity_neighbours("default", ["seed"], 10) == []  # a: 3 or more, over 2
+        assert counted() == 2
+        assert await capped.entity_neighbours("default", ["seed"], 10, max_mentions=10) == [
+            ("n1", 1), ("n2", 1), ("n3", 1)
+        ]  # fmt: skip
+        assert counted() == 3
+        # A reader whose counts have expired counts again.
+        short = FalkorMemoryReader(store.connection, EntityBounds(cache_seconds=1.0))
+        await short.entity_neighbours("default", ["seed"], 10)
+        await short.entity_neighbours("default", ["seed"], 10)
+        assert counted() == 4
+        await asyncio.sleep(1.1)
+        await short.entity_neighbours("default", ["seed"], 10)
+        assert counted() == 5
+    finally:
+        store.connection.query = real_query
 
 
 async def test_schema_indexes_entity_and_pattern_lookups(store):

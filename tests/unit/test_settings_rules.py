@@ -25,4 +25,6 @@ def test_the_graph_store_trusts_a_count_as_long_as_the_setting_says():
     from services.core.wiring import graph_store
 
     settings = Settings(_env_file=None, recall_df_cache_seconds=42, recall_df_warm_seconds=30)
-    assert graph_store(settings.graph, settings.process, recall=settings.recall).text._df_cache_seconds == 42
+    graph = graph_store(settings.graph, settings.process, recall=settings.recall)
+    assert graph.text._df_cache.seconds == 42
+    assert graph.reader._mention_cache.seconds == 42  # expand_entities' entity mention counts

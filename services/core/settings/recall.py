@@ -97,7 +97,8 @@ class RecallSettings(Group):
     # place until the bound.
     recall_stem_cache_words: int = Field(default=recall_text.STEM_CACHE_WORDS, ge=1)
     recall_stem_cache_texts: int = Field(default=recall_text.STEM_CACHE_TEXTS, ge=1)
-    # How long a word's counted document frequency is trusted (FalkorTextSearch).
+    # How long a word's counted document frequency (FalkorTextSearch) and an
+    # entity's counted mentions (expand_entities: FalkorMemoryReader) are trusted.
     recall_df_cache_seconds: float = Field(default=300.0, gt=0)
     # The commonest words of a sample of the corpus have their document frequencies
     # counted ahead this often (less than recall_df_cache_seconds; 0: never).

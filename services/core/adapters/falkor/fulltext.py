@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from services.core.adapters.falkor.connection import FalkorConnection
+from services.core.adapters.falkor.count_cache import CountCache
 from services.core.adapters.falkor.rows import ARM_FIELDS, fulltext_query, scope_where
 from services.core.domain import text_policy
 from services.core.domain.recall_request import Scope
@@ -15,20 +16,13 @@ DF_CACHE_SECONDS = 300.0
 DF_CACHE_SIZE = 50_000
 
 
-def _counted_far_enough(cached: tuple[int, float, int | None], cap: int | None) -> bool:
-    """Whether a cached document frequency answers a request counting up to `cap` (None: exactly)."""
-    count, _, counted_to = cached
-    return counted_to is None or count < counted_to or (cap is not None and counted_to >= cap)
-
-
 class FalkorTextSearch:
     """TextSearch on FalkorDB's full-text index, with a per-tenant cache of document frequencies."""
 
     def __init__(self, connection: FalkorConnection, *, df_cache_seconds: float = DF_CACHE_SECONDS):
         self._conn = connection
-        self._df_cache_seconds = df_cache_seconds
-        #: (tenant, field, word) -> (count, when, the cap it was counted to or None: exact).
-        self._df_cache: dict[tuple[str, str, str], tuple[int, float, int | None]] = {}
+        #: (tenant, field, word) -> the word's document frequency.
+        self._df_cache = CountCache(seconds=df_cache_seconds, size=DF_CACHE_SIZE)
 
     def cached(self) -> int:
         """Document frequencies cached (at most DF_CACHE_SIZE)."""
@@ -62,10 +56,9 @@ class FalkorTextSearch:
         missing: list[tuple[str, str]] = []
         for field, words in fields.items():
             for word in dict.fromkeys(words):
-                cached = self._df_cache.get((tenant, field, word))
-                fresh = cached is not None and not recount and now - cached[1] < self._df_cache_seconds
-                if cached is not None and fresh and _counted_far_enough(cached, cap):
-                    found[field][word] = cached[0]
+                cached = None if recount else self._df_cache.get((tenant, field, word), now=now, cap=cap)
+                if cached is not None:
+                    found[field][word] = cached
                 elif word.isalnum():
                     missing.append((field, word))
         if not missing:
@@ -97,9 +90,7 @@ class FalkorTextSearch:
         counted = {(field, word): int(n) for field, word, n in result.result_set}
         for field, word in missing:
             found[field][word] = counted.get((field, word), 0)
-            self._df_cache[(tenant, field, word)] = (found[field][word], now, cap)
-        while len(self._df_cache) > DF_CACHE_SIZE:
-            self._df_cache.pop(next(iter(self._df_cache)))
+            self._df_cache.put((tenant, field, word), found[field][word], now=now, cap=cap)
         return found
 
     async def sample_texts(self, tenant: str, field: str, size: int) -> list[str]:

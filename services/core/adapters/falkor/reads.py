@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import structlog
 
 from services.core.adapters.falkor.connection import NODE_SPAN, FalkorConnection
+from services.core.adapters.falkor.count_cache import CountCache
 from services.core.adapters.falkor.rows import (
     ORDERS,
     RETURN_FIELDS,
@@ -15,6 +17,7 @@ from services.core.adapters.falkor.rows import (
     row_to_memory,
     scope_where,
 )
+from services.core.domain.entity_expansion import rarest_entities
 from services.core.domain.model import SEMANTIC_SYSTEM_RELATIONS, TEMPORAL_RELATIONS, Memory, Relation
 from services.core.domain.recall_request import Scope
 from services.core.domain.state import Successor
@@ -52,6 +55,9 @@ class EntityBounds:
     per_seed: int = 5
     max_mentions: int = 200
     max_reads: int = 1000
+    #: How long an entity's mention count is trusted (RECALL_DF_CACHE_SECONDS), and how many are kept.
+    cache_seconds: float = 300.0
+    cache_size: int = 50_000
 
 
 class FalkorLookup:
@@ -88,6 +94,8 @@ class FalkorMemoryReader(FalkorLookup):
     def __init__(self, connection: FalkorConnection, entity_bounds: EntityBounds):
         super().__init__(connection)
         self._entity_bounds = entity_bounds
+        #: (tenant, entity tag) -> how many memories mention it (counted up to max_mentions + 1).
+        self._mention_cache = CountCache(seconds=entity_bounds.cache_seconds, size=entity_bounds.cache_size)
 
     async def read_memory(
         self, tenant: str, memory_id: str, *, accessed_us: int, relation_limit: int
@@ -226,23 +234,32 @@ class FalkorMemoryReader(FalkorLookup):
         """Other memories mentioning the same entities as these, by shared
         entities, within the bounds (EntityBounds; each None: the store's):
         each seed's rarest entities, none held by more than max_mentions
-        memories, at most max_reads mentions read."""
+        memories, at most max_reads mentions read, the rarest entities' first."""
         bounds = self._entity_bounds
-        most = bounds.max_mentions if max_mentions is None else max_mentions
-        # An entity's mentions are counted only up to most + 1 (a LIMIT in a
-        # subquery stops the count): indegree() walks every edge, which at
-        # scale costs several times the bounded count (docs/performance.md).
-        result = await self._conn.query(
+        over = (bounds.max_mentions if max_mentions is None else max_mentions) + 1
+        pairs = await self._conn.query(
             """
             UNWIND $ids AS id
             MATCH (a:Memory {id: id})-[:MENTIONS]->(e:Entity)
             WHERE a.tenant = $tenant
-            CALL { WITH e MATCH (e)<-[:MENTIONS]-(x) WITH x LIMIT $over RETURN count(x) AS mentions }
-            WITH a, e, mentions WHERE mentions > 1 AND mentions < $over
-            WITH a, e ORDER BY mentions, e.tag
-            WITH a, collect(e)[0..$per_seed] AS rarest
-            UNWIND rarest AS e
-            WITH DISTINCT e
+            RETURN a.id, e.tag
+            """,
+            {"tenant": tenant, "ids": ids},
+        )
+        seeds_entities = [(seed, tag) for seed, tag in pairs.result_set]
+        mentions = await self._mention_counts(tenant, sorted({tag for _, tag in seeds_entities}), over)
+        chosen = rarest_entities(
+            seeds_entities, mentions, per_seed=bounds.per_seed if per_seed is None else per_seed, over=over
+        )
+        if not chosen:
+            return []
+        # From the entities (bound before the second MATCH: the planner would
+        # otherwise start from the tenant's memories and read all of them).
+        result = await self._conn.query(
+            """
+            UNWIND $tags AS tag
+            MATCH (e:Entity {tag: tag}) WHERE e.tenant = $tenant
+            WITH e
             MATCH (e)<-[:MENTIONS]-(b:Memory)
             WHERE b.tenant = $tenant AND NOT b.id IN $ids
             WITH e, b LIMIT $max_reads
@@ -250,14 +267,44 @@ class FalkorMemoryReader(FalkorLookup):
             """,
             {
                 "tenant": tenant,
+                "tags": chosen,
                 "ids": ids,
                 "limit": limit,
-                "per_seed": bounds.per_seed if per_seed is None else per_seed,
-                "over": most + 1,
                 "max_reads": bounds.max_reads if max_reads is None else max_reads,
             },
         )
         return [(memory_id, int(shared)) for memory_id, shared in result.result_set]
+
+    async def _mention_counts(self, tenant: str, tags: list[str], over: int) -> dict[str, int]:
+        """How many memories mention each entity, counted up to `over` and
+        cached for EntityBounds.cache_seconds. Counting an entity walks all of
+        its mentions however low the cap (FalkorDB expands a node's edges
+        whole before a LIMIT): 40-70 ms a recall for a hub's at a million
+        memories, so the counts are kept (docs/performance.md)."""
+        now = time.monotonic()
+        counts: dict[str, int] = {}
+        missing = []
+        for tag in tags:
+            cached = self._mention_cache.get((tenant, tag), now=now, cap=over)
+            if cached is None:
+                missing.append(tag)
+            else:
+                counts[tag] = cached
+        if missing:
+            result = await self._conn.query(
+                """
+                UNWIND $tags AS tag
+                MATCH (e:Entity {tag: tag}) WHERE e.tenant = $tenant
+                CALL { WITH e MATCH (e)<-[:MENTIONS]-(x) WITH x LIMIT $over RETURN count(x) AS mentions }
+                RETURN tag, mentions
+                """,
+                {"tenant": tenant, "tags": missing, "over": over},
+            )
+            counted = {tag: int(n) for tag, n in result.result_set}
+            for tag in missing:
+                counts[tag] = counted.get(tag, 0)
+                self._mention_cache.put((tenant, tag), counts[tag], now=now, cap=over)
+        return counts
 
     async def list_memories(
         self, scope: Scope, order_by: str, limit: int, offset: int = 0, *, with_archived: bool = False
