@@ -1,4 +1,4 @@
-"""The keyword arm's two reads at scale, on FalkorDB alone (issue 27).
+"""The keyword arm's two reads at scale, and expand_entities' read, on FalkorDB alone (issue 27).
 
     python -m benchmarks.scale_keyword [--sizes 100000,1000000] [--bounds 2000,5000] [--queries 150]
 
@@ -10,7 +10,9 @@ them (df_count_cap), then the full-text search with the document-frequency
 bound and the scan bound (FalkorTextSearch.search_text), one after the
 other, each bound with a fresh frequency cache. The bound 0 stands for the
 2 % share alone. Prints a line a size and bound: p50/p95 of each read and
-p95 of both.
+p95 of both. Then expand_entities' read (FalkorMemoryReader.entity_neighbours)
+for `queries` sets of ten memories drawn at random (a recall's seeds), twice:
+the first round counts the entities' mentions, the second finds them cached.
 """
 
 from __future__ import annotations
@@ -80,6 +82,25 @@ async def measure(graph: FalkorGraph, texts: list[str], size: int, bound: int) -
     return figures
 
 
+async def measure_entities(graph: FalkorGraph, seeder: Seeder, size: int, queries: int) -> dict[str, float]:
+    rng = np.random.default_rng(size)
+    figures: dict[str, float] = {}
+    for round_ in ("first", "cached"):
+        samples = []
+        for _ in range(queries):
+            seeds = [seeder.ids[int(i)] for i in rng.integers(0, seeder.count, 10)]
+            started = time.perf_counter()
+            await graph.reader.entity_neighbours("default", seeds, 10)
+            samples.append(time.perf_counter() - started)
+        figures.update({f"{round_}_p{q}": _ms(samples, q / 100) for q in (50, 95, 99)})
+        print(
+            f"{size:>9} entity expansion, {round_:>6}: p50/p95/p99"
+            f" {figures[f'{round_}_p50']:6.1f}/{figures[f'{round_}_p95']:6.1f}/{figures[f'{round_}_p99']:6.1f} ms",
+            flush=True,
+        )
+    return figures
+
+
 async def run(sizes: list[int], bounds: list[int], queries: int) -> None:
     data = Path(tempfile.mkdtemp(prefix="scale-keyword-"))
     port = free_port()
@@ -93,6 +114,7 @@ async def run(sizes: list[int], bounds: list[int], queries: int) -> None:
             await seeder.grow(graph, size)
             for bound in bounds:
                 await measure(graph, texts, size, bound)
+            await measure_entities(graph, seeder, size, queries)
         await graph.lifecycle.close()
     finally:
         server.stop()
