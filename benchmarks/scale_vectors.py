@@ -11,10 +11,16 @@ embedded by MiniLM lands among the memories holding its words, as with real
 embeddings, where random unit vectors (`random`, the loader's old vectors)
 put every memory about as far from every other: the hard case for an HNSW
 graph, and not what a memory store holds. `fidelity()` measures how close
-these vectors come to the real MiniLM embeddings of the same texts.
+these vectors come to the real MiniLM embeddings of the same texts:
+
+    python -m benchmarks.scale_vectors [--texts 3000 --queries 100]
 """
 
 from __future__ import annotations
+
+import argparse
+import asyncio
+import json
 
 import numpy as np
 
@@ -80,3 +86,21 @@ async def fidelity(words: list[str], texts: list[str], queries: list[str]) -> di
         "between_texts_cosine_real": float(np.mean(np.sum(real[pairs[:, 0]] * real[pairs[:, 1]], axis=1))),
         "query_top10_agreement": float(np.mean(overlap)),
     }
+
+
+def main() -> None:
+    from benchmarks.recall_latency import distinct_queries, vocabulary, zipf_words
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--texts", type=int, default=3000, help="loader texts embedded both ways")
+    parser.add_argument("--queries", type=int, default=100, help="MiniLM queries whose ten nearest are compared")
+    args = parser.parse_args()
+    words = vocabulary(np.random.default_rng(7), "locomo")
+    rng = np.random.default_rng(1)
+    texts = [" ".join(zipf_words(rng, words, int(rng.integers(10, 26)))) for _ in range(args.texts)]
+    queries = distinct_queries(np.random.default_rng(5), words, args.queries)
+    print(json.dumps(asyncio.run(fidelity(words, texts, queries))), flush=True)
+
+
+if __name__ == "__main__":
+    main()

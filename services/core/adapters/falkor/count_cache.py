@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+#: How many counts a cache keeps (each a few hundred bytes).
+COUNT_CACHE_SIZE = 50_000
+
 
 class CountCache:
     """Counts by key, each trusted for `seconds`, at most `size` of them (the oldest go first)."""
 
-    def __init__(self, *, seconds: float, size: int):
+    def __init__(self, *, seconds: float, size: int = COUNT_CACHE_SIZE):
         self.seconds = seconds
         self._size = size
         #: key -> (count, when counted (monotonic), the cap it was counted to or None: exact).

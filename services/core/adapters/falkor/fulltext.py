@@ -11,9 +11,8 @@ from services.core.domain import text_policy
 from services.core.domain.recall_request import Scope
 from services.core.domain.recall_text import TextHit, df_count_cap
 
-#: How long a word's document frequency is trusted (by default), and how many are kept.
+#: How long a word's document frequency is trusted (by default).
 DF_CACHE_SECONDS = 300.0
-DF_CACHE_SIZE = 50_000
 
 
 class FalkorTextSearch:
@@ -22,10 +21,10 @@ class FalkorTextSearch:
     def __init__(self, connection: FalkorConnection, *, df_cache_seconds: float = DF_CACHE_SECONDS):
         self._conn = connection
         #: (tenant, field, word) -> the word's document frequency.
-        self._df_cache = CountCache(seconds=df_cache_seconds, size=DF_CACHE_SIZE)
+        self._df_cache = CountCache(seconds=df_cache_seconds)
 
     def cached(self) -> int:
-        """Document frequencies cached (at most DF_CACHE_SIZE)."""
+        """Document frequencies cached (at most count_cache.COUNT_CACHE_SIZE)."""
         return len(self._df_cache)
 
     async def document_frequencies(

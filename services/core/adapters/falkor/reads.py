@@ -55,9 +55,8 @@ class EntityBounds:
     per_seed: int = 5
     max_mentions: int = 200
     max_reads: int = 1000
-    #: How long an entity's mention count is trusted (RECALL_DF_CACHE_SECONDS), and how many are kept.
+    #: How long an entity's mention count is trusted (RECALL_DF_CACHE_SECONDS).
     cache_seconds: float = 300.0
-    cache_size: int = 50_000
 
 
 class FalkorLookup:
@@ -95,7 +94,7 @@ class FalkorMemoryReader(FalkorLookup):
         super().__init__(connection)
         self._entity_bounds = entity_bounds
         #: (tenant, entity tag) -> how many memories mention it (counted up to max_mentions + 1).
-        self._mention_cache = CountCache(seconds=entity_bounds.cache_seconds, size=entity_bounds.cache_size)
+        self._mention_cache = CountCache(seconds=entity_bounds.cache_seconds)
 
     async def read_memory(
         self, tenant: str, memory_id: str, *, accessed_us: int, relation_limit: int
