@@ -214,6 +214,49 @@ async def test_the_arms_words_are_counted_in_one_query_and_cached_for_each_field
     assert len(queries) == 2 and "common" in queries[1].values() and "word0" not in queries[1].values()
 
 
+async def test_a_count_under_way_is_waited_for_not_taken_again(store):
+    await put(store, [memory(f"fl-{i}", content=f"flight word{i % 2}") for i in range(6)])
+    queries = []
+    real_query = store.connection.query
+
+    async def counting(cypher, params=None, **options):
+        queries.append(params or {})
+        await asyncio.sleep(0.05)  # long enough for the other requests to find the count under way
+        return await real_query(cypher, params, **options)
+
+    store.connection.query = counting
+    try:
+        wide, narrow, exact = await asyncio.gather(
+            store.text.document_frequencies("default", "content", ["flight", "word0"], cap=100),
+            store.text.document_frequencies("default", "content", ["flight"], cap=4),
+            store.text.document_frequencies("default", "content", ["word1"]),
+        )
+        assert wide == {"flight": 6, "word0": 3} and narrow == {"flight": 6} and exact == {"word1": 3}
+        # The narrow request waited for the wide count; word1 was counted on its own.
+        assert len(queries) == 2
+        # A count that fails leaves its waiters to count for themselves.
+        fails = True
+
+        async def failing(cypher, params=None, **options):
+            nonlocal fails
+            queries.append(params or {})
+            await asyncio.sleep(0.05)
+            if fails:
+                fails = False
+                raise ConnectionError("lost")
+            return await real_query(cypher, params, **options)
+
+        store.connection.query = failing
+        first, second = await asyncio.gather(
+            store.text.document_frequencies("default", "content", ["flight"], recount=True),
+            store.text.document_frequencies("default", "content", ["flight"], recount=True),
+            return_exceptions=True,
+        )
+        assert isinstance(first, ConnectionError) and second == {"flight": 6}
+    finally:
+        store.connection.query = real_query
+
+
 async def test_the_keyword_arm_leaves_out_common_words_and_bounds_the_rarest_word_fallback(store):
     # "often" in 13 memories, "sometimes" in 6, "once" in 1; max_df 4 leaves out the first two.
     def numbered(i: int) -> Memory:

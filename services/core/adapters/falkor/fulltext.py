@@ -6,6 +6,7 @@ import time
 
 from services.core.adapters.falkor.connection import FalkorConnection
 from services.core.adapters.falkor.count_cache import CountCache
+from services.core.adapters.falkor.counts_in_flight import CountsInFlight, awaited
 from services.core.adapters.falkor.rows import ARM_FIELDS, fulltext_query, scope_where
 from services.core.domain import text_policy
 from services.core.domain.recall_request import Scope
@@ -22,6 +23,8 @@ class FalkorTextSearch:
         self._conn = connection
         #: (tenant, field, word) -> the word's document frequency.
         self._df_cache = CountCache(seconds=df_cache_seconds)
+        #: The counts being taken now: a request that needs one of them waits for it.
+        self._counting = CountsInFlight()
 
     def cached(self) -> int:
         """Document frequencies cached (at most count_cache.COUNT_CACHE_SIZE)."""
@@ -60,8 +63,29 @@ class FalkorTextSearch:
                     found[field][word] = cached
                 elif word.isalnum():
                     missing.append((field, word))
-        if not missing:
-            return found
+        waiting = {pair: f for pair in missing if (f := self._counting.covering((tenant, *pair), cap)) is not None}
+        counting = [pair for pair in missing if pair not in waiting]
+        with self._counting.taking([(tenant, *pair) for pair in counting], cap) as futures:
+            if counting:
+                counted = await self._count(tenant, counting, cap)
+                for field, word in counting:
+                    found[field][word] = n = counted.get((field, word), 0)
+                    self._df_cache.put((tenant, field, word), n, now=now, cap=cap)
+                    futures[(tenant, field, word)].set_result(n)
+        abandoned: dict[str, list[str]] = {}
+        for (field, word), future in waiting.items():
+            answer = await awaited(future)
+            if answer is None:
+                abandoned.setdefault(field, []).append(word)
+            else:
+                found[field][word] = answer
+        if abandoned:  # the count waited for failed: take it here
+            for field, counts in (await self._frequencies(tenant, abandoned, cap=cap, recount=True)).items():
+                found[field].update(counts)
+        return found
+
+    async def _count(self, tenant: str, pairs: list[tuple[str, str]], cap: int | None) -> dict[tuple[str, str], int]:
+        """The tenant's matches of each (field, word), counted to cap (None: exactly), in one query."""
         # The full-text index holds every tenant's memories: the tenant's
         # matches are kept before they are counted (and before the cap).
         if cap is None:
@@ -72,7 +96,7 @@ class FalkorTextSearch:
                 WITH p, node WHERE node.tenant = $tenant
                 RETURN p[0], p[1], count(node)
                 """,
-                {"pairs": [list(pair) for pair in missing], "tenant": tenant},
+                {"pairs": [list(pair) for pair in pairs], "tenant": tenant},
             )
         else:
             # A branch a word (a LIMIT inside an UNWIND's subquery caps all
@@ -81,16 +105,12 @@ class FalkorTextSearch:
                 f"CALL db.idx.fulltext.queryNodes('Memory', '@{field}:' + $w{i}) YIELD node "
                 f"WITH node WHERE node.tenant = $tenant "
                 f"WITH node LIMIT $cap RETURN '{field}' AS f, $w{i} AS w, count(node) AS n"
-                for i, (field, _) in enumerate(missing)
+                for i, (field, _) in enumerate(pairs)
             )
             result = await self._conn.query(
-                capped, {"cap": cap, "tenant": tenant, **{f"w{i}": w for i, (_, w) in enumerate(missing)}}
+                capped, {"cap": cap, "tenant": tenant, **{f"w{i}": w for i, (_, w) in enumerate(pairs)}}
             )
-        counted = {(field, word): int(n) for field, word, n in result.result_set}
-        for field, word in missing:
-            found[field][word] = counted.get((field, word), 0)
-            self._df_cache.put((tenant, field, word), found[field][word], now=now, cap=cap)
-        return found
+        return {(field, word): int(n) for field, word, n in result.result_set}
 
     async def sample_texts(self, tenant: str, field: str, size: int) -> list[str]:
         """A random sample of the tenant's memories' texts in a full-text
