@@ -168,6 +168,7 @@ def vector_index(vectors: VectorSettings, process: ProcessSettings) -> VectorInd
         reopen_every=vectors.vector_reopen_every,
         payload_links=vectors.vector_payload_links,
         acorn=vectors.vector_search_acorn,
+        resident_mb=vectors.vector_resident_mb,
     )
 
 

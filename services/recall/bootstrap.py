@@ -105,6 +105,7 @@ def build_app(
             "text_stems": lambda: recall_text.text_stems.cache_info().currsize,
         },
         reopens=lambda: getattr(vectors, "reopens", 0),
+        resident=getattr(vectors, "resident", None),
     )
     # Fresh reads need every event in this process (the embedded index's own projector), and
     # something to embed what is stored without a vector (enrichment on).

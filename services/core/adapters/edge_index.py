@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import structlog
@@ -49,6 +50,7 @@ from qdrant_edge import (
 )
 
 from services.core.adapters.edge_filter import to_edge
+from services.core.adapters.edge_resident import ResidentFiles
 from services.core.adapters.edge_schema import (
     INDEXED_FIELDS,
     NARROWING_FIELDS,
@@ -91,6 +93,7 @@ class EdgeVectorIndex:
         reopen_every: int = 0,
         payload_links: str = "tenant",
         acorn: bool = True,
+        resident_mb: int = 0,
     ):
         self._path = path
         self._collection = collection
@@ -133,6 +136,8 @@ class EdgeVectorIndex:
         #: Reopens done (reopen_every), a figure for the tests.
         self.reopens = 0
         self._shard_lock = ShardLock(path.parent / f"{collection}.lock", path)
+        #: VECTOR_RESIDENT_MB: the shard's mapped files locked in memory (edge_resident.py).
+        self.resident = ResidentFiles(path, resident_mb << 20)
 
     def open(self) -> None:
         """Load the shard when it exists, else create it with its payload indexes.
@@ -149,6 +154,7 @@ class EdgeVectorIndex:
             self._shard_lock.release()
             raise
         self._flushed_at = time.monotonic()  # the flush clock starts with the open shard, not the object
+        self.resident.refresh_soon()
 
     def _open_locked(self) -> None:
         shutil.rmtree(self._cleared, ignore_errors=True)
@@ -304,6 +310,7 @@ class EdgeVectorIndex:
 
         await asyncio.to_thread(reopen)
         self.reopens += 1
+        self.resident.refresh_soon()
         self._flushed_at = time.monotonic()
         log.info("vector index reopened", seconds=round(time.perf_counter() - started, 2))
 
@@ -350,6 +357,7 @@ class EdgeVectorIndex:
             log.warning("vector index optimisation failed", error=str(exc))
         finally:
             self._optimizing = None
+        self.resident.refresh_soon()  # the new segment's files, in place of the old ones
 
     async def delete(self, ids: list[str], *, tenant: str) -> None:
         """Remove the tenant's points of these memories (never another tenant's: projection.point_id)."""
@@ -418,12 +426,23 @@ class EdgeVectorIndex:
 
         await asyncio.to_thread(recreate)
         self._since_optimize = 0
+        self.resident.refresh_soon()
         log.info("vector index cleared", collection=self._collection)
 
     async def status(self) -> ComponentStatus:
-        return await vector_index_status(
+        status = await vector_index_status(
             self, is_open=self._shard is not None, detail=f"qdrant-edge collection {self._collection}"
         )
+        resident = self.resident
+        if not (resident.budget and status.ok):
+            return status
+        figures = {
+            **status.figures,
+            "resident_bytes": float(resident.locked_bytes),
+            "resident_refused_bytes": float(resident.refused_bytes),
+        }
+        because = f"; partly kept in memory: {resident.refused_because}" if resident.refused_because else ""
+        return replace(status, detail=status.detail + because, figures=figures)
 
     async def close(self) -> None:
         if self._optimizing is not None:

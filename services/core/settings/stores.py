@@ -150,3 +150,12 @@ class VectorSettings(Group):
     # beyond the index's data, about this many KiB. A reopen waits for a running optimisation and holds
     # the index's calls while the shard loads (docs/performance.md has the figures).
     vector_reopen_every: int = Field(default=20_000, ge=0)
+    # The in-process index's mapped files (the float32 vectors a search rescores with, the HNSW graph, the
+    # payload and its indexes; not the WAL) are locked in memory up to this many MiB, the most searched
+    # first (0: left to the page cache). Locking reads them in when the shard opens or is rebuilt, so
+    # searches do not start cold, and keeps them in: the kernel may otherwise drop a page left idle (on the
+    # benchmark's machine, any page untouched for a minute) and the next search reads it from disk. About
+    # 3.3 KiB a memory (1M memories: 3.2 GiB). Past the budget, or past RLIMIT_MEMLOCK without
+    # CAP_IPC_LOCK, the rest stays mapped as before, reported in /health and
+    # memgrid_vector_index_resident_bytes (docs/performance.md).
+    vector_resident_mb: int = Field(default=4096, ge=0)
