@@ -40,6 +40,18 @@ def kernel_locked_kib(root: Path) -> int:
     return locked
 
 
+def writable_locked(root: Path) -> list[str]:
+    """The writable mappings of the shard's files that are locked."""
+    found, current = [], None
+    for line in smaps().splitlines():
+        head = re.match(r"^[0-9a-f]+-[0-9a-f]+ (\S{4}) \S+ \S+ \d+\s+(.*)$", line)
+        if head:
+            current = head.group(2) if head.group(1)[1] == "w" and str(root) + "/" in head.group(2) else None
+        elif current and line.startswith("VmFlags:") and "lo" in line.split():
+            found.append(current)
+    return found
+
+
 async def load(index: EdgeVectorIndex, count: int, seed: int = 1) -> np.ndarray:
     vectors = np.random.default_rng(seed).standard_normal((count, DIM)).astype(np.float32)
     await index.upsert([(str(uuid.uuid4()), v.tolist(), {"tenant": "a", "lifecycle": "active"}) for v in vectors])
@@ -55,7 +67,7 @@ def shard(tmp_path: Path, resident_mb: int, **options) -> EdgeVectorIndex:
 
 
 async def test_the_shards_mapped_files_are_locked_and_stay_so_through_its_changes(tmp_path):
-    index = shard(tmp_path, resident_mb=64, optimize_every=100_000)
+    index = shard(tmp_path, resident_mb=64, optimize_every=100_000, flush_seconds=0.001)
     try:
         vectors = await load(index, 3000)
         await index.optimize()
@@ -67,6 +79,7 @@ async def test_the_shards_mapped_files_are_locked_and_stay_so_through_its_change
         assert kernel_locked_kib(root) * 1024 == locked
         mapped = shard_ranges(smaps(), root)
         assert any(r.locked and "vector_storage" in r.path for r in mapped)
+        assert not writable_locked(root)  # qdrant-edge writes through those: never locked
         status = await index.status()
         assert status.figures["resident_bytes"] == locked and status.figures["resident_refused_bytes"] == 0
         hits = await index.search_many([VectorQuery(vector=vectors[7].tolist(), tenant="a", limit=3)])
@@ -79,6 +92,7 @@ async def test_the_shards_mapped_files_are_locked_and_stay_so_through_its_change
         await index.optimize()
         index.resident.wait()
         assert 0 < index.resident.locked_bytes == kernel_locked_kib(root) * 1024
+        assert not writable_locked(root) and index.flushes > 0
     finally:
         await index.close()
 

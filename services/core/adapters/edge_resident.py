@@ -23,7 +23,12 @@ marks what is locked (VmFlags "lo"), so a refresh only adds. What cannot be lock
 RLIMIT_MEMLOCK without CAP_IPC_LOCK) stays as it was, mapped and cached,
 and is reported: nothing fails for it.
 
-A private writable mapping is never locked (locking would copy it).
+A writable mapping is never locked: qdrant-edge writes its payload indexes
+through them, and once one was locked their flushes failed with EFAULT
+("Gridstore IO error: Bad address", after some 50k upserts into a locked
+shard). The files it writes that way are mapped read-only too (the same
+pages in the page cache), and those mappings are locked; a private
+writable mapping would also be copied by a lock.
 Refreshes run one at a time on a thread of their own, never holding the
 index's lock: locking a large shard reads it from disk.
 """
@@ -67,8 +72,8 @@ class MappedRange:
 
 def shard_ranges(smaps: str, root: Path) -> list[MappedRange]:
     """The lockable mappings in /proc/self/smaps' text of files under `root`,
-    most searched first: shared or read-only (locking a private writable one
-    would copy it), not the WAL, not a deleted file. The kernel splits a
+    most searched first: read-only ones (see the module's note on writable
+    ones), not the WAL, not a deleted file. The kernel splits a
     mapping where a lock starts or ends, so each piece says for itself
     whether it is locked (VmFlags "lo")."""
     prefix = str(root).rstrip("/") + "/"
@@ -81,7 +86,7 @@ def shard_ranges(smaps: str, root: Path) -> list[MappedRange]:
             lockable = (
                 path.startswith(prefix)
                 and not path.endswith(" (deleted)")
-                and not (perms[3] == "p" and perms[1] == "w")
+                and perms[1] != "w"
                 and "wal" not in Path(path[len(prefix) :]).parts
             )
             current = None
