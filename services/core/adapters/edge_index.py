@@ -27,7 +27,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from pathlib import Path
 
 import structlog
@@ -433,16 +432,7 @@ class EdgeVectorIndex:
         status = await vector_index_status(
             self, is_open=self._shard is not None, detail=f"qdrant-edge collection {self._collection}"
         )
-        resident = self.resident
-        if not (resident.budget and status.ok):
-            return status
-        figures = {
-            **status.figures,
-            "resident_bytes": float(resident.locked_bytes),
-            "resident_refused_bytes": float(resident.refused_bytes),
-        }
-        because = f"; partly kept in memory: {resident.refused_because}" if resident.refused_because else ""
-        return replace(status, detail=status.detail + because, figures=figures)
+        return self.resident.reported(status)
 
     async def close(self) -> None:
         if self._optimizing is not None:

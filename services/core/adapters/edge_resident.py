@@ -41,10 +41,12 @@ import os
 import re
 import resource
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import structlog
+
+from services.core.domain.model import ComponentStatus
 
 log = structlog.get_logger()
 
@@ -162,8 +164,6 @@ class ResidentFiles:
         self.refused_bytes = 0
         #: Why (the budget, or the kernel's error), for /health.
         self.refused_because = ""
-        #: Refreshes done (a figure for the tests).
-        self.refreshes = 0
         self._guard = threading.Lock()  # one refresh at a time
         self._starting = threading.Lock()  # the refresh thread's start and end
         self._wanted = False
@@ -212,7 +212,18 @@ class ResidentFiles:
                     because=because,
                 )
             self.locked_bytes, self.refused_bytes, self.refused_because = used, refused, because
-            self.refreshes += 1
+
+    def reported(self, status: ComponentStatus) -> ComponentStatus:
+        """The index's /health status with what is locked and refused (and why), when locking is on."""
+        if not (self.budget and status.ok):
+            return status
+        figures = {
+            **status.figures,
+            "resident_bytes": float(self.locked_bytes),
+            "resident_refused_bytes": float(self.refused_bytes),
+        }
+        because = f"; partly kept in memory: {self.refused_because}" if self.refused_because else ""
+        return replace(status, detail=status.detail + because, figures=figures)
 
     def _still_mapped(self, r: MappedRange) -> bool:
         ranges = shard_ranges(self._smaps_path.read_text(), self._root)
