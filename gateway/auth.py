@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import hmac
 import os
-import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from fastapi import Request
 
 from gateway.envelope import ApiError
-from gateway.tokens_file import OPERATOR, ROLES, TokensFile, token_digest
+from gateway.tokens_file import OPERATOR, ROLES, TokensFile, mint_token, token_digest
 from services.core.settings import GatewaySettings
 
 TOKEN_FILE_NAME = "api_token"  # noqa: S105  a file name, not a password
@@ -160,7 +159,7 @@ def load_or_create_token(data_dir: Path) -> tuple[str, bool]:
             return saved, False
         path.unlink()  # an empty file would lock every client out
     data_dir.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_urlsafe(32)
+    token = mint_token()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never readable by others
     with os.fdopen(fd, "w") as handle:
         handle.write(token + "\n")

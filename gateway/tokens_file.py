@@ -23,6 +23,7 @@ import hashlib
 import hmac
 import json
 import re
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -59,6 +60,18 @@ class TokenEntry:
     memory_limit: int | None = None
     #: Who the audit log records (never the token): the entry's `id`, or a digest prefix.
     token_id: str = field(default="", compare=False)
+
+
+def mint_token(nbytes: int = 32) -> str:
+    """A new random URL-safe token that never starts with '-'.
+
+    A token is pasted as a shell argument (`memgrid tokens revoke TOKEN`,
+    `--token TOKEN`); one starting with '-' (1 in 64 of token_urlsafe's) would
+    be read as an option."""
+    while True:
+        token = secrets.token_urlsafe(nbytes)
+        if not token.startswith("-"):
+            return token
 
 
 def token_digest(token: str) -> bytes:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import tempfile
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from gateway.tokens_file import (
     TENANT_PATTERN,
     TOKEN_ID_PATTERN,
     TokensFileError,
+    mint_token,
     parse_tokens,
     token_digest,
 )
@@ -98,7 +98,7 @@ def create(
     entries = _load(path, missing_ok=True)
     if token_id is not None and any(e.get("id") == token_id for e in entries):
         raise CliError(f"a token with id {token_id!r} is in the file already", CONFLICT)
-    token = secrets.token_urlsafe(32)
+    token = mint_token()
     digest = token_digest(token).hex()
     entry: dict[str, str | int] = {"token_sha256": digest, "role": role}
     if tenant is not None:
@@ -138,7 +138,11 @@ def list_tokens(ctx: typer.Context, file: Path | None = FILE_OPTION) -> None:
 @app.command("revoke")
 def revoke(
     ctx: typer.Context,
-    which: str = typer.Argument(..., help="The token, its id, or its digest (8 characters or more, as `list` shows)."),
+    which: str = typer.Argument(
+        ...,
+        help="The token, its id, or its digest (8 characters or more, as `list` shows); "
+        "one starting with '-' goes after `--`.",
+    ),
     file: Path | None = FILE_OPTION,
 ) -> None:
     """Remove a token from the file; the gateway refuses it within TOKENS_FILE_CHECK_SECONDS."""

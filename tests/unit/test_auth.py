@@ -16,7 +16,15 @@ from gateway.app import create_app
 from gateway.auth import TOKEN_FILE_NAME, Caller, TokenAuth, load_or_create_token, presented_token, role_allows
 from gateway.envelope import ApiError
 from gateway.routes.roles import require
-from gateway.tokens_file import ROLES, TokenEntry, TokensFile, TokensFileError, parse_tokens, token_digest
+from gateway.tokens_file import (
+    ROLES,
+    TokenEntry,
+    TokensFile,
+    TokensFileError,
+    mint_token,
+    parse_tokens,
+    token_digest,
+)
 from services.core.settings import GatewaySettings, Settings
 
 TOKEN = "s3cret-token"
@@ -450,3 +458,13 @@ def test_every_route_but_health_requires_a_role():
         else:
             assert role in ("write", "review"), (method, path)
     assert roles[("POST", "/enrichment/reprocess")] == ["admin"]
+
+
+def test_a_minted_token_never_starts_with_a_dash(monkeypatch):
+    """A shell reads '-x...' as an option: such a draw is thrown away and another taken."""
+    draws = iter(["-starts-like-an-option", "_fine-token"])
+    monkeypatch.setattr("gateway.tokens_file.secrets.token_urlsafe", lambda nbytes: next(draws))
+    assert mint_token() == "_fine-token"
+    monkeypatch.undo()
+    minted = [mint_token(8) for _ in range(2000)]
+    assert not any(t.startswith("-") for t in minted) and len(set(minted)) == 2000
