@@ -15,8 +15,10 @@ REST with one kept-alive client:
 - resident memory per process (VmRSS), and divided by the memory count;
   FalkorDB's own data accounting (used_memory) and the vector shard's size on
   disk, divided likewise;
-- with `backup` on, POST /backup (timed) and POST /restore of the archive into
-  a second, fresh stack (timed; it rebuilds that stack's index too).
+- with `backup` on, POST /backup (timed), and, once the measuring stack has
+  stopped (two 1M stacks do not fit in one 24 GB machine), POST /restore of
+  each size's archive into a fresh stack (timed; it rebuilds that stack's
+  index too).
 
 The figures go to `json_path` after every size (a run stopped part way keeps
 what it measured), with the issue's targets judged at the end: recall p95 at
@@ -31,6 +33,7 @@ import asyncio
 import json
 import os
 import secrets
+import tempfile
 import threading
 import time
 from datetime import timedelta
@@ -193,20 +196,27 @@ def recall_figures(stack: BenchStack, seeder: Seeder, queries: int, warmup: int 
                 client.request("GET", "/recall", params=_recall_params(kind, i, text, seeder))
             samples, returned, expanded = [], 0, 0
             stages: dict[str, list[float]] = {}
+            arms: dict[str, int] = {}  # what each arm and the pool held, summed over the queries
             for i, text in enumerate(mine[warmup:]):
                 params = _recall_params(kind, i, text, seeder)
                 started = time.perf_counter()
                 reply = client.request("GET", "/recall", params=params)  # raises on an error status
                 samples.append(time.perf_counter() - started)
                 returned += len(reply.get("results") or [])
-                for stage, ms in ((reply.get("state_debug") or {}).get("timings_ms") or {}).items():
+                debug = reply.get("state_debug") or {}
+                for stage, ms in (debug.get("timings_ms") or {}).items():
                     stages.setdefault(stage, []).append(ms / 1000)
+                pooled = {**(debug.get("arms") or {}), **(debug.get("candidates") or {})}
+                for name, n in pooled.items():
+                    arms[name] = arms.get(name, 0) + int(n)
                 for key in ("expansion", "entity_expansion"):
                     expanded += (reply.get(key) or {}).get("expanded_count", 0)
             figures[kind] = {
                 **quantiles(samples),
                 "results": returned / queries,
                 "expanded": expanded / queries,
+                # A short result list is explained here: each arm's hits and the pool (found, read), on average.
+                "hits": {name: n / queries for name, n in sorted(arms.items())},
                 # Where the time went: each stage recall timed (state_debug's timings_ms), its p50/p95/p99.
                 "stages": {stage: quantiles(times) for stage, times in sorted(stages.items())},
             }
@@ -215,6 +225,7 @@ def recall_figures(stack: BenchStack, seeder: Seeder, queries: int, warmup: int 
             )
             slowest = sorted(figures[kind]["stages"].items(), key=lambda kv: -kv[1]["p95"])[:3]
             extra += "".join(f"  {stage} p95 {q['p95']:.1f}" for stage, q in slowest)
+            extra += "  hits " + " ".join(f"{n} {v:.1f}" for n, v in figures[kind]["hits"].items())
             line(f"{seeder.count // 1000}k, recall {kind}", _shown(figures[kind]) + extra)
         return figures
     finally:
@@ -261,15 +272,15 @@ def memory_figures(stack: BenchStack, count: int) -> dict[str, dict]:
     return out
 
 
-def backup_figures(stack: BenchStack, count: int) -> tuple[dict[str, float], Path]:
-    """POST /backup (timed) and the download of its archive."""
+def backup_figures(stack: BenchStack, count: int, keep: Path) -> tuple[dict[str, float], Path]:
+    """POST /backup (timed) and the download of its archive into `keep`."""
     with httpx.Client(base_url=stack.url, headers=HEADERS, timeout=4 * 3600) as http:
         started = time.perf_counter()
         reply = http.post("/backup")
         backup_seconds = time.perf_counter() - started
         if reply.status_code != 200:
             raise RuntimeError(f"POST /backup: {reply.status_code} {reply.text[:300]}")
-        archive = stack.data / "scale-backup.jsonl.gz"
+        archive = keep / f"scale-backup-{count}.jsonl.gz"
         with http.stream("GET", f"/backup/{reply.json()['name']}") as download, archive.open("wb") as out:
             for chunk in download.iter_bytes():
                 out.write(chunk)
@@ -349,6 +360,8 @@ def run(
     text_vectors = asyncio.run(TextVectors.embedded(words)) if vectors == "text" else None
     seeder = Seeder(words, text_vectors=text_vectors)
     report: dict = {"sizes": {}, "queries": queries, "creates": creates, "words": words_from, "vectors": vectors}
+    keep = Path(tempfile.mkdtemp(prefix="memgrid-scale-archives-"))  # outlives the measuring stack
+    archives: dict[int, Path] = {}
     print(f"\nscale: {', '.join(str(s) for s in sizes)} memories, {queries} distinct queries a figure, one client")
     with BenchStack(**ENV) as stack:
         priority = EqualPriority(stack_pids(stack.process.pid)["recall"])
@@ -384,10 +397,12 @@ def run(
             figures["memory"] = memory_figures(stack, size)
             _save(report, json_path)
             if backup and (backup_sizes is None or size in backup_sizes):
-                figures["backup"], archive = backup_figures(stack, size)
+                figures["backup"], archives[size] = backup_figures(stack, size, keep)
                 _save(report, json_path)
-                figures["backup"].update(restore_figures(archive, size))
-                _save(report, json_path)
+    for size, archive in archives.items():
+        report["sizes"][size]["backup"].update(restore_figures(archive, size))
+        _save(report, json_path)
+    keep.rmdir()
     for name, v in report.get("verdicts", {}).items():
         line(f"target: {name}", f"{v['ratio']:6.2f}x (bound {v['bound']}x)  {'ok' if v['ok'] else 'MISSED'}")
     return report

@@ -35,6 +35,7 @@ def test_the_scale_run_reports_every_figure_at_two_sizes(tmp_path):
         for kind, q in figures["recall"].items():
             assert 0 < q["p50"] <= q["p95"] <= q["p99"] < 10_000, kind
             assert q["results"] > 0, kind  # every kind finds something
+            assert q["hits"]["vector"] > 0 and q["hits"]["found"] >= q["results"], kind  # the arms' counts
             # Where the time went: recall's own stage timings, each within the whole request's.
             assert {"embed", "vector_search", "keyword_arm"} <= set(q["stages"]), kind
             assert all(0 <= s["p50"] <= q["p99"] for s in q["stages"].values()), kind
