@@ -363,7 +363,10 @@ def run(
     keep = Path(tempfile.mkdtemp(prefix="memgrid-scale-archives-"))  # outlives the measuring stack
     archives: dict[int, Path] = {}
     print(f"\nscale: {', '.join(str(s) for s in sizes)} memories, {queries} distinct queries a figure, one client")
-    with BenchStack(**ENV) as stack:
+    # The stack's log is kept beside the figures: what recall did meanwhile (its optimisations, reopens,
+    # convergence repairs) explains a figure.
+    log_path = json_path.with_suffix(".log") if json_path is not None else None
+    with BenchStack(log_path=log_path, **ENV) as stack:
         priority = EqualPriority(stack_pids(stack.process.pid)["recall"])
         priority.start()
         for size in sizes:

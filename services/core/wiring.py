@@ -169,6 +169,8 @@ def vector_index(vectors: VectorSettings, process: ProcessSettings) -> VectorInd
         payload_links=vectors.vector_payload_links,
         acorn=vectors.vector_search_acorn,
         resident_mb=vectors.vector_resident_mb,
+        oversampling=vectors.vector_oversampling,
+        exact_below=vectors.vector_exact_below,
     )
 
 

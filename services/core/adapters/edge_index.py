@@ -31,7 +31,6 @@ from pathlib import Path
 
 import structlog
 from qdrant_edge import (
-    AcornSearchParams,
     CountRequest,
     Distance,
     EdgeConfig,
@@ -40,11 +39,7 @@ from qdrant_edge import (
     FacetRequest,
     Filter,
     PayloadSchemaType,
-    PayloadSelector,
     Point,
-    Query,
-    SearchParams,
-    SearchRequest,
     UpdateOperation,
 )
 
@@ -58,6 +53,7 @@ from services.core.adapters.edge_schema import (
     field_schema,
     unlinked,
 )
+from services.core.adapters.edge_search import SearchPlan
 from services.core.adapters.edge_shard_lock import ShardLock
 from services.core.adapters.vector_status import vector_index_status
 from services.core.domain import vector_filter as vf
@@ -65,9 +61,6 @@ from services.core.domain.model import ComponentStatus
 from services.core.domain.projection import VectorHit, VectorQuery, point_id
 
 log = structlog.get_logger()
-
-#: What a search without payload still reads of each hit: the memory id.
-_MEMORY_ID = PayloadSelector.Include(["memory_id"])
 
 
 def _hit(point, with_payload: bool) -> VectorHit:
@@ -93,6 +86,8 @@ class EdgeVectorIndex:
         payload_links: str = "tenant",
         acorn: bool = True,
         resident_mb: int = 0,
+        oversampling: float | None = None,
+        exact_below: int = 0,
     ):
         self._path = path
         self._collection = collection
@@ -121,7 +116,10 @@ class EdgeVectorIndex:
         #: points), on a shard made without links for a field a search narrows
         #: to (on one with them it would only cost): decided at every open.
         self._acorn = acorn
-        self._search_params: SearchParams | None = None
+        #: VECTOR_OVERSAMPLING and VECTOR_EXACT_BELOW (edge_search.SearchPlan), with ACORN decided at every open.
+        self._oversampling = oversampling
+        self._exact_below = exact_below
+        self._plan = SearchPlan(oversampling=oversampling, exact_below=exact_below)
         self._since_optimize = 0
         self._optimizing: asyncio.Task | None = None
         #: Bulk loads under way (bulk_load): upserts start no optimisation meanwhile.
@@ -192,20 +190,19 @@ class EdgeVectorIndex:
         if not existing:
             self._shard = self._create()
         if self._shard is not None:
-            self._search_params = self._searching(self._shard)
+            self._plan = self._searching(self._shard)
         self._manifest.write_text(json.dumps({"dimension": self.dimension, "distance": "cosine"}))
 
-    def _searching(self, shard: EdgeShard) -> SearchParams | None:
-        """ACORN for this shard's searches when it is wanted and the shard lacks
+    def _searching(self, shard: EdgeShard) -> SearchPlan:
+        """How this shard searches: ACORN when it is wanted and the shard lacks
         links for a field a search narrows to (the links it was made with)."""
-        if self._acorn and unlinked(shard.info().payload_schema) & set(NARROWING_FIELDS):
-            return SearchParams(acorn=AcornSearchParams(enable=True))
-        return None
+        acorn = self._acorn and bool(unlinked(shard.info().payload_schema) & set(NARROWING_FIELDS))
+        return SearchPlan(acorn=acorn, oversampling=self._oversampling, exact_below=self._exact_below)
 
     @property
     def searches_with_acorn(self) -> bool:
         """Whether this shard's filtered searches use ACORN (a figure for status and the tests)."""
-        return self._search_params is not None
+        return self._plan.acorn
 
     def _manifest_dimension(self) -> int | None:
         """The dimension the manifest records; None when it is missing or unreadable."""
@@ -367,19 +364,10 @@ class EdgeVectorIndex:
             await self._reopen_when_due(len(ids))
 
     async def search_many(self, queries: list[VectorQuery], *, with_payload: bool = False) -> list[list[VectorHit]]:
-        """Several searches in one trip to the worker thread."""
-        requests = [
-            SearchRequest(
-                query=Query.Nearest(q.vector),
-                limit=q.limit,
-                filter=to_edge(vf.vector_filter(q)),
-                params=self._search_params,
-                with_payload=True if with_payload else _MEMORY_ID,
-                score_threshold=q.min_score,
-            )
-            for q in queries
-        ]
-        results = await self._run(lambda shard: [shard.search(r) for r in requests])
+        """Several searches in one trip to the worker thread (edge_search.SearchPlan: a walk or an exact scan)."""
+        asked = [(q, to_edge(vf.vector_filter(q))) for q in queries]
+        plan = self._plan
+        results = await self._run(lambda shard: [plan.search(shard, q, where, with_payload) for q, where in asked])
         return [[_hit(h, with_payload) for h in hits] for hits in results]
 
     async def count(self) -> int:
@@ -420,7 +408,7 @@ class EdgeVectorIndex:
                 shutil.rmtree(self._cleared, ignore_errors=True)
                 self._path.rename(self._cleared)
                 self._shard = self._create()
-                self._search_params = self._searching(self._shard)  # the new shard has today's links
+                self._plan = self._searching(self._shard)  # the new shard has today's links
                 shutil.rmtree(self._cleared, ignore_errors=True)
 
         await asyncio.to_thread(recreate)

@@ -137,8 +137,23 @@ class VectorSettings(Group):
     # a small part of the index, a tag or a time window, finds its nearest without payload links), on a
     # shard made without links for tag_prefixes or timestamp; on a shard with them it would only cost, so
     # it is not used there. Qdrant applies it to filters matching under 40 % of the points. At 300k it found
-    # as many of a filtered search's true nearest as the links did, at recall's beam (docs/performance.md).
+    # as many of a filtered search's true nearest as the links did, at recall's beam; on a rebuilt 100k
+    # shard a 30-day window's searches gave the same hits with it as without (VECTOR_EXACT_BELOW holds
+    # those; docs/performance.md).
     vector_search_acorn: bool = True
+    # A search narrowed to a tag or a time window scans the points that pass exactly, rather than walking
+    # the HNSW graph, when the index estimates them at this many or fewer (its estimate is an upper bound,
+    # 1.2-2.7x the true count), and scans after all when a walk came back with fewer hits than asked
+    # for. The graph has links for the tenant only (VECTOR_PAYLOAD_LINKS): on a rebuilt 100k shard a walk
+    # filtered to a 30-day window (8 % of the points) came back short in 9 searches of 100 (one with 12
+    # hits of positive score where the scan found 116), and found 0.70 of the scan's 10 best; the scan
+    # took 6.4 ms against the walk's 2.6 ms at the median. A scan costs in proportion to the points it
+    # reads (docs/performance.md).
+    vector_exact_below: int = Field(default=50_000, ge=0)
+    # Searches compare the int8 copies (VECTOR_QUANTIZATION) for this many times the hits asked for and
+    # rescore those with the float32 vectors. At 100k plain searches found 0.926 of an exact scan's 10 best
+    # with 3 against 0.885 with Qdrant's default (1), in the same time (0.78 against 0.87 ms at the median).
+    vector_oversampling: float = Field(default=3.0, ge=1.0)
     # The in-process index flushes its changes to its segments (and truncates its WAL) on a write this long
     # after its last flush. qdrant-edge never flushes by itself (Qdrant's server does every 5 s): unflushed,
     # its RAM and its WAL on disk grow with every write, and a restart replays all of it. A flush takes
