@@ -33,8 +33,9 @@ RARE = 5  # memories with the tag "rare": fewer than a search asks for
 
 @pytest.fixture(scope="module")
 def clusters(tmp_path_factory):
-    """Islands far apart, each of a few recent memories among old ones: a walk
-    filtered to the recent ones cannot leave the island it enters by."""
+    """A shard made and optimised once (its graph built): islands far apart,
+    each of recent and old memories, the first RARE tagged "rare"; its points
+    and a query near the first island."""
     rng = np.random.default_rng(3)
     centres = rng.normal(size=(ISLANDS, DIM))
     rows = []
@@ -46,7 +47,8 @@ def clusters(tmp_path_factory):
                 memory = Memory(
                     id=str(uuid.uuid4()), tenant="a", content="x", type="Context", confidence=0.5, importance=0.5,
                     timestamp=moment, t_valid=moment, updated_at=NOW, last_accessed=NOW, recorded_at=moment,
-                    tags=[tag, *(["rare"] if len(rows) < RARE else [])], tag_prefixes=[tag], embedding=[float(x) for x in vector / np.linalg.norm(vector)],
+                    tags=[tag, *(["rare"] if len(rows) < RARE else [])], tag_prefixes=[tag],
+                    embedding=[float(x) for x in vector / np.linalg.norm(vector)],
                 )  # fmt: skip
                 rows.append((memory.id, memory.embedding, vector_payload(memory)))
     query = centres[0] + rng.normal(scale=0.15, size=DIM)
