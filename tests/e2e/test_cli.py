@@ -192,18 +192,20 @@ async def test_export_imported_into_another_tenant_round_trips(gateway_url, tmp_
 
 
 class FailingTransport(httpx.HTTPTransport):
-    """Passes `through` batch calls; the next one reaches the server, which
-    stores it, and then its answer is lost, as in a dropped connection."""
+    """Passes the batch calls whose first item comes before item `fail_from`
+    (by the sample's `metadata.n`); a later one reaches the server, which
+    stores it, and then its answer is lost, as in a dropped connection.
+    Deciding by content, not by arrival order, keeps batches sent in
+    parallel from racing each other to the failure."""
 
-    def __init__(self, through: int):
+    def __init__(self, fail_from: int):
         super().__init__()
-        self._through = through
-        self.batches = 0
+        self._fail_from = fail_from
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         if request.url.path == "/memory/batch":
-            self.batches += 1
-            if self.batches > self._through:
+            first = json.loads(request.read())["memories"][0]["metadata"]["n"]
+            if first >= self._fail_from:
                 super().handle_request(request).close()  # stored
                 raise httpx.ReadError("connection lost", request=request)
         return super().handle_request(request)
@@ -212,7 +214,7 @@ class FailingTransport(httpx.HTTPTransport):
 async def test_an_interrupted_import_resumes_without_duplicates(gateway_url, tmp_path):
     items = sample(550, "resume")
     source = write_jsonl(tmp_path / "resume.jsonl", items)
-    transport = FailingTransport(through=2)
+    transport = FailingTransport(fail_from=200)
     client = Client(Target(gateway_url, ALPHA), transport=transport)
     importer = Importer(client, batch_size=100, parallel=1)
     loaded, state = importer.prepare(source)
@@ -237,7 +239,7 @@ async def test_an_interrupted_import_resumes_without_duplicates(gateway_url, tmp
 
 async def test_resume_picks_up_at_the_first_unacknowledged_batch(gateway_url, tmp_path):
     source = write_jsonl(tmp_path / "again.jsonl", sample(430, "again"))
-    client = Client(Target(gateway_url, BETA), transport=FailingTransport(through=1))
+    client = Client(Target(gateway_url, BETA), transport=FailingTransport(fail_from=100))
     importer = Importer(client, batch_size=100, parallel=2)
     loaded, state = importer.prepare(source)
     with pytest.raises(CliError):
