@@ -24,7 +24,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
-from qdrant_edge import AcornSearchParams, Query, SearchParams, SearchRequest
+from qdrant_edge import AcornSearchParams, QuantizationSearchParams, Query, SearchParams, SearchRequest
 
 from benchmarks.recall_latency import PROJECTS, vocabulary
 from benchmarks.scale_seed import DAYS, TOPICS, Seeder
@@ -71,6 +71,8 @@ def _searches(
     rng: np.random.Generator,
     acorn: bool = False,
     ef: int | None = None,
+    limit: int = 10,
+    oversampling: float | None = None,
 ) -> dict:
     """Each kind of filter recall sends: the HNSW search's recall@10 against an
     exact search with the same filter, and its p50 in ms. The queries are
@@ -82,7 +84,7 @@ def _searches(
         raise RuntimeError("the index is not open")
     out = {}
     for kind in ("plain", "project", "topic", "topic_exact", "window"):
-        found, times = 0, []
+        found, times, short = 0, [], 0
         for i in range(SEARCHES):
             vector = _near(stored, rng)
             extra: dict = {}
@@ -96,17 +98,25 @@ def _searches(
                 end = seeder.now - timedelta(days=float(rng.uniform(0, DAYS - 30)))
                 extra.update(window_start=end - timedelta(days=30), window_end=end)
             query = VectorQuery(
-                vector=[float(x) for x in vector], tenant="default", limit=10, current_at=seeder.now, **extra
+                vector=[float(x) for x in vector], tenant="default", limit=limit, current_at=seeder.now, **extra
             )
-            request = {"query": Query.Nearest(query.vector), "limit": 10, "filter": to_edge(vf.vector_filter(query))}
+            request = {"query": Query.Nearest(query.vector), "limit": limit, "filter": to_edge(vf.vector_filter(query))}
             started = time.perf_counter()
-            params = SearchParams(hnsw_ef=ef, acorn=AcornSearchParams(enable=True) if acorn else None)
+            params = SearchParams(
+                hnsw_ef=ef,
+                acorn=AcornSearchParams(enable=True) if acorn else None,
+                quantization=QuantizationSearchParams(rescore=True, oversampling=oversampling)
+                if oversampling
+                else None,
+            )
             approximate = {p.id for p in shard.search(SearchRequest(**request, params=params))}
             times.append(time.perf_counter() - started)
             exact = {p.id for p in shard.search(SearchRequest(**request, params=SearchParams(exact=True)))}
             found += len(approximate & exact) / max(1, len(exact))
+            short += len(approximate) < len(exact)
         out[kind] = {
-            "recall_at_10": round(found / SEARCHES, 3),
+            f"recall_at_{limit}": round(found / SEARCHES, 3),
+            "short": short,
             "p50_ms": round(1000 * sorted(times)[len(times) // 2], 2),
         }
     return out
@@ -160,6 +170,8 @@ async def probe(
     fetch: int = 0,
     asks: tuple[int, ...] = (),
     efs: tuple[int, ...] = (),
+    limit: int = 10,
+    oversampling: float | None = None,
 ) -> dict:
     words = vocabulary(np.random.default_rng(7), "locomo")
     seeder = Seeder(words, text_vectors=await TextVectors.embedded(words) if vectors == "text" else None)
@@ -192,8 +204,10 @@ async def probe(
         build_wall, build_cpu = time.perf_counter() - wall, _cpu() - cpu
         rss = _rss_kib()
         segments = index._shard.info().segments_count if index._shard is not None else 0
-        searches = _searches(index, seeder, np.stack(sample), rng, acorn)
-        by_ef = {f"ef_{ef}": _searches(index, seeder, np.stack(sample), rng, acorn, ef) for ef in efs}
+        searches = _searches(index, seeder, np.stack(sample), rng, acorn, limit=limit, oversampling=oversampling)
+        by_ef = {
+            f"ef_{ef}": _searches(index, seeder, np.stack(sample), rng, acorn, ef, limit, oversampling) for ef in efs
+        }
         fetched = _fetch_recall(index, seeder, np.stack(sample), rng, fetch, list(asks)) if fetch and asks else {}
         shard = sum(f.stat().st_size for f in (Path(tmp) / "memories").rglob("*") if f.is_file())
         parts: dict[str, int] = {}  # the shard's bytes by what holds them (a segment's files, the WAL)
@@ -228,7 +242,11 @@ async def probe(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=50_000)
-    parser.add_argument("--payload-links", default="all", help="VECTOR_PAYLOAD_LINKS: all, tenant or none")
+    parser.add_argument(
+        "--payload-links", default="all", help="VECTOR_PAYLOAD_LINKS: all, selective, window, tenant or none"
+    )
+    parser.add_argument("--oversampling", type=float, default=None, help="VECTOR_OVERSAMPLING for the searches")
+    parser.add_argument("--limit", type=int, default=10, help="hits each measured search asks for (recall asks 100)")
     parser.add_argument("--vectors", choices=("random", "clustered", "text"), default="random")
     parser.add_argument("--quantization", default="int8")
     parser.add_argument("--acorn", action="store_true", help="search with Qdrant's ACORN")
@@ -239,7 +257,17 @@ def main() -> None:
     asks = tuple(int(a) for a in args.asks.split(",") if a.strip())
     efs = tuple(int(e) for e in args.efs.split(",") if e.strip())
     report = asyncio.run(
-        probe(args.size, args.payload_links, args.vectors, args.quantization, args.acorn, args.fetch, asks, efs)
+        probe(
+            args.size,
+            args.payload_links,
+            args.vectors,
+            args.quantization,
+            args.acorn,
+            args.fetch,
+            asks,
+            efs,
+            args.limit,
+        )
     )
     print(json.dumps(report), flush=True)
 

@@ -298,6 +298,7 @@ async def test_payload_links_choose_the_linked_fields_and_leave_the_results_alon
     expected = {
         "all": set(INDEXED_FIELDS),
         "selective": {"tenant", "tag_prefixes", "timestamp"},
+        "window": {"tenant", "timestamp"},
         "tenant": {"tenant"},
         "none": set(),
     }

@@ -83,7 +83,7 @@ class EdgeVectorIndex:
         quantization: str = "int8",
         flush_seconds: float = 5.0,
         reopen_every: int = 0,
-        payload_links: str = "tenant",
+        payload_links: str = "window",
         acorn: bool = True,
         resident_mb: int = 0,
         oversampling: float | None = None,

@@ -38,11 +38,14 @@ INDEXED_FIELDS = {
 #: `tags` would build the same graphs again) and timestamp (the time window);
 #: not the fields only ever excluded (lifecycle, t_valid, t_invalid,
 #: recorded_at: the points they drop are few) or not filtered in the index
-#: (type). "tenant"; "none" (a filtered search then loses its neighbours:
-#: docs/performance.md, issue 27).
+#: (type). "window" (the default): tenant and timestamp, so that a time
+#: window's walk stays among its own points, while a tag (a keyword block per
+#: value, several a point) is scanned or walked with ACORN. "tenant"; "none"
+#: (a filtered search then loses its neighbours: docs/performance.md, issue 27).
 PAYLOAD_LINKS: dict[str, frozenset[str] | None] = {
     "all": None,
     "selective": frozenset({"tenant", "tag_prefixes", "timestamp"}),
+    "window": frozenset({"tenant", "timestamp"}),
     "tenant": frozenset({"tenant"}),
     "none": frozenset(),
 }

@@ -1,16 +1,16 @@
 """When a vector search scans the points that pass its filter exactly rather
 than walking the HNSW graph (pure; edge_search.py applies it).
 
-The embedded index builds HNSW links of their own for the tenant only
-(VECTOR_PAYLOAD_LINKS): a search narrowed within its tenant, to a tag or a
-time window, walks the whole graph and keeps what passes. Where what passes
-is a small or clustered part of the graph (a window holds the memories of one
-stretch of time, which lie near each other), the walk reaches few of them and
-stops: at 100k memories a 30-day window (8 % of them) came back with fewer
-than the hits asked for in 9 searches of 100, one with 12 of positive score
-where a scan found 116, and at 1M a project tag (2 %) gave recall 63 vector
-hits of 100 on average. A scan of the passing points is exact and costs in
-proportion to them, so a narrowed search:
+The embedded index builds HNSW links of their own for the tenant and, by
+default, for slices of time (VECTOR_PAYLOAD_LINKS), not for tags: a search
+narrowed to a tag (or, on a shard made without time links, to a window)
+walks the whole graph and keeps what passes. Where what passes is a small or
+clustered part of the graph, the walk reaches few of them and stops: with
+tenant links only, at 100k memories a 30-day window (8 % of them) came back
+with fewer than the hits asked for in 9 searches of 100, one with 12 of
+positive score where a scan found 116, and at 1M a project tag (2 %) gave
+recall 63 vector hits of 100 on average. A scan of the passing points is
+exact and costs in proportion to them, so a narrowed search:
 
 - scans when the index's estimate of the points passing (an upper bound
   from its payload indexes, read in a tenth of a millisecond) is at most

@@ -127,12 +127,15 @@ class VectorSettings(Group):
     vector_quantization: Literal["int8", "none"] = "int8"
     # Which payload indexes of the in-process index get HNSW links of their own (Qdrant's payload-aware
     # HNSW, built with the main graph, so that a filtered search stays connected): all (Qdrant's default),
-    # selective (tenant, tag_prefixes and timestamp: what a search narrows to, each block once), tenant
-    # (each tenant's points; tags and time windows are left to ACORN below), or none. Fixed when the shard
-    # is made (a rebuild makes it anew). The links are most of a build's time, and more of it as the index
-    # grows: with tenant (and ACORN) a 1M rebuild ran at 0.58x its 100k rate, with all at 0.30x; a tag
-    # search at 1M then costs more (docs/performance.md, issue 27).
-    vector_payload_links: Literal["all", "selective", "tenant", "none"] = "tenant"
+    # selective (tenant, tag_prefixes and timestamp: what a search narrows to, each block once), window
+    # (tenant and timestamp: each slice of time gets a small graph, so a time window's walk stays among
+    # its own points; tags are scanned or left to ACORN below), tenant, or none. Fixed when the shard is
+    # made (a rebuild makes it anew). Links are most of a build's time, and more of it as the index grows:
+    # with all a 1M rebuild ran at 0.30x its 100k rate, with tenant at 0.58x-0.73x. At 300k (text-shaped
+    # vectors, recall's 100 hits) window against tenant cost 5 % more build CPU a point and lifted a 30-day
+    # window's walk from 0.48 to 0.83 of an exact search's hits (12 walks of 100 short, against none) and
+    # a plain one's from 0.60 to 0.76 (docs/performance.md, issue 27).
+    vector_payload_links: Literal["all", "selective", "window", "tenant", "none"] = "window"
     # Filtered searches use Qdrant's ACORN (a search also explores its neighbours' neighbours, so a filter to
     # a small part of the index, a tag or a time window, finds its nearest without payload links), on a
     # shard made without links for tag_prefixes or timestamp; on a shard with them it would only cost, so
@@ -144,7 +147,7 @@ class VectorSettings(Group):
     # A search narrowed to a tag or a time window scans the points that pass exactly, rather than walking
     # the HNSW graph, when the index estimates them at this many or fewer (its estimate is an upper bound,
     # 1.2-2.7x the true count), and scans after all when a walk came back with fewer hits than asked
-    # for. The graph has links for the tenant only (VECTOR_PAYLOAD_LINKS): on a rebuilt 100k shard a walk
+    # for. With links for the tenant only (VECTOR_PAYLOAD_LINKS=tenant), on a rebuilt 100k shard a walk
     # filtered to a 30-day window (8 % of the points) came back short in 9 searches of 100 (one with 12
     # hits of positive score where the scan found 116), and found 0.70 of the scan's 10 best; the scan
     # took 6.4 ms against the walk's 2.6 ms at the median. A scan costs in proportion to the points it
