@@ -168,6 +168,7 @@ def build_app(
         settle_seconds=settings.recall.recall_index_check_settle_seconds,
         batch_size=settings.recall.reindex_batch_size,
         max_tenants=settings.recall.recall_index_check_tenants,
+        rebuild_waiting=index_admin.rebuild_waiting,
     )
     index_admin.convergence_figures = convergence.figures
     servicer = RecallServicer(

@@ -50,6 +50,10 @@ class IndexAdmin:
         self._clock = clock
         #: Held by a rebuild and by the convergence check: never both at once.
         self.rebuild_lock = asyncio.Lock()
+        #: Rebuilds waiting for the lock, by tenant (None: every tenant): a
+        #: convergence repair of a tenant one of them covers stops, and leaves
+        #: the tenant to it (rebuild_waiting), rather than project it twice.
+        self._waiting: dict[str | None, int] = {}
         #: The /health figures of the index's convergence check (None: no check).
         self.convergence_figures: Callable[[], dict[str, float]] | None = None
 
@@ -75,10 +79,26 @@ class IndexAdmin:
         """Drop the tenant's points (None: every point) and project its part
         of the graph again, page by page: the index is a projection, so the
         graph alone reproduces it. Other tenants' points stay searchable.
-        Waits for a convergence check that is running."""
-        async with self.rebuild_lock:
+        Waits for a convergence check that is running; a repair of a tenant
+        this rebuild covers stops at its next page (a restore's rebuild used
+        to wait for the check to project a 1M tenant point by point first,
+        then project it again)."""
+        self._waiting[tenant] = self._waiting.get(tenant, 0) + 1
+        try:
+            await self.rebuild_lock.acquire()
+        finally:
+            self._waiting[tenant] -= 1
+            if not self._waiting[tenant]:
+                del self._waiting[tenant]
+        try:
             async for progress in self.project_anew(batch_size, tenant):
                 yield progress
+        finally:
+            self.rebuild_lock.release()
+
+    def rebuild_waiting(self, tenant: str) -> bool:
+        """Whether a rebuild of the tenant (or of every tenant) waits for the lock."""
+        return self._waiting.get(None, 0) > 0 or self._waiting.get(tenant, 0) > 0
 
     async def project_anew(self, batch_size: int, tenant: str | None) -> AsyncIterator[RebuildProgress]:
         """rebuild_index without the lock: for a caller that holds it (the convergence check)."""

@@ -10,6 +10,8 @@ import asyncio
 import shutil
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from services.core.domain.projection import vector_payload
 from services.core.grpc.server import start
 from services.recall.bootstrap import build_app
 from services.recall.convergence import IndexConvergence
+from services.recall.index_admin import IndexAdmin
 from tests.conftest import plane_of, signed
 from tests.factories import memory_at
 from tests.integration import recall_parts
@@ -54,6 +57,10 @@ async def write(graph, tenant: str, count: int, size: int) -> list:
 
 
 def convergence(graph, vectors) -> IndexConvergence:
+    return convergence_and_admin(graph, vectors)[0]
+
+
+def convergence_and_admin(graph, vectors) -> tuple[IndexConvergence, IndexAdmin]:
     admin = recall_parts.index_admin(graph, vectors)
     checker = IndexConvergence(
         source=graph.index_source,
@@ -64,9 +71,34 @@ def convergence(graph, vectors) -> IndexConvergence:
         settle_seconds=0,
         batch_size=2,
         max_tenants=100,
+        rebuild_waiting=admin.rebuild_waiting,
     )
     admin.convergence_figures = checker.figures
-    return checker
+    return checker, admin
+
+
+def watch_upserts(vectors) -> list[tuple[int, bool]]:
+    """Every upsert from now on, as (its points, whether it ran inside a bulk load)."""
+    seen: list[tuple[int, bool]] = []
+    depth = 0
+    bulk_load, upsert = vectors.bulk_load, vectors.upsert
+
+    @asynccontextmanager
+    async def tracked() -> AsyncIterator[None]:
+        nonlocal depth
+        async with bulk_load():
+            depth += 1
+            try:
+                yield
+            finally:
+                depth -= 1
+
+    async def counted(points) -> None:
+        seen.append((len(points), depth > 0))
+        await upsert(points)
+
+    vectors.bulk_load, vectors.upsert = tracked, counted
+    return seen
 
 
 @pytest.fixture(params=["edge", "qdrant-local"])
@@ -116,6 +148,51 @@ async def test_a_memory_of_another_dimension_is_not_a_missing_point(graph, vecto
     assert report.repaired_tenants == 2 and report.lag == 0  # a's points restored, a-wide's counted as refused
     assert await vectors.count_by_tenant(100) == {"a": 2}
     assert (await checker.check()).repaired_tenants == 0  # and not repaired at every check
+
+
+async def test_a_repair_goes_in_as_one_bulk_load(graph, vectors):
+    """A repair projects the whole tenant again: one HNSW build at the end, as
+    a rebuild's, not an optimisation every VECTOR_OPTIMIZE_EVERY points."""
+    await write(graph, "a", 7, 4)
+    checker = convergence(graph, vectors)
+    seen = watch_upserts(vectors)
+    report = await checker.check()
+    assert report.lag == 0 and await vectors.count_by_tenant(100) == {"a": 7}
+    assert [n for n, _ in seen] == [2, 2, 2, 1] and all(inside for _, inside in seen)
+
+
+async def test_a_repair_leaves_its_tenant_to_a_waiting_rebuild(graph, vectors):
+    """A restore writes the graph, then asks for a rebuild; the check may
+    have started repairing the same tenant first. The repair stops at its
+    next page and the rebuild projects the tenant once (1 + 10 pages of a,
+    not 10 + 10); the check's repair of another tenant goes on (2 of b)."""
+    await write(graph, "a", 20, 4)
+    await write(graph, "b", 4, 4)
+    checker, admin = convergence_and_admin(graph, vectors)
+    seen = watch_upserts(vectors)
+    rebuilds: list[asyncio.Task] = []
+
+    async def drain(tenant: str | None) -> int:
+        return len([p async for p in admin.rebuild_index(2, tenant)])
+
+    upsert = vectors.upsert
+
+    async def first_page_asks_for_a_rebuild(points) -> None:
+        if not rebuilds:  # the repair's first page of a: a rebuild of a asks while it runs
+            rebuilds.append(asyncio.create_task(drain("a")))
+            await asyncio.sleep(0)  # it now waits for the lock the check holds
+            assert admin.rebuild_waiting("a") and not admin.rebuild_waiting("b")
+        await upsert(points)
+
+    vectors.upsert = first_page_asks_for_a_rebuild
+    report = await checker.check()
+    assert report.repaired_tenants == 2 and report.lag == 18  # a: 2 of 20 points, left to the rebuild
+    assert len(seen) == 1 + 2
+    await asyncio.gather(*rebuilds)
+    assert not admin.rebuild_waiting("a")
+    assert await vectors.count_by_tenant(100) == {"a": 20, "b": 4}
+    assert len(seen) == 1 + 2 + 10
+    assert (await checker.check()).repaired_tenants == 0
 
 
 # The recall service: start-up rebuilds a lost or corrupt shard, the periodic check a deleted point.
