@@ -105,7 +105,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         graph, bus, plane = settings.graph, settings.bus, settings.plane
         say(f"FalkorDB on 127.0.0.1:{graph.falkordb_port} (appendonly, appendfsync {graph.falkordb_appendfsync})")
-        servers.append(start_nats(_port_of(bus.nats_url), data_dir / "nats", sync_interval=bus.nats_sync_interval))
+        servers.append(
+            start_nats(
+                _port_of(bus.nats_url),
+                data_dir / "nats",
+                sync_interval=bus.nats_sync_interval,
+                memory_limit_mb=bus.nats_memory_limit_mb,
+            )
+        )
         say(f"NATS JetStream on {bus.nats_url} (sync_interval {bus.nats_sync_interval})")
         if plane.service_claim_key is None:
             # Before any process starts, so all of them read the one key (the service plane's claims).

@@ -193,12 +193,15 @@ def start_nats(
     sync_interval: str | None = None,
     monitor_port: int | None = None,
     cluster: ClusterNode | None = None,
+    memory_limit_mb: int = 0,
 ) -> ServerProcess:
     """nats-server with JetStream, its store in data_dir, fsynced as
     `sync_interval` says (NATS_SYNC_INTERVAL: "always", or an interval like
     "2m"; None: NATS's default, as the test servers run), with its HTTP
-    monitoring (/varz, /healthz) on `monitor_port` when given, and as one node
-    of a cluster when `cluster` places it in one (start_nats_cluster)."""
+    monitoring (/varz, /healthz) on `monitor_port` when given, as one node
+    of a cluster when `cluster` places it in one (start_nats_cluster), and
+    with Go's soft memory limit (GOMEMLIMIT) at `memory_limit_mb` MiB when
+    given (NATS_MEMORY_LIMIT_MB)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     # sync_interval and the cluster block have no command-line flags: a config file holds them.
     config = data_dir / "nats.conf"
@@ -219,7 +222,10 @@ def start_nats(
         "-l",
         str(data_dir / "nats.log"),
     ]
-    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # noqa: S603  the packaged nats-server with arguments built here
+    env = {**os.environ, **({"GOMEMLIMIT": f"{memory_limit_mb}MiB"} if memory_limit_mb > 0 else {})}
+    process = subprocess.Popen(  # noqa: S603  the packaged nats-server with arguments built here
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env
+    )
     server = ServerProcess(cluster.server_name if cluster else "nats", port, data_dir, process)
     try:
         wait_for_port(port, timeout)

@@ -75,6 +75,18 @@ def test_the_devstack_nats_syncs_as_asked(tmp_path, interval, always, nanos):
         server.stop()
 
 
+def test_the_devstack_nats_runs_under_the_memory_limit_asked_for(tmp_path, settings):
+    """NATS_MEMORY_LIMIT_MB reaches nats-server as Go's soft memory limit (its /varz reads it back)."""
+    monitor = free_port()
+    server = start_nats(free_port(), tmp_path / "limited", monitor_port=monitor, memory_limit_mb=48)
+    try:
+        wait_for_port(monitor, 10)
+        assert varz(monitor)["gomemlimit"] == 48 * 1024**2
+    finally:
+        server.stop()
+    assert type(settings.bus).model_fields["nats_memory_limit_mb"].default > 0  # the devstack's default sets one
+
+
 @pytest.mark.parametrize("appendfsync", ["everysec", "always"])
 async def test_start_up_reads_back_falkordb_persistence(tmp_path, nats_server, appendfsync):
     server = start_falkordb(free_port(), tmp_path / "falkordb", appendfsync=appendfsync)

@@ -97,6 +97,13 @@ class BusSettings(Group):
     # as "2m" (NATS's default) may lose that much of acknowledged messages on a host crash, none on a
     # process crash. The graph's outbox and the reconcilers re-drive what a lost event left behind.
     nats_sync_interval: str = Field(default="always", pattern=r"^(always|\d+(ms|s|m|h))$")
+    # The devstack's nats-server runs with GOMEMLIMIT at this many MiB (0: Go's default, none). Its live
+    # heap stays about flat as the stream stores blocks (a heap profile: 22-23 MB from the third 8 MiB
+    # block to the eighth), but Go keeps what it freed of each block's 8 MiB write buffer: RssAnon went
+    # 56 -> 77 MB over those blocks without a limit and held at 35-37 MB with GOMEMLIMIT=40MiB
+    # (docs/performance.md). The limit is soft: past it Go collects more often rather than failing. A
+    # deployment sets GOMEMLIMIT in the container's env (deploy/k8s: under its memory limit).
+    nats_memory_limit_mb: int = Field(default=64, ge=0)
     # Copies JetStream keeps of the stream (and its durable consumers): 3 on a 3-node cluster survives the
     # loss of one node; a single server takes only 1. Applied to an existing stream at start-up too.
     nats_stream_replicas: int = Field(default=1, ge=1, le=5)
