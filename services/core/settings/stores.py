@@ -101,7 +101,7 @@ class BusSettings(Group):
     # heap stays about flat as the stream stores blocks (a heap profile: 22-23 MB from the third 8 MiB
     # block to the eighth), but Go keeps what it freed of each block's 8 MiB write buffer: RssAnon went
     # 56 -> 77 MB over those blocks without a limit and held at 35-37 MB with GOMEMLIMIT=40MiB
-    # (docs/performance.md). The limit is soft: past it Go collects more often rather than failing. A
+    # (docs/reliability.md, make soak). The limit is soft: past it Go collects more often rather than failing. A
     # deployment sets GOMEMLIMIT in the container's env (deploy/k8s: under its memory limit).
     nats_memory_limit_mb: int = Field(default=64, ge=0)
     # Copies JetStream keeps of the stream (and its durable consumers): 3 on a 3-node cluster survives the
