@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -53,7 +54,7 @@ class IndexAdmin:
         #: Rebuilds waiting for the lock, by tenant (None: every tenant): a
         #: convergence repair of a tenant one of them covers stops, and leaves
         #: the tenant to it (rebuild_waiting), rather than project it twice.
-        self._waiting: dict[str | None, int] = {}
+        self._waiting: Counter[str | None] = Counter()
         #: The /health figures of the index's convergence check (None: no check).
         self.convergence_figures: Callable[[], dict[str, float]] | None = None
 
@@ -83,13 +84,11 @@ class IndexAdmin:
         this rebuild covers stops at its next page (a restore's rebuild used
         to wait for the check to project a 1M tenant point by point first,
         then project it again)."""
-        self._waiting[tenant] = self._waiting.get(tenant, 0) + 1
+        self._waiting[tenant] += 1
         try:
             await self.rebuild_lock.acquire()
         finally:
-            self._waiting[tenant] -= 1
-            if not self._waiting[tenant]:
-                del self._waiting[tenant]
+            self._waiting -= Counter([tenant])  # in place, and a count at zero is dropped
         try:
             async for progress in self.project_anew(batch_size, tenant):
                 yield progress
@@ -98,7 +97,7 @@ class IndexAdmin:
 
     def rebuild_waiting(self, tenant: str) -> bool:
         """Whether a rebuild of the tenant (or of every tenant) waits for the lock."""
-        return self._waiting.get(None, 0) > 0 or self._waiting.get(tenant, 0) > 0
+        return self._waiting[None] > 0 or self._waiting[tenant] > 0
 
     async def project_anew(self, batch_size: int, tenant: str | None) -> AsyncIterator[RebuildProgress]:
         """rebuild_index without the lock: for a caller that holds it (the convergence check)."""
