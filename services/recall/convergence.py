@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import structlog
 
 from services.core.background import BackgroundLoop
-from services.core.domain.projection import vector_payload
+from services.core.domain.projection import vector_points
 from services.core.domain.retention import ConsumerGap
 from services.core.ports.vector import IndexSource, VectorIndex
 
@@ -209,12 +209,10 @@ class IndexConvergence(BackgroundLoop):
                 cursor, page = await self._source.scan_memories(cursor, self._batch_size, tenant)
                 if not page:
                     break
-                embedded = [(m, m.embedding) for m in page if m.embedding is not None]
-                dimension = self._vectors.dimension
-                points = [(m.id, vector, vector_payload(m)) for m, vector in embedded if len(vector) == dimension]
+                points, other_dimension = vector_points(page, self._vectors.dimension)
                 await self._vectors.upsert(points)
                 expected += len(points)
-                unindexable += len(embedded) - len(points)
+                unindexable += other_dimension
         self._unindexable[tenant] = unindexable
         after = (await self._vectors.count_by_tenant(self._max_tenants)).get(tenant, 0)
         if after > expected:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import structlog
 
 from services.core.domain.model import ComponentStatus
-from services.core.domain.projection import VectorHit, VectorQuery, vector_payload
+from services.core.domain.projection import VectorHit, VectorQuery, vector_points
 from services.core.domain.recall_request import check_dimension
 from services.core.ports.events import EventPublisher
 from services.core.ports.graph import GraphLifecycle
@@ -117,11 +117,7 @@ class IndexAdmin:
                     if not page:
                         break
                     ahead = asyncio.create_task(self._source.scan_memories(cursor, batch_size, tenant))
-                    points = [
-                        (m.id, m.embedding, vector_payload(m))
-                        for m in page
-                        if m.embedding is not None and len(m.embedding) == self._vectors.dimension
-                    ]
+                    points, _ = vector_points(page, self._vectors.dimension)
                     await self._vectors.upsert(points)
                     indexed += len(points)
                     skipped += len(page) - len(points)

@@ -15,7 +15,7 @@ import structlog
 from services.core.domain.delivery import Delivery, Outcome
 from services.core.domain.event_consumers import PROJECTION
 from services.core.domain.model import SUPERSESSION_RELATIONS, EventKind
-from services.core.domain.projection import vector_payload
+from services.core.domain.projection import vector_points
 from services.core.ports.graph import MemoryLookup
 from services.core.ports.vector import VectorWrites
 from services.recall.fresh_reads import FreshReads
@@ -50,11 +50,7 @@ class Projector:
     async def project(self, tenant: str, memory_ids: list[str]) -> tuple[int, int]:
         """Bring these points in line with the graph; returns (upserted, deleted)."""
         found = await self._lookup.get_memories(tenant, memory_ids)
-        with_vectors = [(m, m.embedding) for m in found.values() if m.embedding is not None]
-        points = [
-            (m.id, vector, vector_payload(m)) for m, vector in with_vectors if len(vector) == self._vectors.dimension
-        ]
-        refused = len(with_vectors) - len(points)
+        points, refused = vector_points(found.values(), self._vectors.dimension)
         if refused:
             # Another dimension than the index holds: refused (and counted), never truncated or padded.
             self._vectors.refused += refused

@@ -6,6 +6,7 @@ reference's two payload writers disagreed)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -58,6 +59,22 @@ def vector_payload(memory: Memory) -> dict:
         # The state pass withholds by it (services/recall/current_state.py); here so every arm agrees.
         "trust_state": memory.trust_state,
     }
+
+
+def vector_points(memories: Iterable[Memory], dimension: int) -> tuple[list[tuple[str, list[float], dict]], int]:
+    """The index's points of these memories (id, vector, vector_payload): those
+    with a vector of the index's `dimension`; and how many had a vector of
+    another dimension (refused, never truncated or padded). A memory without a
+    vector yet has no point."""
+    points, other = [], 0
+    for m in memories:
+        if m.embedding is None:
+            continue
+        if len(m.embedding) != dimension:
+            other += 1
+            continue
+        points.append((m.id, m.embedding, vector_payload(m)))
+    return points, other
 
 
 @dataclass(frozen=True, slots=True)
