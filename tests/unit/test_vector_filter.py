@@ -113,3 +113,39 @@ def test_qdrant_edge_gets_the_filter_it_always_got():
 def test_a_translator_refuses_what_is_not_a_condition(translate):
     with pytest.raises(TypeError, match="not a vector filter condition"):
         translate("tenant = a")
+
+
+def _fields(condition) -> set[str]:
+    """The payload fields a filter names, at any depth."""
+    if isinstance(condition, Filter):
+        return {f for c in (*condition.must, *condition.should, *condition.must_not) for f in _fields(c)}
+    return {condition.field} if hasattr(condition, "field") else set()
+
+
+@pytest.mark.parametrize("tag_match", ["exact", "prefix"])
+def test_every_field_a_filter_names_is_indexed_and_every_index_is_filtered_on(tag_match):
+    """An unindexed filter reads each candidate's payload; an index no filter
+    uses costs every upsert and a pass over every payload in each build. The
+    one exception: `superseded_at`, read only for the few expired points."""
+    from services.core.adapters import edge_schema, qdrant_index
+
+    named = set()
+    for mode in ("any", "all"):
+        full = query(
+            current_at=NOW,
+            recorded_before=NOW,
+            window_start=NOW,
+            window_end=NOW,
+            tags=("x",),
+            tag_mode=mode,
+            tag_match=tag_match,
+            exclude_tags=("y",),
+            exclude_ids=("m",),
+            only_ids=("n",),
+        )
+        named |= _fields(vector_filter(full))
+    tag_field = "tags" if tag_match == "exact" else "tag_prefixes"
+    indexed = set(edge_schema.INDEXED_FIELDS)
+    assert named - {"superseded_at"} == indexed - ({"tags", "tag_prefixes"} - {tag_field})
+    assert set(qdrant_index.INDEXED_FIELDS) == indexed
+    assert "type" not in indexed

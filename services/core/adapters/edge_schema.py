@@ -13,12 +13,15 @@ from qdrant_edge import (
     ScalarType,
 )
 
-#: Payload fields with an index (filters on them stay fast at scale).
+#: Payload fields with an index (filters on them stay fast at scale): exactly the
+#: fields the vector filter matches or bounds (domain/vector_filter.py; its test holds
+#: the two sets equal), save `superseded_at`, read only for the few expired points. A
+#: field no filter names is carried unindexed (`type`): an index costs every upsert and
+#: a pass over every payload in each HNSW build.
 INDEXED_FIELDS = {
     "tenant": PayloadSchemaType.Keyword,
     "tags": PayloadSchemaType.Keyword,
     "tag_prefixes": PayloadSchemaType.Keyword,
-    "type": PayloadSchemaType.Keyword,
     "lifecycle": PayloadSchemaType.Keyword,
     "t_valid": PayloadSchemaType.Float,
     "t_invalid": PayloadSchemaType.Float,
@@ -37,10 +40,10 @@ INDEXED_FIELDS = {
 #: links of a tag's block are built there and serve an exact-tag filter too;
 #: `tags` would build the same graphs again) and timestamp (the time window);
 #: not the fields only ever excluded (lifecycle, t_valid, t_invalid,
-#: recorded_at: the points they drop are few) or not filtered in the index
-#: (type). "window" (the default): tenant and timestamp, so that a time
-#: window's walk stays among its own points, while a tag (a keyword block per
-#: value, several a point) is scanned or walked with ACORN. "tenant"; "none"
+#: recorded_at: the points they drop are few). "window" (the default): tenant
+#: and timestamp, so that a time window's walk stays among its own points,
+#: while a tag (a keyword block per value, several a point) is scanned or
+#: walked with ACORN. "tenant"; "none"
 #: (a filtered search then loses its neighbours: docs/performance.md, issue 27).
 PAYLOAD_LINKS: dict[str, frozenset[str] | None] = {
     "all": None,

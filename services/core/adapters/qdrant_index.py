@@ -32,7 +32,6 @@ INDEXED_FIELDS = {
     "tenant": models.PayloadSchemaType.KEYWORD,
     "tags": models.PayloadSchemaType.KEYWORD,
     "tag_prefixes": models.PayloadSchemaType.KEYWORD,
-    "type": models.PayloadSchemaType.KEYWORD,
     "lifecycle": models.PayloadSchemaType.KEYWORD,
     "t_valid": models.PayloadSchemaType.FLOAT,
     "t_invalid": models.PayloadSchemaType.FLOAT,
