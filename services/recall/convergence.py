@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 
 import structlog
@@ -36,6 +37,7 @@ from services.core.background import BackgroundLoop
 from services.core.domain.projection import vector_points
 from services.core.domain.retention import ConsumerGap
 from services.core.ports.vector import IndexSource, VectorIndex
+from services.recall.graph_pages import pages_ahead
 
 log = structlog.get_logger()
 
@@ -199,16 +201,13 @@ class IndexConvergence(BackgroundLoop):
         second at 1M); rebuild the tenant when points without a memory remain.
         Stops at the next page when a rebuild covering the tenant waits (the
         rebuild projects it anew anyway). Returns the tenant's points after."""
-        cursor = -1
         expected = unindexable = 0
-        async with self._vectors.bulk_load():
-            while True:
+        pages = pages_ahead(self._source, self._batch_size, tenant)
+        async with self._vectors.bulk_load(), aclosing(pages):
+            async for page in pages:
                 if self._rebuild_waiting(tenant):
                     log.info("vector index repair left to a waiting rebuild", tenant=tenant, projected=expected)
                     return (await self._vectors.count_by_tenant(self._max_tenants)).get(tenant, 0)
-                cursor, page = await self._source.scan_memories(cursor, self._batch_size, tenant)
-                if not page:
-                    break
                 points, other_dimension = vector_points(page, self._vectors.dimension)
                 await self._vectors.upsert(points)
                 expected += len(points)

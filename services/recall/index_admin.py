@@ -8,6 +8,7 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -19,6 +20,7 @@ from services.core.domain.recall_request import check_dimension
 from services.core.ports.events import EventPublisher
 from services.core.ports.graph import GraphLifecycle
 from services.core.ports.vector import IndexSource, VectorIndex
+from services.recall.graph_pages import pages_ahead
 
 log = structlog.get_logger()
 
@@ -105,25 +107,17 @@ class IndexAdmin:
         total = await self._source.count_memories(tenant)
         await self._vectors.clear(tenant)
         indexed = skipped = 0
-        cursor = -1
         # One HNSW build at the end over the points (bulk_load), not one per
-        # VECTOR_OPTIMIZE_EVERY points over ever larger merged segments.
-        # The next page is read from the graph while this one goes into the index.
-        ahead = asyncio.create_task(self._source.scan_memories(cursor, batch_size, tenant))
-        try:
-            async with self._vectors.bulk_load():
-                while True:
-                    cursor, page = await ahead
-                    if not page:
-                        break
-                    ahead = asyncio.create_task(self._source.scan_memories(cursor, batch_size, tenant))
-                    points, _ = vector_points(page, self._vectors.dimension)
-                    await self._vectors.upsert(points)
-                    indexed += len(points)
-                    skipped += len(page) - len(points)
-                    yield RebuildProgress(indexed, skipped, total, False, time.perf_counter() - started)
-        finally:
-            ahead.cancel()  # a rebuild stopped part way (its caller gone) reads no further
+        # VECTOR_OPTIMIZE_EVERY points over ever larger merged segments. A
+        # rebuild stopped part way (its caller gone) closes the pages: no read goes on.
+        pages = pages_ahead(self._source, batch_size, tenant)
+        async with self._vectors.bulk_load(), aclosing(pages):
+            async for page in pages:
+                points, _ = vector_points(page, self._vectors.dimension)
+                await self._vectors.upsert(points)
+                indexed += len(points)
+                skipped += len(page) - len(points)
+                yield RebuildProgress(indexed, skipped, total, False, time.perf_counter() - started)
         if tenant is None:
             await self._vectors.optimize()  # every point is new: index them all before answering
         # A small tenant's points are left to the periodic optimisation, as any
