@@ -13,20 +13,12 @@ from qdrant_edge import (
     ScalarType,
 )
 
-#: Payload fields with an index (filters on them stay fast at scale): exactly the
-#: fields the vector filter matches or bounds (domain/vector_filter.py; its test holds
-#: the two sets equal), save `superseded_at`, read only for the few expired points. A
-#: field no filter names is carried unindexed (`type`): an index costs every upsert and
-#: a pass over every payload in each HNSW build.
+from services.core.domain.vector_filter import INDEXED_PAYLOAD
+
+#: Payload fields with an index, in qdrant-edge's kinds (the rule: domain/vector_filter.py, INDEXED_PAYLOAD).
 INDEXED_FIELDS = {
-    "tenant": PayloadSchemaType.Keyword,
-    "tags": PayloadSchemaType.Keyword,
-    "tag_prefixes": PayloadSchemaType.Keyword,
-    "lifecycle": PayloadSchemaType.Keyword,
-    "t_valid": PayloadSchemaType.Float,
-    "t_invalid": PayloadSchemaType.Float,
-    "recorded_at": PayloadSchemaType.Float,
-    "timestamp": PayloadSchemaType.Float,  # recall's time window
+    name: {"keyword": PayloadSchemaType.Keyword, "float": PayloadSchemaType.Float}[kind]
+    for name, kind in INDEXED_PAYLOAD.items()
 }
 
 

@@ -27,16 +27,10 @@ from services.core.domain.projection import VectorHit, VectorQuery, point_id
 
 log = structlog.get_logger()
 
-#: Payload fields with an index: the same set and kinds as EdgeVectorIndex's.
+#: Payload fields with an index, in qdrant-client's kinds (the rule: domain/vector_filter.py, INDEXED_PAYLOAD).
 INDEXED_FIELDS = {
-    "tenant": models.PayloadSchemaType.KEYWORD,
-    "tags": models.PayloadSchemaType.KEYWORD,
-    "tag_prefixes": models.PayloadSchemaType.KEYWORD,
-    "lifecycle": models.PayloadSchemaType.KEYWORD,
-    "t_valid": models.PayloadSchemaType.FLOAT,
-    "t_invalid": models.PayloadSchemaType.FLOAT,
-    "recorded_at": models.PayloadSchemaType.FLOAT,
-    "timestamp": models.PayloadSchemaType.FLOAT,  # recall's time window
+    name: {"keyword": models.PayloadSchemaType.KEYWORD, "float": models.PayloadSchemaType.FLOAT}[kind]
+    for name, kind in vf.INDEXED_PAYLOAD.items()
 }
 
 

@@ -61,6 +61,23 @@ class Filter:
 Condition = Match | Range | IsNull | HasId | Filter
 
 
+#: The payload fields each vector index keeps an index on, and their kind: exactly
+#: the fields vector_filter matches or bounds (its test holds the two sets equal),
+#: save `superseded_at`, read only for the few expired points. A field no filter
+#: names is carried unindexed (`type`): an index costs every upsert and a pass over
+#: every payload in each HNSW build. Each engine's adapter translates the kinds.
+INDEXED_PAYLOAD: dict[str, str] = {
+    "tenant": "keyword",
+    "tags": "keyword",
+    "tag_prefixes": "keyword",
+    "lifecycle": "keyword",
+    "t_valid": "float",
+    "t_invalid": "float",
+    "recorded_at": "float",
+    "timestamp": "float",  # recall's time window
+}
+
+
 def of_tenant(tenant: str) -> Match:
     """The points of one tenant."""
     return Match("tenant", tenant)
