@@ -63,8 +63,10 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.soak_caches import cache_figures, cache_notes, recall_figures, stack_bounds
-from benchmarks.soak_rule import DATA_OF, FALKORDB, NATS_BLOCK, analyse, samples_of
+from benchmarks.soak_nats_heap import live_heap_kib
+from benchmarks.soak_rule import DATA_OF, FALKORDB, NATS_BLOCK, NATS_LIVE_HEAP, analyse, samples_of
 from benchmarks.stack import TOKEN, BenchStack, _process_name, _stat
+from devstack.servers import free_port
 
 KINDS = ("write", "recall", "patch", "delete")
 #: Operations on a schedule of their own beside the open loop's mix: an SSE
@@ -364,9 +366,15 @@ async def sample_rss(
     stop: asyncio.Event,
     samples: list,
     recall_metrics_port: int | None = None,
+    nats_profile: tuple[int, float] | None = None,
 ) -> None:
+    """Every `every` seconds each process's memory and the figures beside it;
+    nats-server's live heap every `nats_profile[1]` seconds from its profiler
+    on port `nats_profile[0]` (soak_nats_heap)."""
     started = time.monotonic()
     vectors = data_dir / "vectors"
+    heap_read_at = -float("inf")
+    profiler = httpx.AsyncClient(timeout=30)
     while not stop.is_set():
         parts = {n: rss_parts_kib(p) for n, p in pids.items()}
         sizes: dict[str, int | None] = {n: part.get("VmRSS") for n, part in parts.items()}
@@ -379,11 +387,15 @@ async def sample_rss(
         sizes["index-mapped"] = sum(m for m in mapped if m is not None) if any(m is not None for m in mapped) else None
         sizes["index-disk"] = await asyncio.to_thread(tree_kib, vectors)
         sizes |= await asyncio.to_thread(recall_figures, recall_metrics_port)
+        if nats_profile and time.monotonic() - heap_read_at >= nats_profile[1]:
+            heap_read_at = time.monotonic()
+            sizes[NATS_LIVE_HEAP] = await live_heap_kib(profiler, nats_profile[0])
         samples.append((time.monotonic() - started, sizes))
         try:
             await asyncio.wait_for(stop.wait(), every)
         except TimeoutError:
             pass
+    await profiler.aclose()
 
 
 async def soak(stack: BenchStack, args) -> dict:
@@ -395,7 +407,10 @@ async def soak(stack: BenchStack, args) -> dict:
         load = Load(c, mix, live_cap=args.live_cap)
         port = int(stack.env["FALKORDB_PORT"])
         recall_port = int(stack.env["RECALL_METRICS_PORT"])
-        sampler = asyncio.create_task(sample_rss(pids, port, stack.data, args.sample, stop, samples, recall_port))
+        profile = (int(stack.env["NATS_PROFILE_PORT"]), args.nats_heap_every) if args.nats_heap_every > 0 else None
+        sampler = asyncio.create_task(
+            sample_rss(pids, port, stack.data, args.sample, stop, samples, recall_port, profile)
+        )
         started = time.monotonic()
         await asyncio.gather(
             load.run(args.duration, args.rate),
@@ -475,6 +490,12 @@ def report(result: dict, console: Console) -> bool:
         )
         if name == "nats-server":
             notes.append(f"nats-server: {p['measure']}; {p['blocks_begun']} block(s) begun after the warm-up")
+            if heap := p.get("live_heap_series_kib"):
+                notes.append(
+                    f"nats-server's live heap (after a collection, {len(heap)} reads): {heap[0][1] / 1024:.1f} ->"
+                    f" {heap[-1][1] / 1024:.1f} MiB; beyond its newest block, 2nd half"
+                    f" {p['late_live_heap_beyond_block_kib'] / 1024:+.1f} MiB"
+                )
         if "index_mapped_kib" in p:
             m, d = p["index_mapped_kib"], p["index_disk_kib"]
             notes.append(
@@ -501,6 +522,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--mix", default="0.4,0.35,0.15,0.1", help="shares of write,recall,patch,delete")
     parser.add_argument("--warmup", type=float, default=None, help="seconds before the RSS baseline (default: a fifth)")
     parser.add_argument("--sample", type=float, default=5.0, help="seconds between RSS samples")
+    parser.add_argument(
+        "--nats-heap-every",
+        type=float,
+        default=300.0,
+        help="seconds between reads of nats-server's live heap (each runs one collection; 0: none)",
+    )
     parser.add_argument(
         "--late-growth", type=float, default=0.02, help="largest RSS growth over the second half, a share"
     )
@@ -548,7 +575,8 @@ def run(args: argparse.Namespace, console: Console | None = None) -> tuple[dict,
     """The soak on a stack of its own; its figures (also written to args.json) and the verdict."""
     console = console or Console(width=130)  # the tables whole, in a pipe too
     bounds = stack_bounds(args.cache_cap, args.reopen_every)
-    env = {"ADMIN_API_TOKEN": ADMIN, **bounds, **dict(e.split("=", 1) for e in args.env)}
+    env = {"ADMIN_API_TOKEN": ADMIN, "NATS_PROFILE_PORT": str(free_port()), **bounds}
+    env |= dict(e.split("=", 1) for e in args.env)
     with BenchStack(log_path=args.log, **env) as stack:
         result = asyncio.run(soak(stack, args))
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,8 @@ FALKORDB = "redis-server"
 DATA_OF = {FALKORDB: "falkordb-data"}
 #: nats-server's series beside its memory: the newest message block's size, which saws.
 NATS_BLOCK = "nats-block"
+#: nats-server's live heap (KiB), read every few minutes from its profiler (benchmarks/soak_nats_heap.py).
+NATS_LIVE_HEAP = "nats-live-heap"
 
 
 def _median(values: list[float]) -> float:
@@ -125,6 +127,7 @@ def analyse(samples: list, names: list[str], warmup: float) -> dict:
             matched, scope = block_matched(held, fill)
             figures["block_series_kib"] = [[round(t, 1), s.get(NATS_BLOCK)] for t, s in samples]
             figures["blocks_begun"] = blocks_of(fill)[-1]
+            figures |= live_heap_figures(samples, warmup)
             if matched is not None:
                 figures["late_held_growth"] = matched / held_baseline
                 figures["measure"] = f"RssAnon+RssShmem, {scope}"
@@ -144,6 +147,24 @@ def analyse(samples: list, names: list[str], warmup: float) -> dict:
     return processes
 
 
+def live_heap_figures(samples: list, warmup: float) -> dict:
+    """nats-server's live heap after the warm-up, shown beside its verdict
+    (not judged: the rule is its resident memory): its series with the
+    newest block's size, and its change over the second half beyond that
+    block (the live heap holds the block's write buffer), as late_change."""
+    readings = [
+        (t, float(s[NATS_LIVE_HEAP]), float(s.get(NATS_BLOCK) or 0))
+        for t, s in samples
+        if t >= warmup and s.get(NATS_LIVE_HEAP) is not None
+    ]
+    if not readings:
+        return {}
+    return {
+        "live_heap_series_kib": [[round(t, 1), heap, fill] for t, heap, fill in readings],
+        "late_live_heap_beyond_block_kib": late_change([heap - fill for _, heap, fill in readings]),
+    }
+
+
 def samples_of(result: dict) -> list:
     """The samples (seconds, sizes) back from a result's series, so that
     --reanalyse judges an earlier run's figures by today's rule."""
@@ -161,6 +182,8 @@ def samples_of(result: dict) -> list:
         for key, series in (("data_series_kib", DATA_OF.get(name)), ("block_series_kib", NATS_BLOCK)):
             for t, value in p.get(key, []) if series else []:
                 sizes.setdefault(t, {})[series] = value
+        for t, heap, _ in p.get("live_heap_series_kib", []):
+            sizes.setdefault(t, {})[NATS_LIVE_HEAP] = heap
         if name == "nats-server" and "block_series_kib" not in p:  # before the rule matched blocks
             for t, value in p.get("data_series_kib", []):
                 sizes.setdefault(t, {})[NATS_BLOCK] = value

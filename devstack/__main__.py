@@ -111,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                 data_dir / "nats",
                 sync_interval=bus.nats_sync_interval,
                 memory_limit_mb=bus.nats_memory_limit_mb,
+                gogc=bus.nats_gogc,
+                profile_port=bus.nats_profile_port,
             )
         )
         say(f"NATS JetStream on {bus.nats_url} (sync_interval {bus.nats_sync_interval})")

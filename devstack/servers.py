@@ -194,6 +194,8 @@ def start_nats(
     monitor_port: int | None = None,
     cluster: ClusterNode | None = None,
     memory_limit_mb: int = 0,
+    gogc: str | None = None,
+    profile_port: int = 0,
 ) -> ServerProcess:
     """nats-server with JetStream, its store in data_dir, fsynced as
     `sync_interval` says (NATS_SYNC_INTERVAL: "always", or an interval like
@@ -201,7 +203,8 @@ def start_nats(
     monitoring (/varz, /healthz) on `monitor_port` when given, as one node
     of a cluster when `cluster` places it in one (start_nats_cluster), and
     with Go's soft memory limit (GOMEMLIMIT) at `memory_limit_mb` MiB when
-    given (NATS_MEMORY_LIMIT_MB)."""
+    given (NATS_MEMORY_LIMIT_MB), Go's GOGC at `gogc` when given (NATS_GOGC),
+    and Go's profiler on 127.0.0.1:`profile_port` when given (NATS_PROFILE_PORT)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     # sync_interval and the cluster block have no command-line flags: a config file holds them.
     config = data_dir / "nats.conf"
@@ -215,6 +218,7 @@ def start_nats(
         "-c",
         str(config),
         *(["-m", str(monitor_port)] if monitor_port else []),
+        *(["--profile", str(profile_port)] if profile_port else []),
         "-p",
         str(port),
         "-a",
@@ -223,6 +227,8 @@ def start_nats(
         str(data_dir / "nats.log"),
     ]
     env = {**os.environ, **({"GOMEMLIMIT": f"{memory_limit_mb}MiB"} if memory_limit_mb > 0 else {})}
+    if gogc is not None:
+        env["GOGC"] = gogc
     process = subprocess.Popen(  # noqa: S603  the packaged nats-server with arguments built here
         cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env
     )

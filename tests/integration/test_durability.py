@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from pathlib import Path
 
 import pytest
 
+from benchmarks.soak_nats_heap import heap_alloc_kib
 from devstack.servers import free_port, start_falkordb, start_nats, wait_for_port
 from services.core.replica import stream_durables
 from services.core.wiring import event_bus, graph_store
@@ -85,6 +87,24 @@ def test_the_devstack_nats_runs_under_the_memory_limit_asked_for(tmp_path, setti
     finally:
         server.stop()
     assert type(settings.bus).model_fields["nats_memory_limit_mb"].default > 0  # the devstack's default sets one
+
+
+def test_the_devstack_nats_takes_its_gogc_and_shows_its_heap_on_the_profiler_port(tmp_path):
+    """NATS_GOGC reaches nats-server's environment, and NATS_PROFILE_PORT serves
+    its heap profile, whose MemStats `make soak` reads the live heap from."""
+    profile = free_port()
+    server = start_nats(free_port(), tmp_path / "off", memory_limit_mb=48, gogc="off", profile_port=profile)
+    try:
+        variables = Path(f"/proc/{server.process.pid}/environ").read_text().split("\0")
+        environ = dict(line.split("=", 1) for line in variables if "=" in line)
+        assert (environ["GOGC"], environ["GOMEMLIMIT"]) == ("off", "48MiB")
+        wait_for_port(profile, 10)
+        url = f"http://127.0.0.1:{profile}/debug/pprof/heap?debug=1&gc=1"
+        with urllib.request.urlopen(url, timeout=10) as reply:  # noqa: S310  a local server
+            kib = heap_alloc_kib(reply.read().decode())
+        assert kib is not None and 0 < kib < 48 * 1024
+    finally:
+        server.stop()
 
 
 @pytest.mark.parametrize("appendfsync", ["everysec", "always"])

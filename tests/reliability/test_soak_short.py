@@ -20,7 +20,7 @@ def test_a_short_soak_runs_the_whole_mix_without_errors(tmp_path):
     args = soak.parse(
         ["--duration", "40", "--rate", "3", "--warmup", "10", "--sample", "2", "--sse-every", "6"]
         + ["--consolidate-every", "30", "--backup-at", "0.3", "--json", str(out), "--log", str(tmp_path / "stack.log")]
-        + ["--live-cap", "40"]
+        + ["--live-cap", "40", "--nats-heap-every", "8"]
     )
     result, _ = soak.run(args)  # the RSS verdict needs a longer run; errors and shape are judged here
 
@@ -37,7 +37,11 @@ def test_a_short_soak_runs_the_whole_mix_without_errors(tmp_path):
         assert isinstance(p["late_growth"], float) and isinstance(p["late_anon_growth"], float), name
     assert result["late_growth_bound"] == 0.02
     assert 0 < result["live_at_end"] <= 40  # at the cap a write became a delete
-    assert result["processes"]["nats-server"]["block_series_kib"]  # its newest block, its saw matched on
+    nats = result["processes"]["nats-server"]
+    assert nats["block_series_kib"]  # its newest block, its saw matched on
+    heap = nats["live_heap_series_kib"]  # its live heap from its profiler, read every 8 s after the warm-up
+    assert len(heap) >= 3 and all(0 < kib < nats["max_kib"] for _, kib, _ in heap)
+    assert isinstance(nats["late_live_heap_beyond_block_kib"], float)
     assert result["processes"][soak.FALKORDB]["data_series_kib"]  # its data, taken out
     for name, p in result["processes"].items():
         assert p["held_baseline_kib"] > 0 and isinstance(p["late_held_growth"], float), name  # the verdict's measure

@@ -28,3 +28,14 @@ def test_the_graph_store_trusts_a_count_as_long_as_the_setting_says():
     graph = graph_store(settings.graph, settings.process, recall=settings.recall)
     assert graph.text._df_cache.seconds == 42
     assert graph.reader._mention_cache.seconds == 42  # expand_entities' entity mention counts
+
+
+def test_nats_collects_only_near_its_memory_limit_and_never_without_one():
+    bus = Settings(_env_file=None).bus
+    assert (bus.nats_gogc, bus.nats_memory_limit_mb > 0) == ("off", True)  # the devstack's default: a fixed budget
+    assert Settings(_env_file=None, nats_gogc="50", nats_memory_limit_mb=0).bus.nats_gogc == "50"
+    with pytest.raises(ValidationError, match="NATS_MEMORY_LIMIT_MB"):
+        Settings(_env_file=None, nats_memory_limit_mb=0)  # off without a limit: the heap would only grow
+    for bad in ("0", "-1", "on", "100%"):
+        with pytest.raises(ValidationError, match="nats_gogc"):
+            Settings(_env_file=None, nats_gogc=bad)

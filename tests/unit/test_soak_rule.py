@@ -11,6 +11,7 @@ import httpx
 
 from benchmarks import soak
 from benchmarks.soak_caches import cache_figures, cache_notes
+from benchmarks.soak_nats_heap import heap_alloc_kib
 
 MIB = 1024
 
@@ -76,6 +77,35 @@ def test_an_earlier_runs_figures_are_judged_again(tmp_path):
     for name in names:
         assert abs(again[name]["late_held_growth"] - result["processes"][name]["late_held_growth"]) < 1e-9
     assert abs(again["redis-server"]["late_held_growth"]) < 1e-9  # its growth was all data
+
+
+def _nats_heap(leak_per_read: float):
+    # a fixed resident budget (GOGC=off), and a live heap read every 20th sample: the block's buffer and a leak
+    def sizes(i):
+        row = {**_nats(0)(i), "nats-server:held": 60 * MIB, "nats-server:anon": 60 * MIB}
+        if i % 20 == 0:
+            row["nats-live-heap"] = 9 * MIB + row["nats-block"] + leak_per_read * (i // 20)
+        return row
+
+    return sizes
+
+
+def test_the_nats_live_heap_is_shown_beyond_its_block_and_read_back():
+    flat = soak.analyse(_samples(400, _nats_heap(0)), ["nats-server"], warmup=50)["nats-server"]
+    assert abs(flat["late_held_growth"]) < 1e-9  # the resident budget is flat ...
+    assert len(flat["live_heap_series_kib"]) == 19  # the reads after the warm-up, with the block's fill
+    assert abs(flat["late_live_heap_beyond_block_kib"]) < 1e-9  # ... and so is the heap beyond its block
+    leaking = soak.analyse(_samples(400, _nats_heap(100)), ["nats-server"], warmup=50)["nats-server"]
+    assert abs(leaking["late_held_growth"]) < 1e-9  # the budget hides a leak ...
+    assert leaking["late_live_heap_beyond_block_kib"] >= 500  # ... the live heap shows it (100 KiB a read)
+    again = soak.analyse(soak.samples_of({"processes": {"nats-server": leaking}}), ["nats-server"], warmup=50)
+    assert again["nats-server"]["live_heap_series_kib"] == leaking["live_heap_series_kib"]
+
+
+def test_the_live_heap_is_read_from_the_profiles_memstats():
+    text = "heap profile: 2: 2528 [2: 2529] @ heap/1048576\n...\n# runtime.MemStats\n# HeapAlloc = 652096\n# Sys = 1\n"
+    assert heap_alloc_kib(text) == 636
+    assert heap_alloc_kib("heap profile: 2: 2528 [2: 2529] @ heap/1048576\n") is None
 
 
 def _falkordb(overhead_per_sample: float):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 
 from services.core.settings.base import Group
 
@@ -97,13 +97,19 @@ class BusSettings(Group):
     # as "2m" (NATS's default) may lose that much of acknowledged messages on a host crash, none on a
     # process crash. The graph's outbox and the reconcilers re-drive what a lost event left behind.
     nats_sync_interval: str = Field(default="always", pattern=r"^(always|\d+(ms|s|m|h))$")
-    # The devstack's nats-server runs with GOMEMLIMIT at this many MiB (0: Go's default, none). Its live
-    # heap stays about flat as the stream stores blocks (a heap profile: 22-23 MB from the third 8 MiB
-    # block to the eighth), but Go keeps what it freed of each block's 8 MiB write buffer: RssAnon went
-    # 56 -> 77 MB over those blocks without a limit and held at 35-37 MB with GOMEMLIMIT=40MiB
-    # (docs/reliability.md, make soak). The limit is soft: past it Go collects more often rather than failing. A
-    # deployment sets GOMEMLIMIT in the container's env (deploy/k8s: under its memory limit).
+    # The devstack's nats-server runs with GOMEMLIMIT at this many MiB (0: Go's default, none). The limit is
+    # soft: past it Go collects more often rather than failing. Without one, Go's heap goal is twice the
+    # live heap, and nats-server's RSS climbed for as long as a probe ran (15 of the stream's 8 MiB blocks,
+    # 20 -> 57 MB); with 64 it levelled at 41-47 MB after about six blocks (docs/reliability.md, make soak).
+    # A deployment sets GOMEMLIMIT in the container's env (deploy/k8s: under its memory limit).
     nats_memory_limit_mb: int = Field(default=64, ge=0)
+    # Go's GOGC for the devstack's nats-server: "off" collects only as the heap nears NATS_MEMORY_LIMIT_MB
+    # (which it then needs), so its memory is that budget from the first minutes, not a climb towards it
+    # over hours (the probe above: 53-58 MB from the second block on); a number (1-9999) is Go's percentage (100:
+    # the heap may grow to twice what is live before a collection). "off" also collects least often.
+    nats_gogc: str = Field(default="off", pattern=r"^(off|[1-9]\d{0,3})$")
+    # A port for nats-server's Go profiler (0: none), on 127.0.0.1: `make soak` reads its live heap there.
+    nats_profile_port: int = Field(default=0, ge=0, le=65535)
     # Copies JetStream keeps of the stream (and its durable consumers): 3 on a 3-node cluster survives the
     # loss of one node; a single server takes only 1. Applied to an existing stream at start-up too.
     nats_stream_replicas: int = Field(default=1, ge=1, le=5)
@@ -113,6 +119,14 @@ class BusSettings(Group):
     outbox_grace_seconds: float = 10.0  # ... once they are this old
     outbox_batch_size: int = 500  # events a sweep publishes at once
     publish_concurrency: int = 64  # publish batches in flight at once
+
+    @model_validator(mode="after")
+    def _gogc_bounded(self) -> BusSettings:
+        if self.nats_gogc == "off" and self.nats_memory_limit_mb == 0:
+            raise ValueError(
+                "NATS_GOGC=off needs NATS_MEMORY_LIMIT_MB above 0: without a limit nats-server would never collect"
+            )
+        return self
 
 
 class VectorSettings(Group):
