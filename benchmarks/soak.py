@@ -34,10 +34,13 @@ used_memory). nats-server's memory saws with the events stream's newest
 message block (kept in memory while the consumers read it, up to 8 MiB,
 plus Go's heap headroom; read as the newest *.blk file's size): its last
 tenth is compared with the samples of an earlier block at the same fill
-(block_matched). Recall's memory that fills with the corpus's new words up
-to a bound (its word and stem caches, its index's native memory between
-reopens) is run at small bounds, --cache-cap and --reopen-every, reached
-before the second half (benchmarks/soak_caches.py), and each cache's fill
+(block_matched); its live heap is read every --nats-heap-every seconds
+and shown (benchmarks/soak_nats_heap.py: with NATS_GOGC=off its resident
+memory is a budget, flat whether or not something inside it leaks).
+Recall's memory that fills with the corpus's new words up to a bound
+(its word and stem caches, its index's native memory between reopens)
+is run at small bounds, --cache-cap and --reopen-every, reached before
+the second half (benchmarks/soak_caches.py), and each cache's fill
 is read from recall's /metrics and reported. A table is printed, the figures (with each process's
 series) written to --json, and devstack's output to --log; --reanalyse
 judges an earlier run's --json again.
