@@ -30,12 +30,13 @@ def test_the_graph_store_trusts_a_count_as_long_as_the_setting_says():
     assert graph.reader._mention_cache.seconds == 42  # expand_entities' entity mention counts
 
 
-def test_nats_collects_only_near_its_memory_limit_and_never_without_one():
+def test_nats_collects_at_a_low_gogc_and_turns_it_off_only_under_a_limit():
     bus = Settings(_env_file=None).bus
-    assert (bus.nats_gogc, bus.nats_memory_limit_mb > 0) == ("off", True)  # the devstack's default: a fixed budget
+    assert (bus.nats_gogc, bus.nats_memory_limit_mb > 0) == ("25", True)  # the devstack's defaults
     assert Settings(_env_file=None, nats_gogc="50", nats_memory_limit_mb=0).bus.nats_gogc == "50"
+    assert Settings(_env_file=None, nats_memory_limit_mb=0).bus.nats_gogc == "25"  # no limit needed
     with pytest.raises(ValidationError, match="NATS_MEMORY_LIMIT_MB"):
-        Settings(_env_file=None, nats_memory_limit_mb=0)  # off without a limit: the heap would only grow
+        Settings(_env_file=None, nats_gogc="off", nats_memory_limit_mb=0)  # the heap would only grow
     for bad in ("0", "-1", "on", "100%"):
         with pytest.raises(ValidationError, match="nats_gogc"):
             Settings(_env_file=None, nats_gogc=bad)

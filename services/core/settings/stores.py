@@ -98,16 +98,17 @@ class BusSettings(Group):
     # process crash. The graph's outbox and the reconcilers re-drive what a lost event left behind.
     nats_sync_interval: str = Field(default="always", pattern=r"^(always|\d+(ms|s|m|h))$")
     # The devstack's nats-server runs with GOMEMLIMIT at this many MiB (0: Go's default, none). The limit is
-    # soft: past it Go collects more often rather than failing. Without one, Go's heap goal is twice the
-    # live heap, and nats-server's RSS climbed for as long as a probe ran (15 of the stream's 8 MiB blocks,
-    # 20 -> 57 MB); with 64 it levelled at 41-47 MB after about six blocks (docs/reliability.md, make soak).
-    # A deployment sets GOMEMLIMIT in the container's env (deploy/k8s: under its memory limit).
+    # soft: past it Go collects more often rather than failing. At Go's default GOGC (100) nats-server's RSS
+    # climbed for as long as a probe ran without a limit (15 of the stream's 8 MiB blocks, 20 -> 57 MB), and
+    # levelled at 41-47 MB after about six blocks with 64 (docs/reliability.md, make soak). A deployment sets
+    # GOMEMLIMIT in the container's env (deploy/k8s: under its memory limit).
     nats_memory_limit_mb: int = Field(default=64, ge=0)
-    # Go's GOGC for the devstack's nats-server: "off" collects only as the heap nears NATS_MEMORY_LIMIT_MB
-    # (which it then needs), so its memory is that budget from the first minutes, not a climb towards it
-    # over hours (the probe above: 53-58 MB from the second block on); a number (1-9999) is Go's percentage (100:
-    # the heap may grow to twice what is live before a collection). "off" also collects least often.
-    nats_gogc: str = Field(default="off", pattern=r"^(off|[1-9]\d{0,3})$")
+    # Go's GOGC for the devstack's nats-server: a collection once the heap has grown this many percent past
+    # what the last one left live (Go's default 100: to twice it). At 25 its memory follows its live heap
+    # (6-11 MB with the newest block's buffer): in the soak's hour 11-19 MiB held, level from the first block,
+    # where at 100 it climbed about half a megabyte a block for hours. "off" collects only as the heap nears
+    # NATS_MEMORY_LIMIT_MB (and needs one): nats-server then holds about that budget (53-58 MB at 64).
+    nats_gogc: str = Field(default="25", pattern=r"^(off|[1-9]\d{0,3})$")
     # A port for nats-server's Go profiler (0: none), on 127.0.0.1: `make soak` reads its live heap there.
     nats_profile_port: int = Field(default=0, ge=0, le=65535)
     # Copies JetStream keeps of the stream (and its durable consumers): 3 on a 3-node cluster survives the
