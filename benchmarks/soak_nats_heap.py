@@ -1,16 +1,18 @@
 """nats-server's live heap, read beside its resident memory in `make soak`.
 
-With NATS_GOGC=off (the devstack's default) nats-server's heap grows to
-NATS_MEMORY_LIMIT_MB before Go collects, so its resident memory is that
-budget and stays there: flat whether or not something inside it leaks.
-What it still holds after a collection, its live heap, is what a leak
-would grow. The soak reads it from nats-server's Go profiler
-(NATS_PROFILE_PORT) every few minutes: the heap profile's `gc=1` runs one
-collection first and its `debug=1` text ends with Go's MemStats, whose
-HeapAlloc is then the live heap. The live heap includes the newest message
-block's write buffer (up to 8 MiB, with the block's fill), so it is shown
-beside the block's size and its growth is read at like fills, as the
-resident memory's is (soak_rule.block_matched)."""
+What a Go process holds follows its collector's pacing (NATS_GOGC,
+NATS_MEMORY_LIMIT_MB) as much as its data: at NATS_GOGC=off it is about
+the whole limit, flat whether or not something inside it leaks. What it
+still holds after a collection, its live heap, is what a leak would grow.
+The soak reads it from nats-server's Go profiler (NATS_PROFILE_PORT) every
+few minutes: the heap profile's `gc=1` runs one collection first and its
+`debug=1` text ends with Go's MemStats, whose HeapAlloc is then the live
+heap. The live heap includes the newest message block's write buffer (up
+to 8 MiB, with the block's fill), so it is shown beside the block's size.
+A read's collection is one among hundreds at the default NATS_GOGC (25);
+at NATS_GOGC=off it makes Go give memory back, which the resident rule
+then reads as a saw (docs/reliability.md, make soak): run such a soak with
+--nats-heap-every 0."""
 
 from __future__ import annotations
 
