@@ -9,7 +9,7 @@ few minutes: the heap profile's `gc=1` runs one collection first and its
 `debug=1` text ends with Go's MemStats, whose HeapAlloc is then the live
 heap. The live heap includes the newest message block's write buffer (up
 to 8 MiB, with the block's fill), so it is shown beside the block's size.
-A read's collection is one among hundreds at the default NATS_GOGC (25);
+A read's collection is one of many at the default NATS_GOGC (25);
 at NATS_GOGC=off it makes Go give memory back, which the resident rule
 then reads as a saw (docs/reliability.md, make soak): run such a soak with
 --nats-heap-every 0."""
