@@ -377,7 +377,6 @@ async def sample_rss(
     started = time.monotonic()
     vectors = data_dir / "vectors"
     heap_read_at = -float("inf")
-    profiler = httpx.AsyncClient(timeout=30)
     while not stop.is_set():
         parts = {n: rss_parts_kib(p) for n, p in pids.items()}
         sizes: dict[str, int | None] = {n: part.get("VmRSS") for n, part in parts.items()}
@@ -392,13 +391,12 @@ async def sample_rss(
         sizes |= await asyncio.to_thread(recall_figures, recall_metrics_port)
         if nats_profile and time.monotonic() - heap_read_at >= nats_profile[1]:
             heap_read_at = time.monotonic()
-            sizes[NATS_LIVE_HEAP] = await live_heap_kib(profiler, nats_profile[0])
+            sizes[NATS_LIVE_HEAP] = await live_heap_kib(nats_profile[0])
         samples.append((time.monotonic() - started, sizes))
         try:
             await asyncio.wait_for(stop.wait(), every)
         except TimeoutError:
             pass
-    await profiler.aclose()
 
 
 async def soak(stack: BenchStack, args) -> dict:

@@ -29,10 +29,11 @@ def heap_alloc_kib(profile_text: str) -> int | None:
     return int(found.group(1)) // 1024 if found else None
 
 
-async def live_heap_kib(client: httpx.AsyncClient, port: int) -> int | None:
+async def live_heap_kib(port: int) -> int | None:
     """nats-server's heap after a collection, in KiB; None when its profiler does not answer."""
     try:
-        answer = await client.get(f"http://127.0.0.1:{port}/debug/pprof/heap", params={"debug": 1, "gc": 1})
+        async with httpx.AsyncClient(timeout=30) as client:
+            answer = await client.get(f"http://127.0.0.1:{port}/debug/pprof/heap", params={"debug": 1, "gc": 1})
     except httpx.HTTPError:
         return None
     return heap_alloc_kib(answer.text) if answer.status_code == 200 else None
